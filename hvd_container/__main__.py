@@ -1,0 +1,5 @@
+import sys
+
+from hvd_container.cli import main
+
+sys.exit(main())

@@ -1,0 +1,38 @@
+"""Write files so that an interrupted run never leaves a half-written target behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+
+@contextlib.contextmanager
+def atomic_output(target: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
+    """Yield a binary file in the target's directory; rename it onto the target on success.
+
+    On any exception (including KeyboardInterrupt) the temporary file is removed.
+    """
+    path = Path(target)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(target: str | os.PathLike[str], text: str, mode: int = 0o644) -> None:
+    """Atomically write text (UTF-8) to target."""
+    with atomic_output(target, mode) as fh:
+        fh.write(text.encode())

@@ -1,0 +1,6 @@
+"""Command groups of the CLI. Each module has `register(app)`; keep module-level imports light."""
+
+from hvd_container.commands import recipes as _recipes
+from hvd_container.commands import sites as _sites
+
+COMMAND_MODULES = [_recipes, _sites]

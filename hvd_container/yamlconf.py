@@ -1,0 +1,158 @@
+"""YAML config files validated against pydantic models, with errors that name file, line and key.
+
+Shared by recipes (containers/) and site profiles (launcher/). Every error is one line:
+``FILE:LINE: key.path: what is wrong (allowed: ...)``.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from hvd_container.errors import UserError
+
+try:  # the C loader is several times faster; the launch path reads YAML on every call
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+Path_ = tuple[str | int, ...]
+M = TypeVar("M")
+
+
+class Document:
+    """A parsed YAML mapping plus the line of every key path in it."""
+
+    def __init__(self, data: dict[str, Any], lines: dict[Path_, int], source: str) -> None:
+        self.data = data
+        self.lines = lines
+        self.source = source
+
+    def line_of(self, path: Path_) -> int | None:
+        """The line of the longest prefix of path that the file spells out."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+    def where(self, path: Path_) -> str:
+        line = self.line_of(path)
+        return f"{self.source}:{line}" if line else self.source
+
+
+def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = (*path, str(key.value))
+            out[sub] = key.start_mark.line + 1
+            _index_lines(value, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, value in enumerate(node.value):
+            _index_lines(value, (*path, i), out)
+
+
+def parse(text: str, source: str) -> Document:
+    """Parse YAML text into a Document; syntax errors become one-line UserErrors."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{source}{line}: not valid YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{source}: not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{source}:1: the top level must be a mapping of keys, not {type(data).__name__}")
+    lines: dict[Path_, int] = {}
+    if node is not None:
+        _index_lines(node, (), lines)
+    return Document(data, lines, source)
+
+
+def load(path: str | Path) -> Document:
+    """Read and parse a YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a UTF-8 text file") from None
+    return parse(text, str(p))
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model class inside Optional[...] / list[...] / dict[..., ...], if any."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner = _unwrap(arg)
+            if hasattr(inner, "model_fields"):
+                return inner
+        return None
+    if origin in (list, tuple, set, frozenset):
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (dict, Mapping):
+        return _unwrap(typing.get_args(annotation)[1])
+    return annotation if hasattr(annotation, "model_fields") else None
+
+
+def _model_at(model: Any, loc: Path_) -> Any:
+    """Walk a pydantic model class along an error location (skipping list indexes)."""
+    current = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part)
+        if field is None:
+            return current if part not in current.model_fields else None
+        current = _unwrap(field.annotation)
+    return current
+
+
+def allowed_keys(model: Any) -> list[str]:
+    """The keys a model accepts, as spelled in YAML (aliases win)."""
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
+    """One line for the first error of a pydantic ValidationError."""
+    err = exc.errors()[0]
+    loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        parent = _model_at(model, loc[:-1])
+        keys = ", ".join(allowed_keys(parent)) if parent is not None else "?"
+        return f"{doc.where(loc)}: {dotted}: unknown key (allowed: {keys})"
+    if err["type"] == "missing":
+        return f"{doc.where(loc[:-1])}: {dotted}: required key is missing"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    return f"{doc.where(loc)}: {dotted}: {msg}{shown}"
+
+
+def validate(model: type[M], doc: Document, data: dict[str, Any] | None = None) -> M:
+    """Validate doc (or data derived from it) against model; errors as one-line UserError."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(doc.data if data is None else data)  # type: ignore[attr-defined, no-any-return]
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, model, doc)) from None
