@@ -72,7 +72,9 @@ def parse(text: str, source: str) -> Document:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UserError(f"{source}:1: the top level must be a mapping of keys, not {type(data).__name__}")
+        raise UserError(
+            f"{source}:1: the top level must be a mapping of keys, not {type(data).__name__}"
+        )
     lines: dict[Path_, int] = {}
     if node is not None:
         _index_lines(node, (), lines)

@@ -1,0 +1,227 @@
+"""Recipes: declarative, validated descriptions of a training image.
+
+A recipe is a YAML file (see recipes/*.yaml). `load_recipe` reads one, resolves `extends:`
+(deep merge: mappings merge, everything else replaces, `null` removes), validates it and
+returns a `Recipe`. Every error is one line naming the file, line and key path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hvd_container import yamlconf
+from hvd_container.errors import UserError
+
+Arch = Literal["amd64", "arm64", "ppc64le"]
+Framework = Literal["pytorch", "tensorflow", "keras"]
+Controller = Literal["mpi", "gloo"]
+HorovodPatch = Literal["cxx17"]
+
+_NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
+_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+_VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors; values are not coerced between types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Base(_Strict):
+    image: str = Field(
+        min_length=1,
+        description="Docker reference, or `debootstrap:<suite>` for a base made from a Debian mirror.",
+    )
+
+    @property
+    def debootstrap_suite(self) -> str | None:
+        return self.image.split(":", 1)[1] if self.image.startswith("debootstrap:") else None
+
+
+class Python(_Strict):
+    version: str = Field(pattern=r"^3\.[0-9]+$")
+    source: Literal["system", "image"] = Field(
+        default="system",
+        description="system: the distribution's python3 (+ a venv); image: the base image has it.",
+    )
+
+
+class Mpi(_Strict):
+    flavor: Literal["openmpi", "mpich"]
+    version: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    pmi: list[Literal["pmi2", "pmix"]] = Field(default_factory=lambda: ["pmix"])
+    source: Literal["apt", "image"] = "apt"
+
+
+class Cuda(_Strict):
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
+    cudnn: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+
+
+class Nccl(_Strict):
+    version: str = Field(pattern=_VERSION_PATTERN)
+
+
+class TensorFlow(_Strict):
+    version: str = Field(pattern=_VERSION_PATTERN)
+    package: Literal["tensorflow", "tensorflow-gpu", "tensorflow-cpu"] = "tensorflow"
+
+
+class PyTorch(_Strict):
+    version: str = Field(pattern=_VERSION_PATTERN)
+    torchvision: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    torchaudio: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    cuda_tag: str | None = Field(
+        default=None,
+        pattern=r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$",
+        description="Wheel tag: cpu, cu117, ...",
+    )
+
+
+class Lightning(_Strict):
+    version: str = Field(pattern=_VERSION_PATTERN)
+    package: Literal["lightning", "pytorch-lightning"] = "lightning"
+
+
+class Horovod(_Strict):
+    version: str = Field(pattern=_VERSION_PATTERN)
+    frameworks: list[Framework] = Field(min_length=1)
+    controllers: list[Controller] = Field(default_factory=lambda: ["mpi", "gloo"], min_length=1)
+    gpu_operations: Literal["nccl", "mpi"] | None = None
+    nccl_link: Literal["shared", "static"] | None = None
+    patches: list[HorovodPatch] = Field(default_factory=list)
+
+    @field_validator("frameworks", "controllers", "patches")
+    @classmethod
+    def _no_repeats(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("each entry may appear once")
+        return value
+
+
+class Recipe(_Strict):
+    name: str = Field(pattern=_NAME_PATTERN, description="Image repository name (lower case).")
+    version: str = Field(pattern=_TAG_PATTERN, description="Image tag.")
+    description: str = ""
+    base: Base
+    arch: Arch = "amd64"
+    python: Python
+    mpi: Mpi | None = None
+    cuda: Cuda | None = None
+    nccl: Nccl | None = None
+    tensorflow: TensorFlow | None = None
+    pytorch: PyTorch | None = None
+    lightning: Lightning | None = None
+    horovod: Horovod | None = None
+    apt: list[str] = Field(default_factory=list)
+    pip: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    checks: list[str] = Field(default_factory=list)
+
+    @property
+    def image_tag(self) -> str:
+        return f"{self.name}:{self.version}"
+
+    @property
+    def gpu(self) -> bool:
+        return self.cuda is not None
+
+    def digest(self) -> str:
+        """sha256 of the validated content (stable key order), independent of YAML layout."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+FIELDS = [f.alias or name for name, f in Recipe.model_fields.items()]
+
+
+def list_builtin() -> list[str]:
+    """Names of the recipes shipped with the package."""
+    import recipes
+
+    return sorted(p.stem for p in recipes.path().glob("*.yaml"))
+
+
+def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
+    candidate = Path(ref)
+    if relative_to is not None and not candidate.is_absolute():
+        sibling = relative_to.parent / candidate
+        if sibling.exists():
+            return sibling
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    import recipes
+
+    builtin = recipes.path() / f"{ref}.yaml"
+    if builtin.exists():
+        return builtin
+    known = ", ".join(list_builtin())
+    raise UserError(
+        f"recipe {str(ref)!r}: no such file and no built-in recipe of that name (built-in: {known})"
+    )
+
+
+def _deep_merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(parent)
+    for key, value in child.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class _Layered(yamlconf.Document):
+    """A child document over its parents: line look-ups fall back to the file that set the key."""
+
+    def __init__(self, data: dict[str, Any], docs: list[yamlconf.Document]) -> None:
+        super().__init__(data, {}, docs[0].source)
+        self.docs = docs
+
+    def where(self, path: yamlconf.Path_) -> str:
+        for end in range(len(path), -1, -1):
+            for doc in self.docs:
+                line = doc.lines.get(tuple(path[:end]))
+                if line is not None and (end > 0 or doc is self.docs[-1]):
+                    return f"{doc.source}:{line}"
+        return self.source
+
+
+def _load_layers(
+    path: Path, seen: tuple[Path, ...]
+) -> tuple[dict[str, Any], list[yamlconf.Document]]:
+    resolved = path.resolve()
+    if resolved in seen:
+        chain = " -> ".join(str(p) for p in (*seen, resolved))
+        raise UserError(f"{path}: extends forms a cycle: {chain}")
+    doc = yamlconf.load(path)
+    data = dict(doc.data)
+    parent_ref = data.pop("extends", None)
+    if parent_ref is None:
+        return data, [doc]
+    if not isinstance(parent_ref, str) or not parent_ref:
+        raise UserError(f"{doc.where(('extends',))}: extends: must be a recipe name or a path")
+    parent_path = _resolve_ref(parent_ref, relative_to=path)
+    parent_data, parent_docs = _load_layers(parent_path, (*seen, resolved))
+    return _deep_merge(parent_data, data), [doc, *parent_docs]
+
+
+def load_recipe(ref: str | Path) -> Recipe:
+    """Load, merge (`extends:`) and validate a recipe given by path or built-in name."""
+    path = _resolve_ref(ref)
+    data, docs = _load_layers(path, ())
+    layered = _Layered(data, docs)
+    recipe = yamlconf.validate(Recipe, layered, data)
+    from containers.compat import check_compatibility
+
+    check_compatibility(recipe, layered)
+    return recipe
