@@ -26,14 +26,14 @@ def horovod_cxx17_patch(recipe: Recipe) -> Problem | None:
     hvd, torch = recipe.horovod, recipe.pytorch
     if hvd is None or torch is None or "pytorch" not in hvd.frameworks:
         return None
-    if Version(hvd.version) <= Version("0.28.1") and Version(torch.version) >= Version("2.1"):
-        if "cxx17" not in hvd.patches:
-            return (
-                ("horovod", "patches"),
-                f"horovod {hvd.version} does not compile against torch {torch.version} "
-                "(its CMake files set C++14, torch >= 2.1 headers need C++17): add `cxx17` to "
-                "horovod.patches",
-            )
+    too_old = Version(hvd.version) <= Version("0.28.1")
+    if too_old and Version(torch.version) >= Version("2.1") and "cxx17" not in hvd.patches:
+        return (
+            ("horovod", "patches"),
+            f"horovod {hvd.version} does not compile against torch {torch.version} "
+            "(its CMake files set C++14, torch >= 2.1 headers need C++17): add `cxx17` to "
+            "horovod.patches",
+        )
     return None
 
 
