@@ -1,0 +1,56 @@
+# hvd-container: the commands a user and CI run. `make help` lists them.
+PYTHON ?= python3
+RECIPE ?= cpu-bookworm
+SITE ?= local
+OUT ?= out
+SIF ?= $(OUT)/$(notdir $(basename $(RECIPE))).sif
+
+.PHONY: help install test test-fast test-e2e lint format image sif demo services services-down bench
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install:  ## install hvd-container (editable) with the development tools
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+test: install lint  ## everything: lint, fast tests, real end-to-end tests (starts engines)
+	$(PYTHON) -m pytest
+
+test-fast:  ## the inner loop: seconds, no engines
+	$(PYTHON) -m pytest -m "not e2e" -q
+
+test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
+	$(PYTHON) -m pytest -m e2e
+
+lint:  ## ruff lint + format check
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+format:  ## apply ruff's formatting and safe fixes
+	$(PYTHON) -m ruff check --fix .
+	$(PYTHON) -m ruff format .
+
+services:  ## install and start the local engines: dockerd, registry, Slurm cluster, Charliecloud
+	bash testbed/docker.sh up
+	bash testbed/registry.sh up
+	bash testbed/slurm.sh up
+	bash testbed/charliecloud.sh
+
+services-down:  ## stop what `make services` started
+	-bash testbed/slurm.sh down
+	-bash testbed/registry.sh down
+	-bash testbed/docker.sh down
+
+image:  ## build, verify and tag the image of RECIPE through the Docker engine
+	bash testbed/docker.sh up
+	hvd-container build $(RECIPE)
+
+sif: image  ## convert the image of RECIPE to $(SIF)
+	mkdir -p $(OUT)
+	hvd-container convert $(RECIPE) --to sif -o $(SIF)
+
+demo: install  ## the whole path on this machine: engines, build, SIF, 2-node training
+	bash testbed/demo.sh
+
+bench: install  ## print the benchmark figures (see bench/README.md)
+	for b in bench/*.py; do $(PYTHON) $$b || exit 1; done
