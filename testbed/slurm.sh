@@ -1,0 +1,283 @@
+#!/bin/sh
+# A real multi-node Slurm cluster on one machine, for tests and CI.
+#
+#   testbed/slurm.sh up       install slurm-wlm/munge/libpmix-dev when absent, start the cluster
+#   testbed/slurm.sh down     stop only what `up` started, remove its namespaces and bridge
+#   testbed/slurm.sh status   daemons and node states; exit 0 only when every node is usable
+#
+# Each node is a network namespace with its own hostname and address (veth pair to a host
+# bridge); one slurmd per node, slurmctld on the host at the bridge address, munge shared.
+# The namespaces share the host's filesystem, so the caller's working directory is visible on
+# every node.  Jobs run as root or as any user with a passwd entry.
+#
+# Settings (environment):
+#   HVD_SLURM_NODES   number of nodes (default 2)
+#   HVD_SLURM_CPUS    CPUs each node declares (default 4; config_overrides lets this exceed
+#                     the machine's real core count)
+#   HVD_SLURM_NET     first three octets of the private /24 (default 10.213.7)
+#   HVD_SLURM_RUN     run dir: pid files, logs, per-node spool and tmp (default /run/hvd-testbed/slurm)
+#   HVD_SLURM_STATE   slurmctld state (job ids keep counting across restarts)
+#                     (default /var/lib/hvd-testbed/slurm)
+set -eu
+
+NODES=${HVD_SLURM_NODES:-2}
+CPUS=${HVD_SLURM_CPUS:-4}
+NET=${HVD_SLURM_NET:-10.213.7}
+RUN=${HVD_SLURM_RUN:-/run/hvd-testbed/slurm}
+STATE=${HVD_SLURM_STATE:-/var/lib/hvd-testbed/slurm}
+BRIDGE=hvdslurm0
+NS_PREFIX=hvdsn
+CONF=/etc/slurm/slurm.conf
+MARK="# managed by hvd-container testbed/slurm.sh"
+CLUSTER=hvdlocal
+
+log() { echo "slurm.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it starts daemons and network namespaces)"
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+install_packages() {
+    missing=""
+    for pair in slurmctld:slurmctld slurmd:slurmd srun:slurm-client munged:munge \
+        ip:iproute2 nsenter:util-linux iptables:iptables; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+    done
+    # Slurm's pmix plugin dlopens libpmix from libpmix-dev.
+    dpkg -s libpmix-dev >/dev/null 2>&1 || missing="$missing libpmix-dev"
+    case "$missing" in *slurmctld*) missing="$missing slurm-wlm" ;; esac
+    [ -z "$missing" ] && return 0
+    log "installing:$missing"
+    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+        --no-install-recommends $missing >/dev/null
+}
+
+write_conf() {
+    if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
+        die "$CONF exists and was not written by this script; move it away first"
+    fi
+    host=$(hostname -s)
+    tmp=$(mktemp "$CONF.XXXXXX")
+    {
+        echo "$MARK"
+        echo "ClusterName=$CLUSTER"
+        echo "SlurmctldHost=$host($NET.1)"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "AuthType=auth/munge"
+        echo "CryptoType=crypto/munge"
+        echo "MpiDefault=none"
+        echo "ProctrackType=proctrack/linuxproc"
+        echo "TaskPlugin=task/none"
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "AccountingStorageType=accounting_storage/none"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core"
+        echo "SchedulerType=sched/backfill"
+        echo "SlurmdParameters=config_overrides"
+        echo "ReturnToService=2"
+        # Finished jobs stay visible to scontrol/squeue for an hour (no accounting daemon here).
+        echo "MinJobAge=3600"
+        echo "KillWait=5"
+        echo "StateSaveLocation=$STATE"
+        echo "SlurmctldPidFile=$RUN/slurmctld.pid"
+        echo "SlurmctldLogFile=$RUN/log/slurmctld.log"
+        echo "SlurmdPidFile=$RUN/slurmd-%n.pid"
+        echo "SlurmdSpoolDir=$RUN/spool-%n"
+        echo "SlurmdLogFile=$RUN/log/slurmd-%n.log"
+        # A per-node TmpFS keeps PMIx job directories of different nodes apart.
+        echo "TmpFS=$RUN/tmp-%n"
+        i=1
+        while [ "$i" -le "$NODES" ]; do
+            echo "NodeName=node$i NodeAddr=$NET.$((10 + i)) NodeHostname=node$i CPUs=$CPUS State=UNKNOWN"
+            i=$((i + 1))
+        done
+        echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
+    } >"$tmp"
+    chmod 644 "$tmp"
+    if [ -f "$CONF" ] && cmp -s "$tmp" "$CONF"; then
+        rm -f "$tmp"
+        return 1 # unchanged
+    fi
+    mv "$tmp" "$CONF"
+    return 0
+}
+
+start_munge() {
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return 0 # a munged is already serving; not ours to stop
+    fi
+    mkdir -p /run/munge /var/log/munge /var/lib/munge
+    chown munge:munge /run/munge /var/log/munge /var/lib/munge
+    chmod 755 /run/munge
+    [ -f /etc/munge/munge.key ] || runuser -u munge -- mungekey --create >/dev/null
+    runuser -u munge -- munged --pid-file="$RUN/munged.pid"
+    i=0
+    until munge -n 2>/dev/null | unmunge >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ "$i" -lt 50 ] || die "munged did not start"
+        sleep 0.1
+    done
+    touch "$RUN/munged.ours"
+}
+
+iptables_rules() { # $1 = -C / -I / -D
+    for chain in DOCKER-USER FORWARD; do
+        iptables -n -L "$chain" >/dev/null 2>&1 || continue
+        if [ "$1" = -I ]; then
+            iptables -C "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null ||
+                iptables -I "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+        else
+            while iptables -D "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do :; done
+        fi
+    done
+}
+
+setup_network() {
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+        ip link add "$BRIDGE" type bridge
+        ip addr add "$NET.1/24" dev "$BRIDGE"
+    fi
+    ip link set "$BRIDGE" up
+    i=1
+    while [ "$i" -le "$NODES" ]; do
+        ns=$NS_PREFIX$i
+        [ -e "/run/netns/$ns" ] || ip netns add "$ns"
+        if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
+            # A host end left from a namespace being torn down goes first.
+            ip link delete "hvdsv$i" 2>/dev/null || true
+            ip link add "hvdsv$i" type veth peer name eth0 netns "$ns"
+            ip link set "hvdsv$i" master "$BRIDGE" up
+            ip -n "$ns" addr add "$NET.$((10 + i))/24" dev eth0
+        fi
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" route replace default via "$NET.1" 2>/dev/null || true
+        i=$((i + 1))
+    done
+    # With dockerd running, bridged traffic meets its FORWARD drop policy: let only this bridge through.
+    iptables_rules -I 2>/dev/null || true
+}
+
+start_slurmd() { # $1 = node index
+    i=$1
+    pid_alive "$RUN/slurmd-node$i.pid" && return 0
+    FRESH="$FRESH node$i"
+    mkdir -p "$RUN/spool-node$i" "$RUN/tmp-node$i"
+    chmod 1777 "$RUN/tmp-node$i"
+    # `ip netns exec` remounts /sys and slurmd then finds no cgroup fs: enter only the net ns,
+    # and give the node its own hostname in a new UTS namespace.
+    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts \
+        sh -c "hostname node$i && exec slurmd -N node$i"
+}
+
+registered() { # $1 = node: its slurmd registered since this `up` began
+    t=$(scontrol show node "$1" 2>/dev/null | sed -n 's/.*SlurmdStartTime=\([^ ]*\).*/\1/p')
+    [ -n "$t" ] && [ "$t" != None ] && ! [ "$t" \< "$BEGIN" ]
+}
+
+wait_nodes() {
+    i=0
+    while :; do
+        states=$(sinfo -h -N -o '%N %T' 2>/dev/null || true)
+        if [ -n "$states" ] && ! echo "$states" | grep -qvE ' (idle|mixed|allocated|completing)$' &&
+            [ "$(echo "$states" | wc -l)" -ge "$NODES" ]; then
+            all=1
+            for n in $FRESH; do registered "$n" || all=0; done
+            [ "$all" = 1 ] && return 0
+        fi
+        i=$((i + 1))
+        if [ "$i" -ge 300 ]; then
+            log "nodes not ready:"
+            echo "$states" >&2
+            die "see $RUN/log/"
+        fi
+        sleep 0.1
+    done
+}
+
+cmd_up() {
+    install_packages
+    mkdir -p "$RUN/log" "$STATE"
+    BEGIN=$(date +%Y-%m-%dT%H:%M:%S)
+    FRESH=""
+    changed=0
+    write_conf && changed=1
+    start_munge
+    setup_network
+    if [ "$changed" = 1 ] && pid_alive "$RUN/slurmctld.pid"; then
+        log "configuration changed: restarting the cluster"
+        stop_daemons
+    fi
+    pid_alive "$RUN/slurmctld.pid" || slurmctld
+    i=1
+    while [ "$i" -le "$NODES" ]; do
+        start_slurmd "$i"
+        i=$((i + 1))
+    done
+    wait_nodes
+    # Nodes left DOWN/DRAIN by an earlier run come back.
+    scontrol update nodename="node[1-$NODES]" state=resume 2>/dev/null || true
+    log "up: $NODES nodes (node1..node$NODES), partition debug; logs in $RUN/log"
+}
+
+kill_pidfile() { # $1 = pid file; waits for the process to end
+    pid_alive "$1" || { rm -f "$1"; return 0; }
+    pid=$(cat "$1")
+    kill "$pid" 2>/dev/null || true
+    i=0
+    while kill -0 "$pid" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -lt 100 ] || { kill -9 "$pid" 2>/dev/null || true; break; }
+        sleep 0.1
+    done
+    rm -f "$1"
+}
+
+stop_daemons() {
+    for f in "$RUN"/slurmd-*.pid; do
+        [ -e "$f" ] && kill_pidfile "$f"
+    done
+    kill_pidfile "$RUN/slurmctld.pid"
+}
+
+cmd_down() {
+    [ -d "$RUN" ] || { log "not running"; return 0; }
+    stop_daemons
+    if [ -f "$RUN/munged.ours" ]; then
+        kill_pidfile "$RUN/munged.pid"
+        rm -f "$RUN/munged.ours"
+    fi
+    iptables_rules -D 2>/dev/null || true
+    for ns in /run/netns/$NS_PREFIX*; do
+        [ -e "$ns" ] || continue
+        ip link delete "hvdsv${ns##*/$NS_PREFIX}" 2>/dev/null || true
+        ip netns delete "${ns##*/}"
+    done
+    ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+    log "down"
+}
+
+cmd_status() {
+    ok=0
+    if pid_alive "$RUN/slurmctld.pid"; then echo "slurmctld: running"; else echo "slurmctld: stopped"; ok=3; fi
+    for f in "$RUN"/slurmd-*.pid; do
+        [ -e "$f" ] || continue
+        n=${f##*/slurmd-}
+        if pid_alive "$f"; then echo "slurmd ${n%.pid}: running"; else echo "slurmd ${n%.pid}: stopped"; ok=3; fi
+    done
+    [ "$ok" = 0 ] && sinfo -N -o '%N %T %c' || true
+    return "$ok"
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*)
+    echo "usage: $0 up|down|status" >&2
+    exit 2
+    ;;
+esac
