@@ -1,0 +1,319 @@
+"""Docker image -> SIF without Apptainer: docker export | filter | tar2sqfs, then SIF header.
+
+Nothing is unpacked or saved as a tar on disk: the container's filesystem streams from the
+Docker engine through a filter (which appends /.singularity.d/) into tar2sqfs, which writes the
+squashfs straight into the temporary SIF next to the target. The SIF header, descriptors and
+small objects are then put in front of it in place (see containers.sif.shift), and the file is
+renamed onto the target. Peak extra disk is the final SIF's size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from containers.convert.compression import check_compressor
+from containers.sif import format as fmt
+from containers.sif.layout import DataObject, partition_offset, sif_prefix
+from containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
+from containers.sif.shift import insert_front
+from containers.sif.tarstream import IterStream, TarFormatError, filter_tar
+from hvd_container.atomic import atomic_output
+from hvd_container.errors import StepFailed, UserError
+
+SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
+_EXPORT_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SifResult:
+    """What a native conversion produced."""
+
+    path: Path
+    image: str
+    image_id: str
+    arch: str
+    compression: str
+    size: int
+    rootfs_offset: int
+    rootfs_size: int
+    seconds: float
+    shift_method: str
+
+
+def source_date_epoch() -> int | None:
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if value is None or value == "":
+        return None
+    if not value.isdigit():
+        raise UserError(f"SOURCE_DATE_EPOCH: {value!r} is not a number of seconds")
+    return int(value)
+
+
+def tar2sqfs_argv(output: str, *, compression: str, threads: int, mtime: int) -> list[str]:
+    """tar2sqfs reading the tar on stdin; -s: fail on records it cannot read, never skip."""
+    return [
+        "tar2sqfs",
+        "--quiet",
+        "--force",
+        "--no-skip",
+        "--compressor",
+        compression,
+        "--num-jobs",
+        str(threads),
+        "--defaults",
+        f"mtime={mtime}",
+        output,
+    ]
+
+
+def sif_objects(ref: str, config: ImageConfig, labels: dict[str, str]) -> list[DataObject]:
+    """The small objects Apptainer also writes: the definition, the OCI config; plus labels."""
+    definition = f"bootstrap: docker-daemon\nfrom: {ref}\n"
+    return [
+        DataObject(fmt.DATA_DEFFILE, definition.encode()),
+        DataObject(
+            fmt.DATA_GENERIC_JSON,
+            json.dumps(config.oci_config(), indent=2, sort_keys=True).encode(),
+            name="oci-config.json",
+        ),
+        DataObject(
+            fmt.DATA_LABELS,
+            json.dumps(dict(sorted(labels.items())), indent=2).encode(),
+            name="labels.json",
+        ),
+    ]
+
+
+def sif_labels(ref: str, image_id: str, config: ImageConfig) -> dict[str, str]:
+    labels = dict(config.labels)
+    labels.setdefault("org.label-schema.schema-version", "1.0")
+    labels["org.hvd-container.sif.source-image"] = ref
+    labels["org.hvd-container.sif.source-id"] = image_id
+    return labels
+
+
+def _docker_client() -> Any:
+    import docker  # heavy: imported only when converting
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise UserError(f"cannot reach the Docker engine ({exc}); is dockerd running?") from None
+    return client
+
+
+def _image(client: Any, ref: str) -> Any:
+    import docker
+
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        raise UserError(
+            f"image {ref!r} not found in the local Docker engine (build it first: "
+            f"hvd-container build RECIPE)"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise UserError(f"image {ref!r}: {exc.explanation or exc}") from None
+
+
+def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
+    if wanted is not None and wanted not in SUPPORTED_ARCHES:
+        raise UserError(
+            f"--arch: unknown architecture {wanted!r} (allowed: {', '.join(SUPPORTED_ARCHES)})"
+        )
+    if image_arch not in fmt.ARCH_CODES:
+        raise UserError(f"image {ref!r} has architecture {image_arch!r}, which SIF cannot record")
+    if wanted is not None and wanted != image_arch:
+        raise UserError(
+            f"--arch {wanted}: image {ref!r} is built for {image_arch}; rebuild it for {wanted} "
+            f"(recipe arch:) or drop --arch"
+        )
+    return image_arch
+
+
+class _StderrTail(threading.Thread):
+    """Drain a child's stderr so it never blocks; keep the last lines for the error message."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(daemon=True)
+        self._stream = stream
+        self.lines: list[str] = []
+
+    def run(self) -> None:
+        for raw in self._stream:
+            self.lines = (self.lines + [raw.decode(errors="replace").rstrip()])[-20:]
+
+    def text(self) -> str:
+        return "; ".join(line for line in self.lines if line)
+
+
+def _enospc(target: Path) -> UserError:
+    return UserError(
+        f"no space left on the device holding {target.parent or '.'} while writing {target.name}; "
+        f"free space there or choose another output path (nothing was left behind)"
+    )
+
+
+def stream_rootfs_to_sif(
+    export_chunks: Any,
+    target: Path,
+    *,
+    ref: str,
+    config: ImageConfig,
+    labels: dict[str, str],
+    arch: str,
+    compression: str,
+    threads: int,
+    epoch: int | None,
+    image_uuid: uuid.UUID,
+) -> tuple[int, int, str]:
+    """Write the SIF at target from a tar stream of the root filesystem.
+
+    Returns (rootfs offset, rootfs size, shift method). Atomic: on any error (including
+    interruption) target is untouched and no temporary file stays behind.
+    """
+    created = epoch if epoch is not None else int(time.time())
+    objects = sif_objects(ref, config, labels)
+    offset = partition_offset(objects)
+    extra = singularity_tar(config, labels, created)
+    with atomic_output(target, mode=0o755) as fh:
+        fd = fh.fileno()
+        argv = tar2sqfs_argv(
+            f"/dev/fd/{fd}", compression=compression, threads=threads, mtime=created
+        )
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(fd,)
+            )
+        except FileNotFoundError:
+            raise UserError(
+                "tar2sqfs not found: install squashfs-tools-ng (testbed/sif-tools.sh up)"
+            ) from None
+        stderr = _StderrTail(proc.stderr)
+        stderr.start()
+        broken = False
+        try:
+            try:
+                assert proc.stdin is not None
+                src = IterStream(export_chunks)
+                filter_tar(
+                    src,  # type: ignore[arg-type]
+                    proc.stdin,
+                    drop=is_replaced,
+                    append=extra,
+                    clamp_mtime=epoch,
+                )
+                proc.stdin.close()
+            except BrokenPipeError:
+                broken = True
+            except TarFormatError as exc:
+                raise StepFailed(f"docker export of {ref!r} gave a bad tar stream: {exc}") from None
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            with contextlib.suppress(BrokenPipeError, ValueError):
+                if proc.stdin:
+                    proc.stdin.close()
+            stderr.join(timeout=5)
+        if rc != 0 or broken:
+            message = stderr.text()
+            if "No space left" in message:
+                raise _enospc(target)
+            raise StepFailed(f"tar2sqfs failed (exit {rc}): {message or 'no message'}")
+        rootfs_size = os.fstat(fd).st_size
+        prefix = sif_prefix(
+            objects, partition_size=rootfs_size, arch=arch, created=created, image_id=image_uuid
+        )
+        assert len(prefix) == offset
+        try:
+            method = insert_front(fd, offset)
+            os.pwrite(fd, prefix, 0)
+        except OSError as exc:
+            if exc.errno == 28:
+                raise _enospc(target) from None
+            raise
+    return offset, rootfs_size, method
+
+
+def convert_image_to_sif(
+    ref: str,
+    target: str | os.PathLike[str],
+    *,
+    compression: str = "gzip",
+    threads: int | None = None,
+    arch: str | None = None,
+    client: Any = None,
+    on_step: Callable[[str], None] | None = None,
+) -> SifResult:
+    """Convert the local Docker image ref into a SIF at target (see module docstring)."""
+    import docker
+
+    check_compressor(compression)
+    target = Path(target)
+    if target.is_dir():
+        raise UserError(f"--output {target}: is a directory; give a file name ending in .sif")
+    if not target.parent.is_dir():
+        raise UserError(f"--output {target}: directory {target.parent} does not exist")
+    threads = threads or os.cpu_count() or 1
+    epoch = source_date_epoch()
+    client = client or _docker_client()
+    image = _image(client, ref)
+    image_arch = check_arch(image.attrs.get("Architecture", ""), arch, ref)
+    config = ImageConfig.from_docker(image.attrs.get("Config"))
+    labels = sif_labels(ref, image.id, config)
+    image_uuid = (
+        uuid.uuid5(uuid.NAMESPACE_URL, f"hvd-container:{image.id}:{compression}")
+        if epoch is not None
+        else uuid.uuid4()
+    )
+    step = on_step or (lambda _msg: None)
+    started = time.monotonic()
+    step(f"exporting {ref} ({image.id[:19]}) through tar2sqfs ({compression}, {threads} jobs)")
+    try:
+        container = client.containers.create(
+            image.id, entrypoint=["/"], command=[], network_disabled=True
+        )
+    except docker.errors.APIError as exc:
+        raise StepFailed(f"cannot create a container from {ref!r} to export it: {exc}") from None
+    try:
+        chunks = container.export(chunk_size=_EXPORT_CHUNK)
+        offset, rootfs_size, method = stream_rootfs_to_sif(
+            chunks,
+            target,
+            ref=ref,
+            config=config,
+            labels=labels,
+            arch=image_arch,
+            compression=compression,
+            threads=threads,
+            epoch=epoch,
+            image_uuid=image_uuid,
+        )
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+    return SifResult(
+        path=target,
+        image=ref,
+        image_id=image.id,
+        arch=image_arch,
+        compression=compression,
+        size=target.stat().st_size,
+        rootfs_offset=offset,
+        rootfs_size=rootfs_size,
+        seconds=time.monotonic() - started,
+        shift_method=method,
+    )

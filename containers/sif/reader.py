@@ -1,0 +1,226 @@
+"""Read a SIF file in pure Python: descriptors, arch, labels and build facts.
+
+Used by `hvd-container inspect` and by the launcher (which needs the root filesystem's
+partition offset and the image's build facts without Apptainer installed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from containers.sif import format as fmt
+from hvd_container.errors import UserError
+
+BUILD_FACT_PREFIX = "org.hvd-container."
+_MAX_JSON_OBJECT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SifDescriptor:
+    """One data object of a SIF file."""
+
+    id: int
+    datatype: int
+    datatype_name: str
+    group: int | None
+    link: int
+    offset: int
+    size: int
+    name: str
+    fstype: str | None = None
+    parttype: str | None = None
+    arch: str | None = None
+
+    def describe(self) -> str:
+        """The `siftool list` style summary, e.g. `FS (Squashfs/*System/amd64)`."""
+        if self.datatype == fmt.DATA_PARTITION:
+            return f"{self.datatype_name} ({self.fstype}/{self.parttype}/{self.arch})"
+        return self.datatype_name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.describe(),
+            "group": self.group,
+            "link": self.link or None,
+            "offset": self.offset,
+            "size": self.size,
+            "name": self.name,
+        }
+
+
+@dataclass(frozen=True)
+class SifInfo:
+    """What a SIF file holds, as far as launching it is concerned."""
+
+    path: Path
+    uuid: str
+    arch: str
+    created: int
+    modified: int
+    descriptors: tuple[SifDescriptor, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+    definition: str | None = None
+    rootfs_offset: int = 0
+    rootfs_size: int = 0
+
+    @property
+    def build_facts(self) -> dict[str, str]:
+        """Labels recorded by `hvd-container build`, without their common prefix."""
+        return {
+            key[len(BUILD_FACT_PREFIX) :]: value
+            for key, value in sorted(self.labels.items())
+            if key.startswith(BUILD_FACT_PREFIX)
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "uuid": self.uuid,
+            "arch": self.arch,
+            "created": self.created,
+            "modified": self.modified,
+            "rootfs": {"offset": self.rootfs_offset, "size": self.rootfs_size},
+            "descriptors": [d.as_dict() for d in self.descriptors],
+            "labels": dict(sorted(self.labels.items())),
+            "build_facts": self.build_facts,
+        }
+
+
+def _parse_descriptor(raw: bytes) -> SifDescriptor | None:
+    (dtype, used, obj_id, group, link, offset, size, _padded, _ctime, _mtime, _uid, _gid, name,
+     extra) = fmt.DESCRIPTOR.unpack(raw)  # fmt: skip
+    if not used:
+        return None
+    fstype = parttype = arch = None
+    if dtype == fmt.DATA_PARTITION:
+        fs, part, arch_code = fmt.PARTITION_EXTRA.unpack_from(extra)
+        fstype = fmt.FS_NAMES.get(fs, f"unknown({fs})")
+        parttype = fmt.PART_NAMES.get(part, f"unknown({part})")
+        arch = fmt.ARCH_NAMES.get(fmt.cstr(arch_code), "unknown")
+    return SifDescriptor(
+        id=obj_id,
+        datatype=dtype,
+        datatype_name=fmt.DATA_TYPE_NAMES.get(dtype, f"unknown(0x{dtype:x})"),
+        group=(group & ~fmt.GROUP_MASK) or None,
+        link=link,
+        offset=offset,
+        size=size,
+        name=fmt.cstr(name).decode(errors="replace"),
+        fstype=fstype,
+        parttype=parttype,
+        arch=arch,
+    )
+
+
+def _read_object(fh: Any, desc: SifDescriptor, path: Path) -> bytes:
+    if desc.size > _MAX_JSON_OBJECT:
+        raise UserError(f"{path}: descriptor {desc.id} is {desc.size} bytes, too large to read")
+    fh.seek(desc.offset)
+    data = fh.read(desc.size)
+    if len(data) != desc.size:
+        raise UserError(f"{path}: truncated SIF: object {desc.id} ends past the end of the file")
+    return data
+
+
+def _labels_from(fh: Any, descriptors: tuple[SifDescriptor, ...], path: Path) -> dict[str, str]:
+    for desc in descriptors:
+        if desc.datatype == fmt.DATA_LABELS:
+            return _json_object(_read_object(fh, desc, path), desc, path)
+    # Apptainer-built SIFs carry no labels object; their OCI image config has the labels.
+    for desc in descriptors:
+        if desc.datatype == fmt.DATA_GENERIC_JSON and "oci-config" in desc.name:
+            config = _json_object(_read_object(fh, desc, path), desc, path)
+            labels = config.get("Labels") or config.get("config", {}).get("Labels") or {}
+            return {str(k): str(v) for k, v in labels.items()}
+    return {}
+
+
+def _json_object(data: bytes, desc: SifDescriptor, path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"{path}: object {desc.id} ({desc.name}) is not valid JSON: {exc}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: object {desc.id} ({desc.name}) is not a JSON object")
+    return value
+
+
+def read_sif(path: str | os.PathLike[str]) -> SifInfo:
+    """Parse the SIF at path. Raises UserError for a missing, truncated or non-SIF file."""
+    path = Path(path)
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot open: {exc.strerror}") from None
+    with fh:
+        file_size = os.fstat(fh.fileno()).st_size
+        raw = fh.read(fmt.HEADER.size)
+        if len(raw) < fmt.HEADER.size:
+            raise UserError(f"{path}: not a SIF file (only {len(raw)} bytes, header needs 128)")
+        (_launch, magic, _version, arch_code, image_id, created, modified, _free, total,
+         descr_offset, descr_size, data_offset, data_size) = fmt.HEADER.unpack(raw)  # fmt: skip
+        if fmt.cstr(magic) != fmt.MAGIC:
+            raise UserError(f"{path}: not a SIF file (no SIF_MAGIC in the header)")
+        if total < 0 or total > 65536 or descr_size != total * fmt.DESCRIPTOR.size:
+            raise UserError(f"{path}: corrupt SIF header ({total} descriptors, {descr_size} bytes)")
+        if descr_offset + descr_size > file_size:
+            raise UserError(f"{path}: truncated SIF: the descriptor table ends past end of file")
+        if data_offset + data_size > file_size:
+            raise UserError(
+                f"{path}: truncated SIF: header says {data_offset + data_size} bytes, "
+                f"file has {file_size}"
+            )
+        fh.seek(descr_offset)
+        table = fh.read(descr_size)
+        descriptors = tuple(
+            d
+            for i in range(total)
+            if (
+                d := _parse_descriptor(
+                    table[i * fmt.DESCRIPTOR.size : (i + 1) * fmt.DESCRIPTOR.size]
+                )
+            )
+        )
+        for desc in descriptors:
+            if desc.offset < 0 or desc.size < 0 or desc.offset + desc.size > file_size:
+                raise UserError(
+                    f"{path}: truncated SIF: object {desc.id} ({desc.describe()}) needs bytes "
+                    f"{desc.offset}..{desc.offset + desc.size}, file has {file_size}"
+                )
+        primary = next(
+            (
+                d
+                for d in descriptors
+                if d.datatype == fmt.DATA_PARTITION and d.parttype == "*System"
+            ),
+            None,
+        )
+        definition = next(
+            (
+                _read_object(fh, d, path).decode(errors="replace")
+                for d in descriptors
+                if d.datatype == fmt.DATA_DEFFILE
+            ),
+            None,
+        )
+        labels = _labels_from(fh, descriptors, path)
+    return SifInfo(
+        path=path,
+        uuid=str(uuid.UUID(bytes=image_id)),
+        arch=fmt.ARCH_NAMES.get(fmt.cstr(arch_code), "unknown"),
+        created=created,
+        modified=modified,
+        descriptors=descriptors,
+        labels={str(k): str(v) for k, v in labels.items()},
+        definition=definition,
+        rootfs_offset=primary.offset if primary else 0,
+        rootfs_size=primary.size if primary else 0,
+    )
