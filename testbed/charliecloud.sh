@@ -6,21 +6,10 @@
 #   testbed/charliecloud.sh down     nothing to stop (no daemon); kept for a uniform interface
 set -eu
 
-log() { echo "charliecloud.sh: $*" >&2; }
+. "$(dirname "$0")/_lib.sh"
 
 cmd_up() {
-    missing=""
-    command -v ch-run >/dev/null 2>&1 || missing="$missing charliecloud-runtime"
-    command -v squashfuse >/dev/null 2>&1 || missing="$missing squashfuse"
-    command -v fusermount3 >/dev/null 2>&1 || command -v fusermount >/dev/null 2>&1 ||
-        missing="$missing fuse3"
-    if [ -n "$missing" ]; then
-        [ "$(id -u)" = 0 ] || { log "error: must run as root to install:$missing"; exit 1; }
-        log "installing:$missing"
-        apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-            --no-install-recommends $missing >/dev/null
-    fi
+    tb_apt_install charliecloud-runtime squashfuse fuse3
     cmd_status
 }
 

@@ -31,27 +31,17 @@ CONF=/etc/slurm/slurm.conf
 MARK="# managed by hvd-container testbed/slurm.sh"
 CLUSTER=hvdlocal
 
-log() { echo "slurm.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+. "$(dirname "$0")/_lib.sh"
+log() { tb_log "$@"; }
+die() { tb_die "$@"; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (it starts daemons and network namespaces)"
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 install_packages() {
-    missing=""
-    for pair in slurmctld:slurmctld slurmd:slurmd srun:slurm-client munged:munge \
-        ip:iproute2 nsenter:util-linux iptables:iptables; do
-        command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
-    done
-    # Slurm's pmix plugin dlopens libpmix from libpmix-dev.
-    dpkg -s libpmix-dev >/dev/null 2>&1 || missing="$missing libpmix-dev"
-    case "$missing" in *slurmctld*) missing="$missing slurm-wlm" ;; esac
-    [ -z "$missing" ] && return 0
-    log "installing:$missing"
-    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-        --no-install-recommends $missing >/dev/null
+    # libpmix-dev: Slurm's pmix plugin dlopens libpmix from it.
+    tb_apt_install slurm-wlm munge libpmix-dev iproute2 util-linux iptables
 }
 
 write_conf() {
@@ -113,7 +103,7 @@ start_munge() {
     chown munge:munge /run/munge /var/log/munge /var/lib/munge
     chmod 755 /run/munge
     [ -f /etc/munge/munge.key ] || runuser -u munge -- mungekey --create >/dev/null
-    runuser -u munge -- munged --pid-file="$RUN/munged.pid"
+    runuser -u munge -- munged --pid-file=/run/munge/hvd-testbed-munged.pid
     i=0
     until munge -n 2>/dev/null | unmunge >/dev/null 2>&1; do
         i=$((i + 1))
@@ -223,31 +213,22 @@ cmd_up() {
     log "up: $NODES nodes (node1..node$NODES), partition debug; logs in $RUN/log"
 }
 
-kill_pidfile() { # $1 = pid file; waits for the process to end
-    pid_alive "$1" || { rm -f "$1"; return 0; }
-    pid=$(cat "$1")
-    kill "$pid" 2>/dev/null || true
-    i=0
-    while kill -0 "$pid" 2>/dev/null; do
-        i=$((i + 1))
-        [ "$i" -lt 100 ] || { kill -9 "$pid" 2>/dev/null || true; break; }
-        sleep 0.1
-    done
-    rm -f "$1"
+kill_pidfile() { # $1 = pid file, $2 = program name: stops it only if the pid is still that program
+    if tb_pid_alive "$1" "$2"; then tb_stop_pid "$1" "$2" 2>/dev/null; else rm -f "$1"; fi
 }
 
 stop_daemons() {
     for f in "$RUN"/slurmd-*.pid; do
-        [ -e "$f" ] && kill_pidfile "$f"
+        [ -e "$f" ] && kill_pidfile "$f" slurmd
     done
-    kill_pidfile "$RUN/slurmctld.pid"
+    kill_pidfile "$RUN/slurmctld.pid" slurmctld
 }
 
 cmd_down() {
     [ -d "$RUN" ] || { log "not running"; return 0; }
     stop_daemons
     if [ -f "$RUN/munged.ours" ]; then
-        kill_pidfile "$RUN/munged.pid"
+        kill_pidfile /run/munge/hvd-testbed-munged.pid munged
         rm -f "$RUN/munged.ours"
     fi
     iptables_rules -D 2>/dev/null || true
