@@ -1,0 +1,129 @@
+"""Data-parallel training with Horovod and PyTorch on synthetic data (CPU or GPU).
+
+The five Horovod steps, as the site guides teach them:
+  1. hvd.init()
+  2. pin each process to one GPU (its local rank), when there are GPUs
+  3. scale the learning rate by the number of processes
+  4. wrap the optimizer in hvd.DistributedOptimizer (gradients averaged by allreduce)
+  5. broadcast the initial model and optimizer state from rank 0
+and only rank 0 writes checkpoints.
+
+The data is made here (a fixed random "teacher" network labels random inputs), so nothing is
+downloaded and the loss has something real to learn.  Launch with e.g.
+  srun -N 2 --ntasks-per-node=1 --mpi=pmix python pytorch_synthetic.py --checkpoint ckpt.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+
+import horovod.torch as hvd
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64, help="per process")
+    p.add_argument("--lr", type=float, default=0.01, help="base learning rate (one process)")
+    p.add_argument("--samples", type=int, default=4096, help="training samples in total")
+    p.add_argument("--features", type=int, default=32)
+    p.add_argument("--classes", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--checkpoint", default="checkpoint.pt", help="written by rank 0")
+    p.add_argument("--no-cuda", action="store_true")
+    return p.parse_args()
+
+
+def synthetic_dataset(args: argparse.Namespace) -> TensorDataset:
+    """The same dataset on every rank (same seed); the sampler gives each rank its shard."""
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(args.samples, args.features, generator=gen)
+    teacher = torch.randn(args.features, args.classes, generator=gen)
+    y = (x @ teacher + 0.1 * torch.randn(args.samples, args.classes, generator=gen)).argmax(1)
+    return TensorDataset(x, y)
+
+
+def main() -> None:
+    args = parse_args()
+    hvd.init()  # 1
+    use_cuda = torch.cuda.is_available() and not args.no_cuda
+    if use_cuda:
+        torch.cuda.set_device(hvd.local_rank())  # 2
+    device = torch.device("cuda" if use_cuda else "cpu")
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, hvd.local_size())))
+
+    controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "?"
+    print(
+        f"[rank {hvd.rank()}] horovod initialised: rank {hvd.rank()} of size {hvd.size()}, "
+        f"local rank {hvd.local_rank()} of {hvd.local_size()}, cross rank {hvd.cross_rank()} "
+        f"of {hvd.cross_size()}, controller {controller}, host {socket.gethostname()}, "
+        f"device {device}",
+        flush=True,
+    )
+
+    dataset = synthetic_dataset(args)
+    sampler = DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+
+    model = nn.Sequential(
+        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)  # 3
+    optimizer = hvd.DistributedOptimizer(  # 4
+        optimizer, named_parameters=model.named_parameters()
+    )
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # 5
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+    steps = 0
+    step_seconds = 0.0
+    for epoch in range(1, args.epochs + 1):
+        sampler.set_epoch(epoch)
+        model.train()
+        total, count = 0.0, 0
+        for x, y in loader:
+            start = time.perf_counter()
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            step_seconds += time.perf_counter() - start
+            steps += 1
+            total += loss.item() * len(x)
+            count += len(x)
+        local_loss = total / count
+        mean_loss = hvd.allreduce(torch.tensor(local_loss), name="epoch_loss").item()
+        print(
+            f"[rank {hvd.rank()}] epoch {epoch} loss {local_loss:.4f} (mean over ranks "
+            f"{mean_loss:.4f})",
+            flush=True,
+        )
+
+    if hvd.rank() == 0:
+        # Only rank 0 writes, so ranks never race on the same file.
+        os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
+        torch.save(
+            {"epoch": args.epochs, "model": model.state_dict(), "loss": mean_loss},
+            args.checkpoint,
+        )
+        print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
+    print(
+        f"[rank {hvd.rank()}] done: {steps} steps, mean step time "
+        f"{1000 * step_seconds / max(1, steps):.3f} ms",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
