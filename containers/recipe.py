@@ -71,6 +71,9 @@ class Nccl(_Strict):
 class TensorFlow(_Strict):
     version: str = Field(pattern=_VERSION_PATTERN)
     package: Literal["tensorflow", "tensorflow-gpu", "tensorflow-cpu"] = "tensorflow"
+    source: Literal["pip", "image"] = Field(
+        default="pip", description="pip: installed from wheels; image: the base image has it."
+    )
 
 
 class PyTorch(_Strict):
@@ -81,6 +84,13 @@ class PyTorch(_Strict):
         default=None,
         pattern=r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$",
         description="Wheel tag: cpu, cu117, ...",
+    )
+    source: Literal["pip", "image"] = Field(
+        default="pip", description="pip: installed from wheels; image: the base image has it."
+    )
+    wheel_index: Literal["pytorch", "pip"] = Field(
+        default="pytorch",
+        description="pytorch: add download.pytorch.org/whl/<cuda_tag>; pip: only the pip configuration.",
     )
 
 

@@ -1,0 +1,23 @@
+"""CUDA comes with the base image (nvidia/cuda, NGC); this block checks it is the one asked for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import block, env, major_minor, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+CUDA_HOME = "/usr/local/cuda"
+
+
+def render(recipe: Recipe) -> str:
+    if recipe.cuda is None:
+        return ""
+    toolkit = f"/usr/local/cuda-{major_minor(recipe.cuda.version)}"
+    return block(
+        "base",
+        env("CUDA_HOME", CUDA_HOME, quote=False),
+        run(f"test -d {toolkit} || {{ echo 'base image has no {toolkit}' >&2; exit 1; }}"),
+    )

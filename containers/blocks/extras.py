@@ -1,0 +1,20 @@
+"""The recipe's extra apt and pip packages: late, small layers, apt before pip."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import apt_install, block, pip_install, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+
+def render(recipe: Recipe) -> str:
+    lines = []
+    if recipe.apt:
+        lines.append(apt_install(recipe.apt))
+    if recipe.pip:
+        lines.append(run(pip_install(*(shlex.quote(p) for p in recipe.pip))))
+    return block("extras", *lines) if lines else ""

@@ -1,0 +1,86 @@
+"""Horovod built from source against the frameworks, controllers and GPU operations asked for.
+
+`--no-build-isolation` always: Horovod's build imports the installed torch/tensorflow, which an
+isolated build environment would not see. Patches listed in the recipe are applied to the
+unpacked sdist before building (see horovod_patches.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks import horovod_patches
+from containers.blocks._text import apt_install, block, pip_install, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+# Horovod's own build-time imports, absent from a fresh venv when the build is not isolated.
+BUILD_PYTHON_DEPS = ["setuptools", "wheel", "packaging", "cloudpickle", "psutil", "pyyaml"]
+CUDA_STUBS = "/usr/local/cuda/lib64/stubs"
+
+
+def build_env(recipe: Recipe) -> dict[str, str]:
+    """The HOROVOD_* variables of the build, WITH_ and WITHOUT_ spelled out for each choice."""
+    hvd = recipe.horovod
+    assert hvd is not None
+    flags: dict[str, str] = {}
+    wanted = {
+        "TENSORFLOW": "tensorflow" in hvd.frameworks or "keras" in hvd.frameworks,
+        "PYTORCH": "pytorch" in hvd.frameworks,
+        "MXNET": False,
+        "MPI": "mpi" in hvd.controllers,
+        "GLOO": "gloo" in hvd.controllers,
+    }
+    for name, on in wanted.items():
+        flags[f"HOROVOD_{'WITH' if on else 'WITHOUT'}_{name}"] = "1"
+    if hvd.gpu_operations:
+        flags["HOROVOD_GPU_OPERATIONS"] = hvd.gpu_operations.upper()
+        flags["HOROVOD_CUDA_HOME"] = "/usr/local/cuda"
+    if hvd.nccl_link:
+        flags["HOROVOD_NCCL_LINK"] = hvd.nccl_link.upper()
+    return dict(sorted(flags.items()))
+
+
+def build_packages(recipe: Recipe) -> list[str]:
+    packages = ["cmake", "g++", "make"]
+    if recipe.python.source == "system":
+        packages.append(f"python{recipe.python.version}-dev")
+    return packages
+
+
+def render(recipe: Recipe) -> str:
+    hvd = recipe.horovod
+    if hvd is None:
+        return ""
+    flags = " ".join(f"{k}={v}" for k, v in build_env(recipe).items())
+    commands: list[str] = []
+    if recipe.gpu:
+        # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs.
+        commands.append(f"ldconfig {CUDA_STUBS}")
+    if hvd.patches:
+        commands += [
+            "hvd_src=$(mktemp -d)",
+            "hvd-pip download --no-deps --no-binary :all: --no-build-isolation "
+            f'-d "$hvd_src" horovod=={hvd.version}',
+            f'tar -xzf "$hvd_src/horovod-{hvd.version}.tar.gz" -C "$hvd_src"',
+            f'cd "$hvd_src/horovod-{hvd.version}"',
+        ]
+        for name in hvd.patches:
+            commands += horovod_patches.commands(name)
+        commands += [
+            f"{flags} {pip_install('--no-build-isolation', '.')}",
+            "cd /",
+            'rm -rf "$hvd_src"',
+        ]
+    else:
+        commands.append(f"{flags} {pip_install('--no-build-isolation', f'horovod=={hvd.version}')}")
+    if recipe.gpu:
+        commands.append("ldconfig")
+    commands.append("horovodrun --check-build")
+    return block(
+        "horovod",
+        apt_install(build_packages(recipe)),
+        run(pip_install(*BUILD_PYTHON_DEPS)),
+        run(*commands),
+    )

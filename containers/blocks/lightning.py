@@ -1,0 +1,17 @@
+"""PyTorch Lightning (`lightning` or the older `pytorch-lightning` package)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import block, pip_install, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+
+def render(recipe: Recipe) -> str:
+    lit = recipe.lightning
+    if lit is None:
+        return ""
+    return block("frameworks", run(pip_install(f"{lit.package}=={lit.version}")))

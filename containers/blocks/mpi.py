@@ -1,0 +1,44 @@
+"""MPI: Open MPI or MPICH from the distribution, with the PMIx/PMI2 libraries srun needs."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import apt_install, block, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+PACKAGES = {
+    "openmpi": ["openmpi-bin", "libopenmpi-dev"],
+    "mpich": ["mpich", "libmpich-dev"],
+}
+PMI_PACKAGES = {
+    "pmix": ["libpmix-dev"],
+    # Slurm's PMI2 library, for `srun --mpi=pmi2`.
+    "pmi2": ["libpmi2-0-dev"],
+}
+
+
+def packages(recipe: Recipe) -> list[str]:
+    assert recipe.mpi is not None
+    names = list(PACKAGES[recipe.mpi.flavor])
+    for pmi in recipe.mpi.pmi:
+        names += PMI_PACKAGES[pmi]
+    return names
+
+
+def render(recipe: Recipe) -> str:
+    mpi = recipe.mpi
+    if mpi is None:
+        return ""
+    lines = []
+    if mpi.source == "apt":
+        lines.append(apt_install(packages(recipe)))
+    # Open MPI prints "mpirun (Open MPI) 4.1.4", MPICH's hydra "Version: 4.0.2".
+    check = "mpirun --version"
+    if mpi.version:
+        check += f" | grep -F {shlex.quote(mpi.version)}"
+    lines.append(run(check))
+    return block("mpi", *lines)

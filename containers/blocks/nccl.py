@@ -1,0 +1,31 @@
+"""NCCL from NVIDIA's apt repository (present in nvidia/cuda images), pinned to a version."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import apt_install, block, major_minor
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+
+def package_version(recipe: Recipe) -> str:
+    """`2.15.5` -> `2.15.5-1+cuda11.8`; a full Debian version is used as given."""
+    assert recipe.nccl is not None and recipe.cuda is not None
+    version = recipe.nccl.version
+    if "-" in version or "+" in version:
+        return version
+    return f"{version}-1+cuda{major_minor(recipe.cuda.version)}"
+
+
+def render(recipe: Recipe) -> str:
+    if recipe.nccl is None:
+        return ""
+    pinned = package_version(recipe)
+    text = apt_install([f"libnccl2={pinned}", f"libnccl-dev={pinned}"])
+    # nvidia/cuda images apt-mark hold their NCCL; replacing it needs this flag.
+    text = text.replace(
+        "--no-install-recommends", "--no-install-recommends --allow-change-held-packages"
+    )
+    return block("mpi", text)

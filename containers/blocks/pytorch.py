@@ -1,0 +1,43 @@
+"""PyTorch (+ torchvision, torchaudio) wheels for one CUDA tag (cpu, cu117, ...)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks._text import block, pip_install, run
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+WHEEL_INDEX = "https://download.pytorch.org/whl/{tag}"
+
+
+def index_url(recipe: Recipe) -> str | None:
+    """The wheel index for the recipe's CUDA tag, when wheels come from download.pytorch.org."""
+    torch = recipe.pytorch
+    if torch is None or torch.cuda_tag is None or torch.wheel_index != "pytorch":
+        return None
+    return WHEEL_INDEX.format(tag=torch.cuda_tag)
+
+
+def requirements(recipe: Recipe) -> list[str]:
+    """`torch==1.12.1+cu113`, ...: the local tag pins the CUDA build, not only the version."""
+    torch = recipe.pytorch
+    assert torch is not None
+    suffix = f"+{torch.cuda_tag}" if torch.cuda_tag else ""
+    pins = [("torch", torch.version), ("torchvision", torch.torchvision)]
+    pins.append(("torchaudio", torch.torchaudio))
+    return [f"{name}=={version}{suffix}" for name, version in pins if version]
+
+
+def render(recipe: Recipe) -> str:
+    torch = recipe.pytorch
+    if torch is None:
+        return ""
+    if torch.source == "image":
+        return block(
+            "frameworks", run("python -c 'import torch; print(\"torch\", torch.__version__)'")
+        )
+    url = index_url(recipe)
+    args = ([f"--extra-index-url {url}"] if url else []) + requirements(recipe)
+    return block("frameworks", run(pip_install(*args)))

@@ -1,0 +1,48 @@
+"""Recipe -> Dockerfile, Docker build context and Singularity definition.
+
+Pure functions of the recipe: the same recipe always renders to the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from containers.blocks import hvd_pip_script, render_blocks
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+FORMATS = ("docker", "singularity")
+
+
+def render_dockerfile(recipe: Recipe) -> str:
+    """The Dockerfile of the recipe: one stage, blocks in layer order."""
+    header = (
+        f"# Rendered by hvd-container from recipe {recipe.name} {recipe.version}.\n"
+        "# Do not edit: change the recipe and render again.\n"
+    )
+    return header + "\n".join(text for _, text in render_blocks(recipe))
+
+
+def build_context(recipe: Recipe) -> dict[str, bytes]:
+    """Every file the Docker build needs, by path inside the context."""
+    return {
+        "Dockerfile": render_dockerfile(recipe).encode(),
+        "hvd-pip": hvd_pip_script(),
+    }
+
+
+def render_definition(recipe: Recipe) -> str:
+    """The Singularity/Apptainer definition, converted from the Dockerfile by spython and fixed."""
+    from containers.singularity_def import dockerfile_to_definition
+
+    context = build_context(recipe)
+    return dockerfile_to_definition(context["Dockerfile"].decode(), context, recipe)
+
+
+def render(recipe: Recipe, fmt: str) -> str:
+    if fmt == "docker":
+        return render_dockerfile(recipe)
+    if fmt == "singularity":
+        return render_definition(recipe)
+    raise ValueError(f"unknown format {fmt!r} (allowed: {', '.join(FORMATS)})")

@@ -1,0 +1,220 @@
+"""Dockerfile -> Singularity/Apptainer definition: spython's converter, then fixes for its mistakes.
+
+spython 0.3.14 is used only as a parser/writer (never its Client, which shells out to a
+`singularity` binary with sudo). What it gets wrong, and what happens here:
+
+- Forms it mis-converts (multi-stage, COPY --chown, multi-key LABEL, ARG containing USER,
+  legacy `ENV K v`, exec-form RUN/SHELL, relative COPY, ENTRYPOINT+CMD, USER) are refused up
+  front by `hazards()`; the renderer never emits them, and a Dockerfile that has one is an error.
+- `LABEL k="v"` becomes the label line `k="v"` (key with quotes, no value): rewritten `k v`.
+- ENV/ARG values land in %post as bare `K=v` assignments, not exported to the commands after
+  them (apt would see no DEBIAN_FRONTEND): rewritten `export K=v`; the pip config URL build arg
+  is taken from the builder's environment instead of being reset to empty.
+- COPY of build-context files becomes a %files line with a relative source that only resolves
+  from the right directory: the files are written by %post from here-documents instead, so the
+  definition is self-contained.
+- The runscript becomes `exec /bin/bash "$@"`, so `run img python x.py` would hand `python`
+  to bash as a script: replaced by `exec "$@"` (bash when no arguments). %startscript dropped.
+- `debootstrap:<suite>` bases become Singularity's own debootstrap bootstrap agent.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING
+
+from hvd_container.errors import UserError
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)
+
+RUNSCRIPT = ['if [ "$#" -eq 0 ]; then', "    exec /bin/bash", "fi", 'exec "$@"']
+
+_HAZARDS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^FROM\s", re.I), "FROM"),  # counted separately: more than one is a hazard
+    (re.compile(r"^(COPY|ADD)\s+--chown", re.I), "COPY --chown becomes a bogus %files line"),
+    (re.compile(r"^(COPY|ADD)\s+--from", re.I), "COPY --from needs a multi-stage build"),
+    (re.compile(r"^ARG\s.*USER", re.I), "an ARG containing USER turns into `su -`"),
+    (re.compile(r"^USER\s", re.I), "USER turns into `su -` in %post"),
+    (re.compile(r"^(RUN|SHELL)\s+\[", re.I), "exec-form RUN/SHELL is copied verbatim"),
+    (re.compile(r"^ENTRYPOINT\s", re.I), "ENTRYPOINT+CMD appends arguments to CMD"),
+    (re.compile(r"^WORKDIR\s", re.I), "relative COPY is not resolved against WORKDIR"),
+]
+_ENV_LEGACY = re.compile(r"^ENV\s+[A-Za-z_][A-Za-z0-9_]*\s+\S")
+_LABEL_MULTI = re.compile(r'^LABEL\s+(?:[^\s=]+=(?:"(?:[^"\\]|\\.)*"|\S+)\s+)+[^\s=]+=')
+_COPY_RELATIVE = re.compile(r"^(COPY|ADD)\s+(?!--)\S+(?:\s+\S+)*\s+(?!/)(\S+)\s*$", re.I)
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions with continuation lines joined, comments dropped."""
+    out: list[str] = []
+    current = ""
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        out.append(current + line)
+        current = ""
+    if current:
+        out.append(current)
+    return out
+
+
+def hazards(dockerfile: str) -> list[str]:
+    """Instructions spython is known to convert wrongly, each as `instruction: why`."""
+    found = []
+    froms = 0
+    for inst in instructions(dockerfile):
+        for pattern, why in _HAZARDS:
+            if pattern.search(inst):
+                if why == "FROM":
+                    froms += 1
+                    if froms > 1:
+                        found.append(f"{inst}: a second stage is merged into the first")
+                else:
+                    found.append(f"{inst}: {why}")
+        if _ENV_LEGACY.search(inst) and "=" not in inst.split(None, 2)[1]:
+            found.append(f"{inst}: legacy `ENV K v` form")
+        if _LABEL_MULTI.search(inst):
+            found.append(f"{inst}: several keys in one LABEL become one label")
+        if re.match(r"^(COPY|ADD)\s", inst, re.I) and _COPY_RELATIVE.match(inst):
+            found.append(f"{inst}: relative COPY destination")
+    return found
+
+
+def _spython_convert(dockerfile: str) -> str:
+    """spython's own conversion, with its console logger silenced."""
+    from spython.logger import bot
+    from spython.main.parse.parsers import DockerParser
+    from spython.main.parse.writers import SingularityWriter
+
+    saved = bot.level
+    bot.level = 0  # QUIET: spython warns on stdout/stderr about files it cannot see
+    try:
+        parser = DockerParser(None, load=False)
+        parser.lines = dockerfile.splitlines(keepends=True)
+        parser.parse()
+        return str(SingularityWriter(parser.recipe).convert())
+    finally:
+        bot.level = saved
+
+
+def _sections(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Header lines, then (section name, lines) in order."""
+    header: list[str] = []
+    sections: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        match = re.match(r"^%(\w+)\s*$", line)
+        if match:
+            sections.append((match.group(1), []))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            header.append(line)
+    return header, sections
+
+
+def _assignments(dockerfile: str) -> dict[str, str]:
+    """%post line (as spython writes it) -> the fixed line, for every ENV and ARG value."""
+    from spython.main.parse.parsers import DockerParser
+
+    parse_env = DockerParser(None, load=False).parse_env
+    fixed: dict[str, str] = {}
+    for inst in instructions(dockerfile):
+        keyword, _, rest = inst.partition(" ")
+        if keyword.upper() not in ("ENV", "ARG"):
+            continue
+        for assignment in parse_env([" " + rest]):
+            name = assignment.split("=", 1)[0]
+            if keyword.upper() == "ARG" and name in PASSTHROUGH_ARGS:
+                fixed[assignment] = f'export {name}="${{{name}:-}}"'
+            else:
+                fixed[assignment] = f"export {assignment}"
+    return fixed
+
+
+def _label_line(line: str) -> str:
+    key, sep, value = line.partition("=")
+    if not sep:
+        return line
+    words = shlex.split(value) if value else [""]
+    return f"{key.strip()} {' '.join(words)}".rstrip()
+
+
+def _heredoc(path: str, data: bytes) -> list[str]:
+    text = data.decode()
+    delimiter = "HVD_CONTAINER_EOF"
+    if delimiter in text:  # pragma: no cover - our own files never contain it
+        raise UserError(f"cannot inline {path}: it contains {delimiter}")
+    return [f"cat > {path} <<'{delimiter}'", *text.rstrip("\n").split("\n"), delimiter]
+
+
+def _header(recipe: Recipe | None, header: list[str]) -> list[str]:
+    suite = recipe.base.debootstrap_suite if recipe is not None else None
+    if suite:
+        return ["Bootstrap: debootstrap", f"OSVersion: {suite}", f"MirrorURL: {DEBIAN_MIRROR}"]
+    # A single stage needs no `Stage:` line.
+    return [line for line in header if line.strip() and not line.startswith("Stage:")]
+
+
+def dockerfile_to_definition(
+    dockerfile: str, context: dict[str, bytes] | None = None, recipe: Recipe | None = None
+) -> str:
+    """Convert a (single-stage, hazard-free) Dockerfile; context holds the files it COPYs."""
+    problems = hazards(dockerfile)
+    if problems:
+        raise UserError(f"Dockerfile cannot be converted faithfully: {problems[0]}")
+    context = context or {}
+    header, sections = _spython_convert_sections(dockerfile)
+    assignments = _assignments(dockerfile)
+
+    inlined: list[str] = []
+    out: dict[str, list[str]] = {}
+    for name, lines in sections:
+        if name == "files":
+            kept = []
+            for line in lines:
+                if not line.strip():
+                    continue
+                source, _, dest = line.strip().rpartition(" ")
+                if source in context:
+                    inlined += _heredoc(dest, context[source])
+                else:
+                    kept.append(line)
+            if kept:
+                out["files"] = kept
+        elif name == "labels":
+            out["labels"] = [_label_line(line) for line in lines if line.strip()]
+        elif name == "post":
+            post = [assignments.get(line.strip(), line) for line in lines]
+            out["post"] = post
+        elif name in ("runscript", "startscript"):
+            continue
+        else:
+            out[name] = [line for line in lines if line.strip()]
+    out["post"] = inlined + out.get("post", [])
+    for line in out["post"]:
+        if line.lstrip().startswith("su -"):  # pragma: no cover - hazards() refuses USER
+            raise UserError(f"definition would switch user in %post: {line}")
+    out["runscript"] = RUNSCRIPT
+    if recipe is not None and recipe.checks:
+        out["test"] = list(recipe.checks)
+
+    text = _header(recipe, header)
+    if recipe is not None and recipe.description:
+        text += ["", "%help", f"    {recipe.description}"]
+    for name in ("files", "labels", "environment", "post", "runscript", "test"):
+        if name in out:
+            text += ["", f"%{name}", *out[name]]
+    return "\n".join(text) + "\n"
+
+
+def _spython_convert_sections(dockerfile: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    return _sections(_spython_convert(dockerfile))
