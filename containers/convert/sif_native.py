@@ -32,6 +32,7 @@ from hvd_container.errors import StepFailed, UserError
 
 SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
 _EXPORT_CHUNK = 1024 * 1024
+_FULL_BELOW = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,11 @@ class _StderrTail(threading.Thread):
         return "; ".join(line for line in self.lines if line)
 
 
+def _device_full(fd: int) -> bool:
+    stats = os.fstatvfs(fd)
+    return stats.f_bavail * stats.f_frsize < _FULL_BELOW
+
+
 def _enospc(target: Path) -> UserError:
     return UserError(
         f"no space left on the device holding {target.parent or '.'} while writing {target.name}; "
@@ -230,7 +236,8 @@ def stream_rootfs_to_sif(
             stderr.join(timeout=5)
         if rc != 0 or broken:
             message = stderr.text()
-            if "No space left" in message:
+            # tar2sqfs reports a full disk only as "I/O error": look at the free space.
+            if "No space left" in message or _device_full(fd):
                 raise _enospc(target)
             raise StepFailed(f"tar2sqfs failed (exit {rc}): {message or 'no message'}")
         rootfs_size = os.fstat(fd).st_size

@@ -1,6 +1,7 @@
 """Command groups of the CLI. Each module has `register(app)`; keep module-level imports light."""
 
+from hvd_container.commands import convert as _convert
 from hvd_container.commands import recipes as _recipes
 from hvd_container.commands import sites as _sites
 
-COMMAND_MODULES = [_recipes, _sites]
+COMMAND_MODULES = [_convert, _recipes, _sites]

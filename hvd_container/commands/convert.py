@@ -1,0 +1,135 @@
+"""CLI commands: convert (image -> SIF / Shifter / podman-hpc / definition) and inspect (SIF)."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class Target(str, Enum):
+    sif = "sif"
+    shifter = "shifter"
+    podman_hpc = "podman-hpc"
+    definition = "def"
+
+
+class Engine(str, Enum):
+    native = "native"
+    apptainer = "apptainer"
+
+
+def convert(
+    source: Annotated[str, typer.Argument(help="Recipe (file or built-in name) or Docker image.")],
+    to: Annotated[Target, typer.Option("--to", help="What to produce.")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="sif/def output file (default: name_tag.sif, name.def)."
+        ),
+    ] = None,
+    engine: Annotated[
+        Engine, typer.Option(help="SIF: native (Docker + tar2sqfs) or apptainer (on PATH).")
+    ] = Engine.native,
+    compression: Annotated[str, typer.Option(help="SIF: gzip, zstd or xz.")] = "gzip",
+    threads: Annotated[int | None, typer.Option(min=1, help="SIF: compressor jobs.")] = None,
+    arch: Annotated[str | None, typer.Option(help="Refuse unless the image has this arch.")] = None,
+    archive: Annotated[
+        Path | None, typer.Option(help="apptainer engine: a `docker save` tar, not the daemon.")
+    ] = None,
+    site: Annotated[str | None, typer.Option(help="shifter/podman-hpc: site profile.")] = None,
+    registry: Annotated[
+        str | None, typer.Option(help="shifter/podman-hpc: push here (default: site's registry).")
+    ] = None,
+    login_host: Annotated[
+        str | None, typer.Option(help="shifter/podman-hpc: run the site tool there over ssh.")
+    ] = None,
+) -> None:
+    """Turn a built image into what a site runs."""
+    from containers.convert.source import default_output, resolve_source
+
+    src = resolve_source(source)
+    if to is Target.definition:
+        from containers.convert.definition import write_definition
+
+        path = write_definition(src.recipe, output or Path(f"{src.recipe.name}.def"))
+        typer.echo(f"wrote {path}")
+        return
+    if to is Target.sif:
+        target = output or default_output(src.image, ".sif")
+        if engine is Engine.apptainer:
+            from containers.convert.sif_apptainer import convert_with_apptainer
+
+            convert_with_apptainer(src.image, target, archive=archive, on_step=typer.echo)
+            typer.echo(f"wrote {target}")
+            return
+        from containers.convert.sif_native import convert_image_to_sif
+
+        result = convert_image_to_sif(
+            src.image,
+            target,
+            compression=compression,
+            threads=threads,
+            arch=arch,
+            on_step=typer.echo,
+        )
+        typer.echo(
+            f"wrote {result.path} ({result.size / 1e6:.1f} MB, {result.arch}, "
+            f"{result.compression}, rootfs at offset {result.rootfs_offset}) "
+            f"in {result.seconds:.1f} s"
+        )
+        return
+    from containers.convert.site_images import publish_to_site
+
+    ref = publish_to_site(
+        src.image,
+        runtime=to.value,
+        site_name=site,
+        registry=registry,
+        login_host=login_host,
+        on_step=typer.echo,
+    )
+    typer.echo(f"ready: {ref}")
+
+
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A .sif file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
+    from containers.sif.reader import read_sif
+
+    info = read_sif(file)
+    if as_json:
+        typer.echo(json.dumps(info.as_dict(), indent=2))
+        return
+    typer.echo(f"file:   {info.path}")
+    typer.echo(f"arch:   {info.arch}")
+    typer.echo(f"id:     {info.uuid}")
+    typer.echo(f"rootfs: offset {info.rootfs_offset}, {info.rootfs_size} bytes")
+    typer.echo("descriptors:")
+    for d in info.descriptors:
+        name = f"  {d.name}" if d.name else ""
+        typer.echo(
+            f"  {d.id:<3} group {d.group or '-':<3} {d.offset:>12}-{d.offset + d.size:<12} "
+            f"{d.describe()}{name}"
+        )
+    facts = info.build_facts
+    if facts:
+        typer.echo("build facts:")
+        for key, value in facts.items():
+            typer.echo(f"  {key}: {value}")
+    others = {k: v for k, v in info.labels.items() if not k.startswith("org.hvd-container.")}
+    if others:
+        typer.echo("labels:")
+        for key, value in sorted(others.items()):
+            typer.echo(f"  {key}: {value}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""
+    app.command("convert")(convert)
+    app.command("inspect")(inspect)
