@@ -1,0 +1,332 @@
+"""From a site profile and a launch request to the srun argv (never a shell string).
+
+`plan_launch` does the work and returns the argv, the environment srun must run with and the
+warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one-line errors.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hvd_container.errors import UserError
+from launcher import pitfalls
+from launcher.facts import ImageFacts
+from launcher.lightning import uses_lightning
+from launcher.runtimes import Invocation, runtime_module
+from launcher.sites import Site
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class LaunchRequest:
+    """Everything a user asks for in one launch; None means "the site's default"."""
+
+    script: str
+    args: list[str] = field(default_factory=list)
+    image: str | None = None
+    recipe: str | None = None
+    facts: ImageFacts | None = None  # filled from the recipe (or image labels) by the caller
+    ntasks: int | None = None
+    nodes: int | None = None
+    ntasks_per_node: int | None = None
+    gpus_per_node: int | None = None
+    gpus_per_task: int | None = None
+    cpus_per_task: int | None = None
+    mpi: str | None = None  # srun --mpi= plugin; overrides the site's
+    controller: Literal["mpi", "gloo"] = "mpi"
+    runtime: str | None = None  # another runtime than the site's default
+    modules: list[str] = field(default_factory=list)  # extra shifter modules
+    job_name: str | None = None
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    comment: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    binds: list[str] = field(default_factory=list)
+    workdir: str | None = None
+    lightning: bool | None = None  # None: scan the script
+    inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
+
+
+@dataclass(frozen=True)
+class Layout:
+    nodes: int | None
+    ntasks: int | None
+    ntasks_per_node: int | None
+    gpus_per_node: int  # 0: request none
+    gpu_bind_none: bool
+    job_name: str | None
+    lightning: bool
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]  # starts with "srun"
+    env: dict[str, str]  # variables srun must see (site env, then the request's)
+    warnings: list[str]
+    layout: Layout
+    image: str | None
+
+    def command(self) -> list[str]:
+        """The argv with the environment spelled out (`env K=V srun ...`) for display."""
+        if not self.env:
+            return list(self.argv)
+        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *self.argv]
+
+    def shell_line(self) -> str:
+        return shlex.join(self.command())
+
+
+def _fail_or_warn(findings: list[pitfalls.Finding], warnings: list[str]) -> None:
+    for finding in findings:
+        if finding.level == "error":
+            raise UserError(finding.message)
+    warnings.extend(f.message for f in findings)
+
+
+def _normalize_bind(bind: str, what: str) -> str:
+    parts = bind.split(":")
+    if not bind or not parts[0].startswith("/") or len(parts) > 3:
+        raise UserError(f"{what}: {bind!r} is not SRC[:DST[:ro|rw]] with absolute paths")
+    if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+        raise UserError(f"{what}: {bind!r}: the option must be ro or rw")
+    if len(parts) == 1:
+        parts.append(parts[0])
+    if not parts[1].startswith("/"):
+        raise UserError(f"{what}: {bind!r}: the destination must be an absolute path")
+    return ":".join(parts)
+
+
+def _image(site: Site, request: LaunchRequest, kind: str) -> str | None:
+    if request.image:
+        return request.image
+    facts = request.facts
+    if facts is None or facts.name is None:
+        if kind == "none":
+            return None
+        raise UserError(
+            f"site {site.name} runs containers with {kind}: pass --image IMAGE or --recipe RECIPE"
+        )
+    template = site.images.template or "{name}:{version}"
+    try:
+        ref = template.format(
+            name=facts.name,
+            version=facts.version or "latest",
+            registry=site.images.registry or "",
+            dir=site.images.dir or ".",
+        )
+    except (KeyError, IndexError) as exc:
+        raise UserError(
+            f"{site.source}: images.template: unknown placeholder {exc} (allowed: name, version, registry, dir)"
+        ) from None
+    if site.images.registry and "{registry}" not in template and not ref.startswith("/"):
+        ref = f"{site.images.registry.rstrip('/')}/{ref}"
+    return ref
+
+
+def _layout(site: Site, request: LaunchRequest, warnings: list[str]) -> Layout:
+    partition = request.partition or site.scheduler.partition
+    site_gpus = site.gpus_per_node(partition)
+    lightning = uses_lightning(request.script) if request.lightning is None else request.lightning
+    n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
+    for flag, value in (
+        ("-n/--ntasks", n),
+        ("-N/--nodes", nodes),
+        ("--ntasks-per-node", per_node),
+        ("--gpus-per-node", request.gpus_per_node),
+        ("--gpus-per-task", request.gpus_per_task),
+        ("--cpus-per-task", request.cpus_per_task),
+    ):
+        if value is not None and value < 1:
+            raise UserError(f"{flag}: must be 1 or more (got {value})")
+    if n is not None and nodes is not None and per_node is not None and n != nodes * per_node:
+        raise UserError(
+            f"-n {n} does not equal -N {nodes} x --ntasks-per-node {per_node}: give two of them"
+        )
+    if n is not None and nodes is not None and n < nodes:
+        raise UserError(f"-n {n} is fewer tasks than -N {nodes} nodes")
+
+    job_name = request.job_name
+    if lightning:
+        _fail_or_warn(pitfalls.lightning_layout(request.script, n, per_node, site_gpus), warnings)
+        _fail_or_warn(pitfalls.lightning_job_name(request.script, job_name), warnings)
+        per_node = per_node or max(site_gpus, 1)
+        nodes = nodes or 1
+        job_name = job_name or Path(request.script).stem
+    elif n is None and per_node is None:
+        n = max(site_gpus, 1) * (nodes or 1)
+    elif per_node is not None and nodes is None and n is None:
+        nodes = 1
+
+    tasks_on_node = per_node or (math.ceil(n / nodes) if n and nodes else n) or 1
+    if not request.inside_allocation and nodes is None and n is not None and site_gpus:
+        # one rank per GPU: without -N Slurm packs ranks by CPUs and oversubscribes GPUs
+        nodes = math.ceil(n / site_gpus)
+        tasks_on_node = math.ceil(n / nodes)
+
+    gpu_bind_none = False
+    if request.gpus_per_task is not None:
+        _fail_or_warn(
+            pitfalls.gpus_per_task(request.gpus_per_task, site.scheduler.gpu_request), warnings
+        )
+        gpus = request.gpus_per_node or request.gpus_per_task * tasks_on_node
+        gpu_bind_none = True
+    elif request.gpus_per_node is not None:
+        gpus = request.gpus_per_node
+    else:
+        gpus = min(site_gpus, tasks_on_node)
+    if site.scheduler.gpu_request == "none" or site_gpus == 0:
+        if request.gpus_per_node or request.gpus_per_task:
+            raise UserError(
+                f"--gpus-per-node/--gpus-per-task: site {site.name} has no GPUs (scheduler.gpus_per_node: 0)"
+            )
+        gpus = 0
+    elif gpus > site_gpus:
+        where = f"partition {partition}" if partition else f"site {site.name}"
+        raise UserError(
+            f"--gpus-per-node {gpus}: {where} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
+        )
+    return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
+
+
+def _gpu_flags(style: str, gpus: int) -> list[str]:
+    if gpus <= 0 or style == "none":
+        return []
+    return [f"--gres=gpu:{gpus}"] if style == "gres" else [f"--gpus-per-node={gpus}"]
+
+
+def allocation_options(site: Site, request: LaunchRequest, layout: Layout) -> list[str]:
+    """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH."""
+    sched = site.scheduler
+    opts: list[str] = []
+    for flag, value in (
+        ("--partition", request.partition or sched.partition),
+        ("--account", request.account or sched.account),
+        ("--qos", request.qos or sched.qos),
+        ("--constraint", request.constraint or sched.constraint),
+        ("--comment", request.comment or sched.comment.default),
+        ("--time", request.time or sched.time),
+    ):
+        if value:
+            opts.append(f"{flag}={value}")
+    return opts
+
+
+def _program(site: Site, request: LaunchRequest, python: str) -> list[str]:
+    if request.script.endswith(".py"):
+        return [python, request.script, *request.args]
+    return [request.script, *request.args]
+
+
+def _env(site: Site, request: LaunchRequest) -> dict[str, str]:
+    env = dict(site.env)
+    for name, value in request.env.items():
+        if not _ENV_NAME.match(name):
+            raise UserError(f"--env: {name!r} is not a variable name (letters, digits, _)")
+        env[name] = value
+    return env
+
+
+def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
+    """The srun argv, its environment and the warnings for one launch."""
+    warnings: list[str] = []
+    runtime = site.runtime_for(request.runtime)
+    partition = request.partition or site.scheduler.partition
+    if (
+        request.partition
+        and site.scheduler.partitions
+        and request.partition not in site.scheduler.partitions
+    ):
+        known = ", ".join(site.scheduler.partitions)
+        raise UserError(
+            f"--partition: {request.partition!r} is not a partition of site {site.name} (allowed: {known})"
+        )
+    if request.time and pitfalls_time_invalid(request.time):
+        raise UserError(
+            f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
+        )
+    layout = _layout(site, request, warnings)
+    needs_allocation = not request.inside_allocation
+    _fail_or_warn(
+        pitfalls.mandatory_comment(
+            site, request.comment or site.scheduler.comment.default, needs_allocation
+        ),
+        warnings,
+    )
+    _fail_or_warn(pitfalls.image_arch(site, partition, request.facts), warnings)
+    mpi = request.mpi or site.mpi
+    _fail_or_warn(
+        pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
+    )
+    _fail_or_warn(pitfalls.cleanenv(runtime), warnings)
+    modules, findings = pitfalls.shifter_modules(runtime, request.modules)
+    _fail_or_warn(findings, warnings)
+    _fail_or_warn(pitfalls.image_ignored(runtime.kind, request.image), warnings)
+
+    image = _image(site, request, runtime.kind)
+    env = _env(site, request)
+    binds = [_normalize_bind(b, f"{site.source}: binds") for b in site.binds]
+    binds += [_normalize_bind(b, "--bind") for b in request.binds]
+    invocation = Invocation(
+        kind=runtime.kind,
+        image=image if runtime.kind != "none" else None,
+        program=_program(site, request, runtime.python),
+        command=runtime.command,
+        gpu=runtime.gpu and layout.gpus_per_node > 0,
+        flags=list(runtime.flags),
+        modules=modules,
+        binds=binds,
+        workdir=request.workdir,
+        env_names=list(env),
+    )
+    wrapped = runtime_module(runtime.kind).wrap(invocation)
+
+    argv = ["srun"]
+    if mpi:
+        argv.append(f"--mpi={mpi}")
+    argv += site.scheduler.srun_options
+    if needs_allocation:
+        argv += allocation_options(site, request, layout)
+    if layout.job_name:
+        argv.append(f"--job-name={layout.job_name}")
+    argv += layout_options(layout)
+    if needs_allocation or layout.gpu_bind_none or request.gpus_per_node is not None:
+        argv += _gpu_flags(site.scheduler.gpu_request, layout.gpus_per_node)
+    if layout.gpu_bind_none and layout.gpus_per_node:
+        argv.append("--gpu-bind=none")
+    cpus = request.cpus_per_task or (site.scheduler.cpus_per_task if needs_allocation else None)
+    if cpus:
+        argv.append(f"--cpus-per-task={cpus}")
+    argv += wrapped.srun_flags
+    argv += wrapped.argv
+    return LaunchPlan(argv, env, warnings, layout, image)
+
+
+def layout_options(layout: Layout) -> list[str]:
+    opts: list[str] = []
+    if layout.nodes is not None:
+        opts += ["-N", str(layout.nodes)]
+    if layout.ntasks is not None:
+        opts += ["-n", str(layout.ntasks)]
+    if layout.ntasks_per_node is not None:
+        opts.append(f"--ntasks-per-node={layout.ntasks_per_node}")
+    return opts
+
+
+def pitfalls_time_invalid(value: str) -> bool:
+    from launcher.sites import _time_ok
+
+    return _time_ok(value) is not None
+
+
+def compose_srun(site: Site, request: LaunchRequest) -> list[str]:
+    """The argv of the srun line (environment: `plan_launch(...).env`)."""
+    return plan_launch(site, request).argv

@@ -1,0 +1,36 @@
+"""What the launcher knows about an image without running it: arch, MPI, controllers.
+
+Facts come from a recipe (loaded lazily: the recipe model pulls in pydantic) or are left
+unknown; unknown facts disable the checks that need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    source: str  # where the facts come from, for messages
+    name: str | None = None
+    version: str | None = None
+    arch: str | None = None
+    mpi_pmi: tuple[str, ...] | None = None  # PMI flavours the image's MPI speaks; () = no MPI
+    controllers: tuple[str, ...] | None = None  # Horovod controllers built in
+    gpu: bool | None = None
+
+
+def facts_from_recipe(ref: str) -> ImageFacts:
+    """Facts of a built-in recipe name or a recipe file."""
+    from containers.recipe import load_recipe
+
+    recipe = load_recipe(ref)
+    return ImageFacts(
+        source=f"recipe {recipe.name}",
+        name=recipe.name,
+        version=recipe.version,
+        arch=recipe.arch,
+        mpi_pmi=tuple(recipe.mpi.pmi) if recipe.mpi is not None else (),
+        controllers=tuple(recipe.horovod.controllers) if recipe.horovod is not None else None,
+        gpu=recipe.gpu,
+    )

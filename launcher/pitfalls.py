@@ -1,0 +1,201 @@
+"""Launch mistakes that can be caught before a job is queued, each with its fix.
+
+Every check is a pure function returning findings; `launcher.compose` runs them and turns the
+first error into a one-line UserError and the warnings into messages for stderr.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from launcher.facts import ImageFacts
+from launcher.sites import Runtime, Site
+
+LIGHTNING_BAD_JOB_NAMES = ("bash", "interactive")
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Literal["error", "warning"]
+    code: str
+    message: str
+
+
+def error(code: str, message: str) -> Finding:
+    return Finding("error", code, message)
+
+
+def warning(code: str, message: str) -> Finding:
+    return Finding("warning", code, message)
+
+
+def mandatory_comment(site: Site, comment: str | None, needs_allocation: bool) -> list[Finding]:
+    """Neuron rejects jobs without --comment=<application>."""
+    rule = site.scheduler.comment
+    allowed = ", ".join(rule.allowed)
+    if comment is None:
+        if rule.required and needs_allocation:
+            hint = f" (allowed: {allowed})" if allowed else ""
+            return [
+                error(
+                    "comment-missing",
+                    f"site {site.name} requires --comment=<application>{hint}: pass e.g. --comment {rule.allowed[0] if rule.allowed else 'python'}",
+                )
+            ]
+        return []
+    if rule.allowed and comment not in rule.allowed:
+        return [
+            warning(
+                "comment-unofficial",
+                f"--comment {comment!r} is not in site {site.name}'s list (allowed: {allowed}); use one of them, e.g. --comment pytorch",
+            )
+        ]
+    return []
+
+
+def lightning_layout(
+    script: str, ntasks: int | None, ntasks_per_node: int | None, gpus_per_node: int
+) -> list[Finding]:
+    """Lightning refuses `srun -n N`: it wants -N and --ntasks-per-node."""
+    if ntasks is None:
+        return []
+    per_node = ntasks_per_node or (min(ntasks, gpus_per_node) if gpus_per_node else ntasks)
+    nodes = math.ceil(ntasks / per_node)
+    return [
+        error(
+            "lightning-ntasks",
+            f"{script} uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N {nodes} --ntasks-per-node {per_node} instead of -n {ntasks}",
+        )
+    ]
+
+
+def lightning_job_name(script: str, job_name: str | None) -> list[Finding]:
+    """Lightning ignores Slurm when the job is named bash or interactive."""
+    if job_name in LIGHTNING_BAD_JOB_NAMES:
+        return [
+            error(
+                "lightning-job-name",
+                f"{script} uses PyTorch Lightning, which ignores Slurm in a job named {job_name!r}: pass another --job-name",
+            )
+        ]
+    return []
+
+
+def gpus_per_task(value: int | None, style: str) -> list[Finding]:
+    """--gpus-per-task hides all GPUs but one from each rank (set_device(local_rank) fails)."""
+    if value is None:
+        return []
+    flag = "--gres=gpu:N" if style == "gres" else "--gpus-per-node=N"
+    return [
+        warning(
+            "gpus-per-task",
+            f"--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting {flag} with --gpu-bind=none instead; pass --gpus-per-node to silence this",
+        )
+    ]
+
+
+def shifter_modules(runtime: Runtime, extra: list[str]) -> tuple[list[str], list[Finding]]:
+    """One comma-joined --module; duplicates dropped with a warning."""
+    merged: list[str] = []
+    repeated: list[str] = []
+    for name in [*runtime.modules, *extra]:
+        if name in merged:
+            repeated.append(name)
+        else:
+            merged.append(name)
+    if runtime.kind != "shifter":
+        if extra:
+            return merged, [
+                error(
+                    "modules-not-shifter",
+                    f"--module is a shifter option; runtime {runtime.kind} has no modules (allowed with: shifter)",
+                )
+            ]
+        return merged, []
+    if repeated:
+        return merged, [
+            warning(
+                "shifter-module-repeated",
+                f"shifter module(s) {', '.join(repeated)} given twice: a second --module replaces the first, so they are joined once: --module={','.join(merged)}",
+            )
+        ]
+    return merged, []
+
+
+def image_arch(site: Site, partition: str | None, facts: ImageFacts | None) -> list[Finding]:
+    """An x86 image does not run on ppc64le nodes (ZIH ml), and so on."""
+    if facts is None or facts.arch is None:
+        return []
+    site_arch = site.arch_for(partition)
+    if facts.arch == site_arch:
+        return []
+    where = f"partition {partition} of site {site.name}" if partition else f"site {site.name}"
+    return [
+        error(
+            "arch-mismatch",
+            f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: build it with `arch: {site_arch}` in the recipe, or pick a site with {facts.arch} nodes",
+        )
+    ]
+
+
+def mpi_plugin(
+    mpi: str | None, controller: str, facts: ImageFacts | None, runtime_kind: str
+) -> list[Finding]:
+    """srun's --mpi plugin must be one the image's MPI was built for; MPI must exist at all."""
+    if facts is None or facts.mpi_pmi is None or controller != "mpi":
+        return []
+    if facts.mpi_pmi == ():
+        gloo = facts.controllers is not None and "gloo" in facts.controllers
+        fix = "pass --controller gloo" if gloo else "add `mpi:` to the recipe and rebuild"
+        return [
+            error(
+                "no-mpi",
+                f"{facts.source} has no MPI: under srun every rank would be an independent size-1 Horovod job; {fix}",
+            )
+        ]
+    if facts.controllers is not None and "mpi" not in facts.controllers:
+        return [
+            error(
+                "no-mpi-controller",
+                f"{facts.source} builds Horovod without the MPI controller: pass --controller gloo",
+            )
+        ]
+    if mpi is None or runtime_kind == "none":
+        return []
+    family = "pmix" if mpi.startswith("pmix") else mpi
+    if family not in facts.mpi_pmi:
+        wanted = ", ".join(facts.mpi_pmi)
+        return [
+            error(
+                "pmi-mismatch",
+                f"srun --mpi={mpi} does not match the image's MPI ({facts.source} speaks {wanted}): ranks would each be 'rank 0 of 1'; pass --mpi {facts.mpi_pmi[0]}",
+            )
+        ]
+    return []
+
+
+def cleanenv(runtime: Runtime) -> list[Finding]:
+    """Apptainer --cleanenv drops SLURM_*/PMI_*/PMIX_* and so breaks rank discovery."""
+    if runtime.kind in ("apptainer", "singularity") and any(
+        f in ("--cleanenv", "-e", "--containall", "-C") for f in runtime.flags
+    ):
+        return [
+            error(
+                "cleanenv",
+                f"runtime.flags: {runtime.kind} --cleanenv/--containall drops SLURM_*, PMI_* and PMIX_*, so ranks cannot find each other: remove it and pass variables with --env",
+            )
+        ]
+    return []
+
+
+def image_ignored(runtime_kind: str, image: str | None) -> list[Finding]:
+    if runtime_kind == "none" and image:
+        return [
+            warning(
+                "image-ignored",
+                f"runtime none runs on the host: --image {image} is ignored (pick a container runtime with --runtime)",
+            )
+        ]
+    return []

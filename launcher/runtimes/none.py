@@ -1,0 +1,13 @@
+"""No container: the program runs on the host (modules provide the software)."""
+
+from __future__ import annotations
+
+from launcher.runtimes import Invocation, Wrapped
+
+
+def image_ref(ref: str) -> str:
+    return ref
+
+
+def wrap(inv: Invocation) -> Wrapped:
+    return Wrapped([], list(inv.flags) + list(inv.program))

@@ -1,0 +1,33 @@
+"""podman-hpc: `podman-hpc run --rm [--gpu] [-v SRC:DST] [-e NAME] [-w DIR] IMAGE CMD`.
+
+The image must have been pulled (`podman-hpc pull` migrates it to squashfs). podman does not
+pass the host environment in, so every variable the launch sets is named with `-e NAME`.
+"""
+
+from __future__ import annotations
+
+from hvd_container.errors import UserError
+from launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+
+
+def image_ref(ref: str) -> str:
+    if is_file_ref(ref):
+        raise UserError(
+            f"--image: podman-hpc runs pulled images, not files ({ref!r}): `podman-hpc pull <registry>/<image>:<tag>` and pass that reference"
+        )
+    return strip_docker_scheme(ref)  # podman-hpc rejects the `docker:` prefix
+
+
+def wrap(inv: Invocation) -> Wrapped:
+    argv = ["podman-hpc", "run", "--rm"]
+    if inv.gpu:
+        argv.append("--gpu")
+    argv += inv.flags
+    for bind in inv.binds:
+        argv += ["-v", bind]
+    for name in inv.env_names:
+        argv += ["-e", name]
+    if inv.workdir:
+        argv += ["-w", inv.workdir]
+    argv.append(image_ref(inv.image or ""))
+    return Wrapped([], argv + inv.program)

@@ -1,0 +1,35 @@
+"""Pyxis + enroot: srun's own `--container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH` flags.
+
+GPUs follow Slurm's allocation; the image's ENV wins over the host's unless a variable is
+named in `--container-env`.
+"""
+
+from __future__ import annotations
+
+from launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+
+
+def image_ref(ref: str) -> str:
+    if is_file_ref(ref):
+        return ref
+    ref = strip_docker_scheme(ref)
+    first, sep, rest = ref.partition("/")
+    if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"  # enroot separates the registry with '#'
+    return ref
+
+
+def wrap(inv: Invocation) -> Wrapped:
+    flags = [f"--container-image={image_ref(inv.image or '')}"]
+    if inv.binds:
+        flags.append("--container-mounts=" + ",".join(_pyxis_bind(b) for b in inv.binds))
+    if inv.workdir:
+        flags.append(f"--container-workdir={inv.workdir}")
+    if inv.env_names:
+        flags.append("--container-env=" + ",".join(inv.env_names))
+    flags += inv.flags
+    return Wrapped(flags, list(inv.program))
+
+
+def _pyxis_bind(bind: str) -> str:
+    return bind  # SRC:DST[:ro|rw]: pyxis takes the same spelling

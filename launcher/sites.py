@@ -1,0 +1,308 @@
+"""Site profiles: what a cluster needs in its srun/sbatch lines, as validated data.
+
+Built-in profiles live in launcher/sites/*.yaml; users add or override them in
+``$XDG_CONFIG_HOME/hvd-container/sites/`` (default ``~/.config/hvd-container/sites/``) or pass
+a path. Selection order: ``--site``, ``$HVD_CONTAINER_SITE``, ``site:`` in the user's
+``config.yaml``, the Slurm cluster name, then ``local``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import typing
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from hvd_container import yamlconf
+from hvd_container.errors import UserError
+from launcher import schema
+
+Arch = Literal["amd64", "arm64", "ppc64le"]
+RuntimeKind = Literal[
+    "apptainer", "singularity", "shifter", "podman-hpc", "pyxis", "charliecloud", "none"
+]
+RUNTIME_KINDS = typing.get_args(RuntimeKind)
+MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
+GpuRequest = Literal["gres", "gpus-per-node", "none"]
+
+SITE_ENV_VAR = "HVD_CONTAINER_SITE"
+BUILTIN_DIR = Path(__file__).with_name("sites")
+_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+_MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def _name_ok(value: str) -> str | None:
+    return None if _NAME.match(value) else "lower-case letters, digits and . _ - only"
+
+
+def _time_ok(value: str | None) -> str | None:
+    if value is None or _SLURM_TIME.match(value):
+        return None
+    return "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS"
+
+
+def _positive(value: int | None) -> str | None:
+    return None if value is None or value >= 0 else "must be 0 or more"
+
+
+def _unique(value: list[str]) -> str | None:
+    return None if len(set(value)) == len(value) else "each entry may appear once"
+
+
+def _bind_ok(value: list[str]) -> str | None:
+    for bind in value:
+        parts = bind.split(":")
+        if not bind or not parts[0].startswith(("/", "~", "$")) or len(parts) > 3:
+            return f"each bind is SRC[:DST[:ro|rw]] with an absolute SRC, not {bind!r}"
+        if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+            return f"bind option must be ro or rw in {bind!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A `--comment` the scheduler insists on (KISTI Neuron: the application name)."""
+
+    required: bool = False
+    default: str | None = None
+    allowed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Partition:
+    gpus_per_node: int = field(default=0, metadata={"check": _positive})
+    cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
+    gpu: str | None = None
+    arch: Arch | None = None
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    partition: str | None = None
+    partitions: dict[str, Partition] = field(default_factory=dict)
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    comment: Comment = field(default_factory=Comment)
+    gpu_request: GpuRequest = "gres"
+    gpus_per_node: int = field(default=0, metadata={"check": _positive})
+    cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
+    cpus_per_task: int | None = field(default=None, metadata={"check": _positive})
+    time: str | None = field(default=None, metadata={"check": _time_ok})
+    srun_options: list[str] = field(default_factory=list)
+    sbatch_options: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.partition and self.partitions and self.partition not in self.partitions:
+            known = ", ".join(self.partitions)
+            raise ValueError(
+                f"partition {self.partition!r} is not in partitions (allowed: {known})"
+            )
+
+    def partition_info(self, name: str | None) -> Partition | None:
+        return self.partitions.get(name) if name else None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    kind: RuntimeKind
+    command: Literal["run", "exec"] = "exec"
+    gpu: bool = True
+    flags: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list, metadata={"check": _unique})
+    python: str = "python"
+
+
+@dataclass(frozen=True)
+class Images:
+    dir: str | None = None
+    template: str | None = None
+    registry: str | None = None
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str = field(metadata={"check": _name_ok})
+    runtime: Runtime
+    description: str = ""
+    other_runtimes: list[Runtime] = field(default_factory=list)
+    arch: Arch | Literal["host"] = "amd64"
+    cluster_names: list[str] = field(default_factory=list)
+    login_host: str | None = None
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    mpi: MpiPlugin | None = None
+    modules: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    binds: list[str] = field(default_factory=list, metadata={"check": _bind_ok})
+    images: Images = field(default_factory=Images)
+    notes: list[str] = field(default_factory=list)
+    source: str = field(default="", metadata={"internal": True})
+
+    def runtime_for(self, kind: str | None) -> Runtime:
+        """The profile's runtime, or the one of that kind (its own settings or the defaults)."""
+        if kind is None or kind == self.runtime.kind:
+            return self.runtime
+        for other in self.other_runtimes:
+            if other.kind == kind:
+                return other
+        if kind not in RUNTIME_KINDS:
+            raise UserError(
+                f"--runtime: unknown runtime {kind!r} (allowed: {', '.join(RUNTIME_KINDS)})"
+            )
+        return Runtime(kind=kind, gpu=self.runtime.gpu)  # type: ignore[arg-type]
+
+    def arch_for(self, partition: str | None) -> str:
+        info = self.scheduler.partition_info(partition)
+        return info.arch if info and info.arch else self.arch
+
+    def gpus_per_node(self, partition: str | None) -> int:
+        info = self.scheduler.partition_info(partition)
+        return info.gpus_per_node if info is not None else self.scheduler.gpus_per_node
+
+
+def host_arch() -> str:
+    machine = platform.machine().lower()
+    return _MACHINE_ARCH.get(machine, machine)
+
+
+def user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "hvd-container"
+
+
+def user_sites_dir() -> Path:
+    return user_config_dir() / "sites"
+
+
+def parse_site(doc: yamlconf.Document) -> Site:
+    """Validate a parsed profile; `arch: host` becomes this machine's architecture."""
+    site = schema.validate(Site, doc)
+    if site.runtime.kind == "shifter":
+        for flag in site.runtime.flags:
+            if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
+                raise UserError(
+                    f"{doc.where(('runtime', 'flags'))}: runtime.flags: shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
+                )
+    arch = host_arch() if site.arch == "host" else site.arch
+    return replace(site, arch=arch, source=doc.source)
+
+
+def _site_files() -> dict[str, Path]:
+    """name -> file; a user's profile overrides the built-in one of the same name."""
+    files = {p.stem: p for p in sorted(BUILTIN_DIR.glob("*.yaml"))}
+    user_dir = user_sites_dir()
+    if user_dir.is_dir():
+        files.update({p.stem: p for p in sorted(user_dir.glob("*.yaml"))})
+    return files
+
+
+def list_sites() -> list[str]:
+    """Names of every available profile (built-in and the user's)."""
+    return sorted(_site_files())
+
+
+def site_file(name: str) -> Path:
+    files = _site_files()
+    if name not in files:
+        raise UserError(
+            f"unknown site {name!r} (allowed: {', '.join(sorted(files))}, or a path to a YAML file)"
+        )
+    return files[name]
+
+
+def load_site(name_or_path: str | os.PathLike[str]) -> Site:
+    """Load a profile by name or from a YAML path."""
+    text = str(name_or_path)
+    looks_like_path = os.sep in text or text.endswith((".yaml", ".yml"))
+    path = Path(text) if looks_like_path else site_file(text)
+    site = parse_site(yamlconf.load(path))
+    if not looks_like_path and site.name != path.stem:
+        raise UserError(
+            f"{path}:{yamlconf.load(path).line_of(('name',)) or 1}: name: must match the file name {path.stem!r} (got {site.name!r})"
+        )
+    return site
+
+
+def _config_site() -> tuple[str, str] | None:
+    """(site, where) from the user's config.yaml, if it names one."""
+    path = user_config_dir() / "config.yaml"
+    if not path.is_file():
+        return None
+    doc = yamlconf.load(path)
+    allowed = ("site",)
+    for key in doc.data:
+        if key not in allowed:
+            raise UserError(
+                f"{doc.where((key,))}: {key}: unknown key (allowed: {', '.join(allowed)})"
+            )
+    value = doc.data.get("site")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise UserError(
+            f"{doc.where(('site',))}: site: expected a site name or path (got {value!r})"
+        )
+    return value, doc.where(("site",))
+
+
+def slurm_cluster_name() -> str | None:
+    """The Slurm cluster name, cheaply: the job's env var, else ClusterName in slurm.conf."""
+    name = os.environ.get("SLURM_CLUSTER_NAME")
+    if name:
+        return name
+    candidates = [
+        os.environ.get("SLURM_CONF"),
+        "/etc/slurm/slurm.conf",
+        "/etc/slurm-llnl/slurm.conf",
+    ]
+    for conf in candidates:
+        if not conf:
+            continue
+        try:
+            text = Path(conf).read_text(errors="replace")
+        except OSError:
+            continue
+        match = re.search(r"^\s*ClusterName\s*=\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
+        if match:
+            return match.group(1)
+    return None
+
+
+def detect_site(cluster: str | None) -> str | None:
+    """The profile whose cluster_names include the cluster name (case-insensitive)."""
+    if not cluster:
+        return None
+    wanted = cluster.lower()
+    for name, path in _site_files().items():
+        doc = yamlconf.load(path)
+        names = doc.data.get("cluster_names") or []
+        if isinstance(names, list) and wanted in (str(n).lower() for n in names):
+            return name
+    return None
+
+
+def choose_site(flag: str | None = None) -> tuple[str, str]:
+    """(site name or path, why it was chosen), following the documented order."""
+    if flag:
+        return flag, "--site"
+    from_env = os.environ.get(SITE_ENV_VAR)
+    if from_env:
+        return from_env, f"${SITE_ENV_VAR}"
+    configured = _config_site()
+    if configured is not None:
+        return configured[0], configured[1]
+    cluster = slurm_cluster_name()
+    detected = detect_site(cluster)
+    if detected:
+        return detected, f"Slurm cluster name {cluster!r}"
+    return "local", "default"
+
+
+def select_site(flag: str | None = None) -> Site:
+    """The site to use: --site, $HVD_CONTAINER_SITE, user config, Slurm cluster name, local."""
+    name, _why = choose_site(flag)
+    return load_site(name)
