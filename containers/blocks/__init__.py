@@ -36,8 +36,8 @@ Block = Callable[["Recipe"], str]
 BLOCKS: list[tuple[str, Block]] = [
     ("base", base.render),
     ("python", python.render),
-    ("cuda", cuda.render),
     ("mpi", mpi.render),
+    ("cuda", cuda.render),
     ("nccl", nccl.render),
     ("tensorflow", tensorflow.render),
     ("pytorch", pytorch.render),

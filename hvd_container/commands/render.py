@@ -1,0 +1,48 @@
+"""CLI command: `render RECIPE --format docker|singularity [-o FILE]`."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class Format(str, Enum):
+    docker = "docker"
+    singularity = "singularity"
+
+
+def render_cmd(
+    recipe: Annotated[str, typer.Argument(help="Built-in recipe name or path to a recipe file.")],
+    fmt: Annotated[
+        Format,
+        typer.Option("--format", "-f", help="docker: a Dockerfile; singularity: a definition."),
+    ] = Format.docker,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
+    ] = None,
+) -> None:
+    """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
+    from containers.recipe import load_recipe
+    from containers.render import render
+    from hvd_container.atomic import write_text
+    from hvd_container.errors import UserError
+
+    text = render(load_recipe(recipe), fmt.value)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    if output.is_dir():
+        raise UserError(f"--output {output}: is a directory, expected a file path")
+    if not output.parent.exists():
+        raise UserError(f"--output {output}: directory {output.parent} does not exist")
+    write_text(output, text)
+    typer.echo(f"wrote {output}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""
+    app.command("render")(render_cmd)
