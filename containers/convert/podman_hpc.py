@@ -1,0 +1,86 @@
+"""podman-hpc: `pull` (which also migrates the image to the squashed store) and `rmsqi`.
+
+podman-hpc's pull prints "Pull failed." and still exits 0, and migrating a name:tag that is
+already squashed fails until `rmsqi`: so the squashed store is checked first and the output
+is read for failures.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable
+
+from containers.convert.shifter import remote
+from hvd_container.errors import StepFailed, UserError
+
+FAILURE_MARKERS = ("Pull failed", "Error:", "Traceback")
+
+
+def podman_image_ref(image: str) -> str:
+    """podman-hpc refuses Shifter's `docker:` prefix; it wants a plain reference."""
+    return image[len("docker:") :] if image.startswith("docker:") else image
+
+
+def images_argv(login_host: str | None = None) -> list[str]:
+    """List images with their read-only (squashed store) flag."""
+    return remote(
+        ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}}"], login_host
+    )
+
+
+def pull_argv(ref: str, login_host: str | None = None) -> list[str]:
+    return remote(["podman-hpc", "pull", ref], login_host)
+
+
+def rmsqi_argv(ref: str, login_host: str | None = None) -> list[str]:
+    return remote(["podman-hpc", "rmsqi", ref], login_host)
+
+
+def squashed(images_output: str, ref: str) -> bool:
+    """True if `images` lists ref as a read-only (migrated) image."""
+    for line in images_output.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == ref and parts[1].lower() == "true":
+            return True
+    return False
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise UserError(
+            f"{argv[0]} not found: run on a podman-hpc login node or give --login-host"
+        ) from None
+
+
+def _check(argv: list[str], result: subprocess.CompletedProcess[str]) -> None:
+    text = (result.stdout or "") + (result.stderr or "")
+    failed = next((m for m in FAILURE_MARKERS if m in text), None)
+    if result.returncode != 0 or failed:
+        last = text.strip().splitlines()[-1] if text.strip() else "no output"
+        raise StepFailed(f"{shlex.join(argv)} failed (exit {result.returncode}): {last}")
+
+
+def pull_and_migrate(
+    image: str, *, login_host: str | None = None, on_step: Callable[[str], None] | None = None
+) -> str:
+    """Pull + migrate ref; a previous squashed copy of the same tag is removed first."""
+    ref = podman_image_ref(image)
+    step = on_step or (lambda _m: None)
+    listing = _run(images_argv(login_host))
+    _check(images_argv(login_host), listing)
+    if squashed(listing.stdout, ref):
+        step(f"removing the previous squashed copy of {ref}")
+        argv = rmsqi_argv(ref, login_host)
+        _check(argv, _run(argv))
+    argv = pull_argv(ref, login_host)
+    step(f"running {shlex.join(argv)}")
+    _check(argv, _run(argv))
+    listing = _run(images_argv(login_host))
+    if not squashed(listing.stdout, ref):
+        raise StepFailed(
+            f"podman-hpc pull {ref} finished but the image is not in the squashed store"
+        )
+    return ref

@@ -1,0 +1,89 @@
+"""`--to shifter|podman-hpc`: push the image to the site's registry, then have the site's
+tool fetch it (Shifter's image gateway, podman-hpc's squashed store)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from hvd_container.errors import StepFailed, UserError
+
+TOOL = {"shifter": "shifterimg", "podman-hpc": "podman-hpc"}
+
+
+def remote_name(image: str, registry: str) -> str:
+    """registry/name:tag for a local image name:tag (its own registry part, if any, dropped)."""
+    name = image
+    first = image.split("/", 1)[0]
+    if "/" in image and ("." in first or ":" in first or first == "localhost"):
+        name = image.split("/", 1)[1]
+    last = name.rpartition("/")[2]
+    if ":" not in last:
+        name += ":latest"
+    return f"{registry.rstrip('/')}/{name}"
+
+
+def push_image(image: str, remote: str, client: Any = None) -> None:
+    """Tag and push; docker-py reports push errors only inside the stream, so check every chunk."""
+    import docker
+
+    client = client or docker.from_env()
+    try:
+        local = client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UserError(f"image {image!r} not found in the local Docker engine") from None
+    repository, _, tag = remote.rpartition(":")
+    local.tag(repository, tag)
+    for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
+        if "error" in chunk:
+            raise StepFailed(f"docker push {remote} failed: {chunk['error']}")
+
+
+def _site(name: str | None) -> Any:
+    from launcher.sites import select_site
+
+    return select_site(name)
+
+
+def publish_to_site(
+    image: str,
+    *,
+    runtime: str,
+    site_name: str | None = None,
+    registry: str | None = None,
+    login_host: str | None = None,
+    on_step: Callable[[str], None] | None = None,
+    push: Callable[[str, str], None] = push_image,
+) -> str:
+    """Push image and make it available to the site's runtime; returns the runtime's reference."""
+    if runtime not in TOOL:
+        raise UserError(f"--to {runtime}: not a site image runtime (allowed: {', '.join(TOOL)})")
+    step = on_step or (lambda _m: None)
+    site = _site(site_name) if (registry is None or login_host is None) else None
+    registry = registry or (site.images.registry if site else None)
+    if not registry:
+        where = f"site {site.name!r} has no images.registry" if site else "no site"
+        raise UserError(f"--registry: needed for --to {runtime} ({where})")
+    if login_host is None and shutil.which(TOOL[runtime]) is None:
+        login_host = site.login_host if site else None
+        if not login_host:
+            raise UserError(
+                f"{TOOL[runtime]} is not on PATH and site {site.name if site else '?'!r} has no "
+                f"login_host: run on the login node or give --login-host"
+            )
+    remote = remote_name(image, registry)
+    step(f"pushing {image} to {remote}")
+    push(image, remote)
+    if runtime == "shifter":
+        from containers.convert.shifter import pull_and_lookup, shifter_image_ref
+
+        image_id = pull_and_lookup(
+            remote, login_host=login_host, on_status=lambda s: step(f"gateway: {s}")
+        )
+        ref = shifter_image_ref(remote)
+        step(f"shifterimg lookup: {image_id}")
+        return ref
+    from containers.convert.podman_hpc import pull_and_migrate
+
+    return pull_and_migrate(remote, login_host=login_host, on_step=step)
