@@ -10,8 +10,9 @@ from hvd_container.atomic import write_text
 from hvd_container.errors import UserError
 
 
-def write_definition(recipe: Any, target: str | os.PathLike[str]) -> Path:
-    """Render the recipe's definition (containers.render) and write it atomically."""
+def write_definition(recipe: Any, target: str | os.PathLike[str] | None = None) -> Path:
+    """Render the recipe's definition (containers.render) and write it atomically
+    (default target: NAME.def in the current directory)."""
     if recipe is None:
         raise UserError(
             "--to def needs a recipe (a .yaml file or a built-in recipe name), not an image: "
@@ -19,6 +20,6 @@ def write_definition(recipe: Any, target: str | os.PathLike[str]) -> Path:
         )
     from containers.render import render_definition
 
-    text = render_definition(recipe)
-    write_text(target, text)
-    return Path(target)
+    path = Path(target) if target is not None else Path(f"{recipe.name}.def")
+    write_text(path, render_definition(recipe))
+    return path

@@ -55,7 +55,7 @@ def convert(
     if to is Target.definition:
         from containers.convert.definition import write_definition
 
-        path = write_definition(src.recipe, output or Path(f"{src.recipe.name}.def"))
+        path = write_definition(src.recipe, output)
         typer.echo(f"wrote {path}")
         return
     if to is Target.sif:
