@@ -16,8 +16,9 @@ def render(recipe: Recipe) -> str:
     if recipe.cuda is None:
         return ""
     toolkit = f"/usr/local/cuda-{major_minor(recipe.cuda.version)}"
+    # Phase "mpi": the communication/GPU runtime libraries (CUDA, NCCL, MPI) come in one phase.
     return block(
-        "base",
+        "mpi",
         env("CUDA_HOME", CUDA_HOME, quote=False),
         run(f"test -d {toolkit} || {{ echo 'base image has no {toolkit}' >&2; exit 1; }}"),
     )

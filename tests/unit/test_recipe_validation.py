@@ -1,0 +1,184 @@
+"""Every way a recipe can be malformed gives one line naming file, line, key path and allowed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _recipe_helpers import CPU_RECIPE, line_of, merged, write
+
+from containers.recipe import FIELDS, list_builtin, load_recipe
+from hvd_container.errors import UserError
+
+
+def error_of(ref: str | Path) -> str:
+    with pytest.raises(UserError) as info:
+        load_recipe(ref)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_builtin_recipes_all_validate() -> None:
+    names = list_builtin()
+    assert {"cpu-bookworm", "perlmutter-tf210-pt112", "lightning-pt113"} <= set(names)
+    for name in names:
+        recipe = load_recipe(name)
+        assert recipe.name == name
+
+
+def test_cpu_recipe_fields() -> None:
+    recipe = load_recipe("cpu-bookworm")
+    assert recipe.image_tag == "cpu-bookworm:1"
+    assert recipe.base.debootstrap_suite == "bookworm"
+    assert recipe.pytorch is not None and recipe.pytorch.version == "2.13.0"
+    assert recipe.horovod is not None and recipe.horovod.patches == ["cxx17"]
+    assert recipe.horovod.controllers == ["mpi", "gloo"]
+    assert not recipe.gpu
+
+
+def test_unknown_top_level_key_lists_allowed(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, colour="red"))
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:{line_of(path, 'colour')}: colour: unknown key (allowed: ")
+    assert ", ".join(FIELDS) in msg
+
+
+def test_unknown_nested_key_lists_allowed(tmp_path: Path) -> None:
+    hvd = dict(CPU_RECIPE["horovod"], frameworx=["pytorch"])
+    path = write(tmp_path, merged(CPU_RECIPE, horovod=hvd))
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:{line_of(path, 'horovod', 'frameworx')}: horovod.frameworx:")
+    assert "unknown key (allowed: version, frameworks, controllers, gpu_operations" in msg
+
+
+def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, version=1))
+    msg = error_of(path)
+    assert (
+        msg == f"{path}:{line_of(path, 'version')}: version: Input should be a valid string (got 1)"
+    )
+
+
+def test_bad_enum_lists_allowed_values(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, arch="x86_64"))
+    msg = error_of(path)
+    assert msg == (
+        f"{path}:{line_of(path, 'arch')}: arch: Input should be 'amd64', 'arm64' or 'ppc64le' "
+        "(got 'x86_64')"
+    )
+
+
+def test_bad_list_entry_points_at_entry(tmp_path: Path) -> None:
+    hvd = dict(CPU_RECIPE["horovod"], controllers=["mpi", "ucx"])
+    path = write(tmp_path, merged(CPU_RECIPE, horovod=hvd))
+    msg = error_of(path)
+    assert "horovod.controllers.1: Input should be 'mpi' or 'gloo' (got 'ucx')" in msg
+    assert msg.startswith(f"{path}:")
+
+
+def test_repeated_list_entry(tmp_path: Path) -> None:
+    hvd = dict(CPU_RECIPE["horovod"], controllers=["mpi", "mpi"])
+    path = write(tmp_path, merged(CPU_RECIPE, horovod=hvd))
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:{line_of(path, 'horovod', 'controllers')}: horovod.controllers:")
+    assert "each entry may appear once" in msg
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, python=None))
+    assert error_of(path) == f"{path}:1: python: required key is missing"
+
+
+def test_missing_nested_key_points_at_section(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, mpi={"pmi": ["pmix"]}))
+    assert error_of(path) == f"{path}:{line_of(path, 'mpi')}: mpi.flavor: required key is missing"
+
+
+def test_bad_pattern(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, name="Has Spaces"))
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:{line_of(path, 'name')}: name: String should match pattern")
+    assert "(got 'Has Spaces')" in msg
+
+
+def test_bad_yaml_names_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: a\nbase: [unclosed\npython:\n  version: '3.11'\n")
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:")
+    assert "not valid YAML" in msg
+
+
+def test_top_level_not_a_mapping(tmp_path: Path) -> None:
+    path = write(tmp_path, "- a\n- b\n")
+    assert error_of(path) == f"{path}:1: the top level must be a mapping of keys, not list"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    assert error_of(path) == f"{path}: no such file"
+
+
+def test_unknown_builtin_lists_builtins() -> None:
+    msg = error_of("no-such-recipe")
+    assert msg.startswith("recipe 'no-such-recipe': no such file and no built-in recipe")
+    assert "cpu-bookworm" in msg
+
+
+def test_extends_merges_and_overrides(tmp_path: Path) -> None:
+    write(tmp_path, CPU_RECIPE, "parent.yaml")
+    child = write(
+        tmp_path,
+        "extends: parent.yaml\nname: child\npip: [rich]\nmpi:\n  pmi: [pmi2]\n",
+        "child.yaml",
+    )
+    recipe = load_recipe(child)
+    assert recipe.name == "child"
+    assert recipe.pip == ["rich"]
+    assert recipe.mpi is not None and recipe.mpi.flavor == "openmpi" and recipe.mpi.pmi == ["pmi2"]
+
+
+def test_extends_null_removes_section(tmp_path: Path) -> None:
+    write(tmp_path, merged(CPU_RECIPE, apt=["vim"]), "parent.yaml")
+    child = write(tmp_path, "extends: parent.yaml\napt: null\n", "child.yaml")
+    assert load_recipe(child).apt == []
+
+
+def test_extends_builtin_by_name(tmp_path: Path) -> None:
+    child = write(tmp_path, "extends: cpu-bookworm\nname: mine\npip: [rich]\n")
+    recipe = load_recipe(child)
+    assert recipe.name == "mine" and recipe.pip == ["rich"]
+    assert recipe.horovod is not None and recipe.horovod.version == "0.28.1"
+
+
+def test_extends_error_points_at_the_file_that_set_the_key(tmp_path: Path) -> None:
+    parent = write(tmp_path, merged(CPU_RECIPE, arch="sparc"), "parent.yaml")
+    child = write(tmp_path, "extends: parent.yaml\nname: child\n", "child.yaml")
+    msg = error_of(child)
+    assert msg.startswith(f"{parent}:{line_of(parent, 'arch')}: arch: Input should be")
+
+
+def test_extends_cycle(tmp_path: Path) -> None:
+    a = write(tmp_path, "extends: b.yaml\nname: a\n", "a.yaml")
+    write(tmp_path, "extends: a.yaml\nname: b\n", "b.yaml")
+    msg = error_of(a)
+    assert msg.startswith(f"{a}: extends forms a cycle: ")
+    assert msg.endswith("a.yaml")
+
+
+def test_extends_missing_parent(tmp_path: Path) -> None:
+    child = write(tmp_path, "extends: gone.yaml\nname: c\n", "child.yaml")
+    assert error_of(child) == "gone.yaml: no such file"
+
+
+def test_extends_wrong_type(tmp_path: Path) -> None:
+    child = write(tmp_path, "name: c\nextends: [a, b]\n", "child.yaml")
+    assert error_of(child) == f"{child}:2: extends: must be a recipe name or a path"
+
+
+def test_digest_ignores_layout(tmp_path: Path) -> None:
+    a = write(tmp_path, CPU_RECIPE, "a.yaml")
+    b = write(tmp_path, "# comment\n" + a.read_text(), "b.yaml")
+    assert load_recipe(a).digest() == load_recipe(b).digest()
+    c = write(tmp_path, merged(CPU_RECIPE, pip=["rich"]), "c.yaml")
+    assert load_recipe(c).digest() != load_recipe(a).digest()
