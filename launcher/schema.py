@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from hvd_container.errors import UserError
-from hvd_container.yamlconf import Document, Path_
+
+Path_ = tuple[str | int, ...]
 
 T = TypeVar("T")
 
@@ -147,11 +149,14 @@ def _build(cls: type[T], data: Any, path: Path_) -> T:
         raise _Invalid(path, str(exc)) from None
 
 
-def validate(cls: type[T], doc: Document, data: dict[str, Any] | None = None) -> T:
-    """Build cls from doc (or data derived from it); errors as one-line UserError."""
+def validate(cls: type[T], data: Any, where: Callable[[Path_], str]) -> T:
+    """Build cls from data; errors as one-line UserError starting with where(key path).
+
+    `where` is usually `yamlconf.Document.where`, which gives FILE:LINE.
+    """
     try:
-        return _build(cls, doc.data if data is None else data, ())
+        return _build(cls, data, ())
     except _Invalid as exc:
         dotted = ".".join(str(p) for p in exc.path) or "(top level)"
         where_path = exc.path[:-1] if exc.problem == "required key is missing" else exc.path
-        raise UserError(f"{doc.where(where_path)}: {dotted}: {exc.problem}") from None
+        raise UserError(f"{where(where_path)}: {dotted}: {exc.problem}") from None

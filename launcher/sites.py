@@ -9,16 +9,18 @@ a path. Selection order: ``--site``, ``$HVD_CONTAINER_SITE``, ``site:`` in the u
 from __future__ import annotations
 
 import os
-import platform
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from hvd_container import yamlconf
 from hvd_container.errors import UserError
 from launcher import schema
+
+if typing.TYPE_CHECKING:
+    from hvd_container import yamlconf
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 RuntimeKind = Literal[
@@ -165,7 +167,7 @@ class Site:
 
 
 def host_arch() -> str:
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()
     return _MACHINE_ARCH.get(machine, machine)
 
 
@@ -178,17 +180,44 @@ def user_sites_dir() -> Path:
     return user_config_dir() / "sites"
 
 
-def parse_site(doc: yamlconf.Document) -> Site:
-    """Validate a parsed profile; `arch: host` becomes this machine's architecture."""
-    site = schema.validate(Site, doc)
+def _where_in(source: str) -> Callable[[schema.Path_], str]:
+    return lambda _path: source
+
+
+def validate_site(data: Any, where: Callable[[schema.Path_], str], source: str) -> Site:
+    """Validate profile data; `arch: host` becomes this machine's architecture."""
+    site = schema.validate(Site, data, where)
     if site.runtime.kind == "shifter":
         for flag in site.runtime.flags:
             if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
                 raise UserError(
-                    f"{doc.where(('runtime', 'flags'))}: runtime.flags: shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
+                    f"{where(('runtime', 'flags'))}: runtime.flags: shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
                 )
     arch = host_arch() if site.arch == "host" else site.arch
-    return replace(site, arch=arch, source=doc.source)
+    return replace(site, arch=arch, source=source)
+
+
+def parse_site(doc: yamlconf.Document) -> Site:
+    """Validate a parsed profile document (errors name FILE:LINE)."""
+    return validate_site(doc.data, doc.where, doc.source)
+
+
+def read_site_file(path: Path) -> Site:
+    """Load and validate a profile file, through the cache of validated profiles."""
+    from launcher import profile_cache
+
+    cached = profile_cache.get(path)
+    if cached is not None:
+        try:
+            return validate_site(cached, _where_in(str(path)), str(path))
+        except UserError:
+            pass  # the rules changed since it was cached: re-read for an exact FILE:LINE
+    from hvd_container import yamlconf
+
+    doc = yamlconf.load(path)
+    site = parse_site(doc)
+    profile_cache.put(path, doc.data)
+    return site
 
 
 def _site_files() -> dict[str, Path]:
@@ -219,19 +248,29 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
     text = str(name_or_path)
     looks_like_path = os.sep in text or text.endswith((".yaml", ".yml"))
     path = Path(text) if looks_like_path else site_file(text)
-    site = parse_site(yamlconf.load(path))
+    site = read_site_file(path)
     if not looks_like_path and site.name != path.stem:
+        from hvd_container import yamlconf
+
+        line = yamlconf.load(path).line_of(("name",)) or 1
         raise UserError(
-            f"{path}:{yamlconf.load(path).line_of(('name',)) or 1}: name: must match the file name {path.stem!r} (got {site.name!r})"
+            f"{path}:{line}: name: must match the file name {path.stem!r} (got {site.name!r})"
         )
     return site
 
 
 def _config_site() -> tuple[str, str] | None:
     """(site, where) from the user's config.yaml, if it names one."""
+    from launcher import profile_cache
+
     path = user_config_dir() / "config.yaml"
     if not path.is_file():
         return None
+    cached = profile_cache.get(path)
+    if cached is not None and set(cached) <= {"site"} and isinstance(cached.get("site"), str):
+        return cached["site"], str(path)
+    from hvd_container import yamlconf
+
     doc = yamlconf.load(path)
     allowed = ("site",)
     for key in doc.data:
@@ -246,6 +285,7 @@ def _config_site() -> tuple[str, str] | None:
         raise UserError(
             f"{doc.where(('site',))}: site: expected a site name or path (got {value!r})"
         )
+    profile_cache.put(path, doc.data)
     return value, doc.where(("site",))
 
 
@@ -278,9 +318,7 @@ def detect_site(cluster: str | None) -> str | None:
         return None
     wanted = cluster.lower()
     for name, path in _site_files().items():
-        doc = yamlconf.load(path)
-        names = doc.data.get("cluster_names") or []
-        if isinstance(names, list) and wanted in (str(n).lower() for n in names):
+        if wanted in (n.lower() for n in read_site_file(path).cluster_names):
             return name
     return None
 

@@ -1,0 +1,115 @@
+"""Horovod over Gloo under srun, without horovodrun and without MPI.
+
+Every task runs a small POSIX sh wrapper (inside the container, before the training script):
+task 0 starts Horovod's own `RendezvousServer` in the background with the image's python and
+publishes "ADDR PORT" in a file in the shared working directory; every task then exports the
+HOROVOD_* variables horovodrun would set (rank, sizes, rendezvous address, interface) from
+Slurm's per-task variables and runs the script. The wrapper is an argv prefix, so it goes
+through the same composition as any other program.
+"""
+
+from __future__ import annotations
+
+# Runs in the image's python on task 0's node: start the server, publish its address.
+SERVER_CODE = r"""
+import os, re, signal, socket, sys, time
+import psutil
+from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
+from horovod.runner.http.http_server import RendezvousServer
+
+def expand(nodelist):
+    out = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist):
+        prefix, ranges = m.group(1), m.group(2)
+        if not ranges:
+            out.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for i in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{i:0{len(lo)}d}")
+    return out
+
+def per_node(spec, count):
+    out = []
+    for part in spec.split(","):
+        n, _, rep = part.partition("(x")
+        out += [int(n)] * int(rep.rstrip(")") or 1)
+    return out[:count]
+
+iface = os.environ["HVD_GLOO_IFACE"]
+addrs = [a.address for a in psutil.net_if_addrs().get(iface, []) if a.family == socket.AF_INET]
+if not addrs:
+    sys.exit(f"hvd-container gloo: no IPv4 address on interface {iface!r}")
+nodes = expand(os.environ["SLURM_STEP_NODELIST"])
+slots = per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"], len(nodes))
+np_ = int(os.environ["SLURM_STEP_NUM_TASKS"])
+server = RendezvousServer(verbose=0)
+port = server.start()
+server.init(get_host_assignments(parse_hosts(",".join(f"{h}:{s}" for h, s in zip(nodes, slots))), np_, np_))
+target = os.environ["HVD_GLOO_FILE"]
+with open(target + ".tmp", "w") as fh:
+    fh.write(f"{addrs[0]} {port}\n")
+os.replace(target + ".tmp", target)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    time.sleep(3600)
+"""
+
+# $1 = the server code, $2 = the image's python; the rest = the script and its arguments.
+WRAPPER = r"""
+server_code=$1
+py=$2
+shift 2
+dir=${HVD_GLOO_DIR:-$PWD/.hvd-container}
+file=$dir/gloo-${SLURM_JOB_ID}.${SLURM_STEP_ID}
+iface=${HOROVOD_GLOO_IFACE:-}
+if [ -z "$iface" ]; then
+    for d in /sys/class/net/*; do
+        [ "${d##*/}" = lo ] || { iface=${d##*/}; break; }
+    done
+fi
+server=
+if [ "$SLURM_PROCID" = 0 ]; then
+    mkdir -p "$dir"
+    rm -f "$file"
+    HVD_GLOO_IFACE=$iface HVD_GLOO_FILE=$file "$py" -c "$server_code" &
+    server=$!
+fi
+i=0
+while [ ! -s "$file" ]; do
+    i=$((i + 1))
+    if [ "$i" -gt 1200 ]; then
+        echo "hvd-container gloo: no rendezvous address in $file after 120 s" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+read -r addr port <"$file"
+export HOROVOD_GLOO_RENDEZVOUS_ADDR="$addr" HOROVOD_GLOO_RENDEZVOUS_PORT="$port"
+export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE="$iface"
+export HOROVOD_RANK="$SLURM_PROCID" HOROVOD_SIZE="$SLURM_STEP_NUM_TASKS"
+export HOROVOD_LOCAL_RANK="$SLURM_LOCALID" HOROVOD_LOCAL_SIZE="${SLURM_STEP_TASKS_PER_NODE%%(*}"
+export HOROVOD_CROSS_RANK="$SLURM_NODEID" HOROVOD_CROSS_SIZE="$SLURM_STEP_NUM_NODES"
+export HOROVOD_HOSTNAME="${SLURMD_NODENAME:-$(hostname)}"
+if [ -z "$server" ]; then
+    exec "$py" "$@"
+fi
+"$py" "$@"
+rc=$?
+kill "$server" 2>/dev/null
+rm -f "$file"
+exit $rc
+"""
+
+
+def wrap_program(python: str, script: str, args: list[str]) -> tuple[str, list[str]]:
+    """(script, args) for a LaunchRequest that runs `python script args` under the Gloo wrapper."""
+    return "/bin/sh", ["-c", WRAPPER, "hvd-gloo", SERVER_CODE, python, script, *args]
+
+
+def check_layout(ntasks: int | None, nodes: int | None, ntasks_per_node: int | None) -> str | None:
+    """Gloo ranks take their local size from Slurm: the layout must be uniform."""
+    if ntasks is not None and ntasks_per_node is None and (nodes or 1) > 1:
+        return "--controller gloo needs the same number of ranks on every node: use -N and --ntasks-per-node instead of -n"
+    return None

@@ -1,0 +1,181 @@
+"""Make an image runnable by Charliecloud's `ch-run` on the local site.
+
+ch-run runs a directory (or a plain SquashFS file), not a SIF. A SIF's root filesystem is a
+SquashFS partition at an offset, so it is unpacked once with `unsquashfs -o OFFSET` into a
+cache directory keyed by the SIF's digest (its id, root-filesystem offset and size); later
+runs reuse it. ch-run cannot create bind destinations in a read-only image, so the directories
+the launch binds (the working directory) are created in the cached copy beforehand.
+
+The image's environment (Docker ENV, kept by the SIF writer in
+/.singularity.d/env/10-docker2singularity.sh, or Charliecloud's /ch/environment) becomes a
+KEY=VALUE file for `ch-run --set-env`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hvd_container.atomic import write_text
+from hvd_container.errors import StepFailed, UserError
+
+ENV_SCRIPTS = (".singularity.d/env/10-docker2singularity.sh",)
+CH_ENVIRONMENT = "ch/environment"
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    root: Path  # the directory ch-run runs
+    env_file: Path | None  # KEY=VALUE lines for --set-env, None if the image declares none
+    source: str  # what the user passed
+
+    def ch_run_flags(self) -> list[str]:
+        if self.env_file is None:
+            return []
+        # values are literal (Docker expanded them at build time): no $-expansion by ch-run
+        return ["--env-no-expand", f"--set-env={self.env_file}"]
+
+
+def cache_dir() -> Path:
+    """$HVD_CONTAINER_CACHE/images, else $XDG_CACHE_HOME (~/.cache)/hvd-container/images."""
+    explicit = os.environ.get("HVD_CONTAINER_CACHE")
+    if explicit:
+        return Path(explicit) / "images"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hvd-container" / "images"
+
+
+def sif_digest(path: Path) -> str:
+    """A cache key that changes whenever the SIF's root filesystem does."""
+    from containers.sif.reader import read_sif
+
+    info = read_sif(path)
+    if not info.rootfs_size:
+        raise UserError(f"{path}: the SIF has no root filesystem partition")
+    key = f"{info.uuid}:{info.rootfs_offset}:{info.rootfs_size}:{info.modified}"
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _unpack_sif(sif: Path, target: Path) -> None:
+    from containers.sif.reader import read_sif
+
+    info = read_sif(sif)
+    if shutil.which("unsquashfs") is None:
+        raise UserError("unsquashfs not found: install squashfs-tools (testbed/sif-tools.sh)")
+    partial = target.with_name(target.name + ".part")
+    shutil.rmtree(partial, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["unsquashfs", "-q", "-n", "-o", str(info.rootfs_offset), "-d", str(partial), str(sif)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise StepFailed(f"unsquashfs {sif}: {detail[-1] if detail else f'exit {proc.returncode}'}")
+    os.replace(partial, target)
+
+
+def image_env(root: Path) -> dict[str, str]:
+    """The image's declared environment, from the files the SIF writer or ch-image leave."""
+    env: dict[str, str] = {}
+    for rel in ENV_SCRIPTS:
+        path = root / rel
+        if not path.is_file():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            words = shlex.split(line, comments=True) if line.strip() else []
+            if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+                key, _, value = words[1].partition("=")
+                env[key] = value
+    ch_env = root / CH_ENVIRONMENT
+    if ch_env.is_file():
+        for line in ch_env.read_text(errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key:
+                env[key] = value
+    return env
+
+
+def _env_file(root: Path, key: str) -> Path | None:
+    env = image_env(root)
+    if not env:
+        return None
+    target = root.parent / f"{key}.env"
+    lines = [f"{k}={v}" for k, v in env.items() if "\n" not in v]
+    write_text(target, "\n".join(lines) + "\n")
+    return target
+
+
+def ensure_mount_points(root: Path, paths: list[str]) -> None:
+    """Create bind destinations inside an image directory (ch-run cannot)."""
+    for dest in paths:
+        inside = root / dest.lstrip("/")
+        if inside.is_dir():
+            continue
+        try:
+            inside.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"{root}: cannot create the bind destination {dest} in the image ({exc.strerror}): "
+                "create it in the image or bind to a directory that exists"
+            ) from None
+
+
+def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedImage:
+    """A directory ch-run can run for a SIF file or an image directory."""
+    path = Path(image).expanduser()
+    if not path.exists():
+        raise UserError(
+            f"--image {image}: no such file or directory (build and convert it first: `hvd-container convert ... --to sif`)"
+        )
+    if path.is_dir():
+        root = path.resolve()
+        key = hashlib.sha256(str(root).encode()).hexdigest()[:24]
+        env = image_env(root)
+        env_file = None
+        if env:
+            env_dir = cache_dir()
+            env_dir.mkdir(parents=True, exist_ok=True)
+            env_file = env_dir / f"dir-{key}.env"
+            write_text(env_file, "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v))
+        ensure_mount_points(root, mount_points or [])
+        return PreparedImage(root, env_file, image)
+    with path.open("rb") as fh:
+        magic = fh.read(64)
+    if b"SIF_MAGIC" not in magic:
+        raise UserError(
+            f"--image {image}: not a SIF file or an image directory (allowed: .sif files, directories)"
+        )
+    key = sif_digest(path)
+    root = cache_dir() / key
+    if not root.is_dir():
+        _unpack_sif(path, root)
+    env_file = root.parent / f"{key}.env"
+    if not env_file.is_file():
+        env_file = _env_file(root, key)  # type: ignore[assignment]
+    ensure_mount_points(root, mount_points or [])
+    return PreparedImage(root, env_file, image)
+
+
+def prune(keep: set[str] | None = None) -> list[Path]:
+    """Remove cached unpacked images (all, or all but the given keys); return what went."""
+    removed = []
+    base = cache_dir()
+    if not base.is_dir():
+        return removed
+    for entry in base.iterdir():
+        key = entry.name.split(".", 1)[0]
+        if keep and key in keep:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+        removed.append(entry)
+    return removed

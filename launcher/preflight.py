@@ -1,0 +1,179 @@
+"""Checks before a real launch: the image exists, its build facts fit the launch, and the
+cluster's srun offers the MPI plugin.
+
+Build facts are the `org.hvd-container.*` labels `hvd-container build` records after verifying
+the image; they are read from a SIF's labels (the SIF reader), from an image directory's
+/.singularity.d/labels.json, or from a local Docker image's labels. The checks on them (PMI
+mismatch, missing MPI controller, arch) live in launcher.pitfalls and run during composition;
+this module supplies the facts and the checks that need the real machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from hvd_container.errors import UserError
+from launcher.facts import ImageFacts
+from launcher.runtimes import is_file_ref
+
+PREFIX = "org.hvd-container."
+
+
+def _split(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return tuple(v.strip().lower() for v in value.split(",") if v.strip())
+
+
+def facts_from_labels(
+    labels: dict[str, str], source: str, arch: str | None = None
+) -> ImageFacts | None:
+    """ImageFacts from build-fact labels (with or without the prefix); None if there are none."""
+    facts = {k[len(PREFIX) :] if k.startswith(PREFIX) else k: v for k, v in labels.items()}
+    if not any(k.startswith(("recipe.", "horovod.", "versions.", "arch", "mpi.")) for k in facts):
+        return None
+    name = facts.get("recipe.name")
+    mpi_pmi = _split(facts.get("mpi.pmi"))
+    recipe_facts = None
+    if name and mpi_pmi is None:
+        # The PMI flavour is a recipe fact; a built-in recipe of that name still knows it.
+        try:
+            from launcher.facts import facts_from_recipe
+
+            recipe_facts = facts_from_recipe(name)
+        except UserError:
+            recipe_facts = None
+        if recipe_facts is not None and recipe_facts.name == name:
+            mpi_pmi = recipe_facts.mpi_pmi
+    if mpi_pmi is None and "versions.mpi" in facts and not facts["versions.mpi"]:
+        mpi_pmi = ()
+    gpu = None
+    if "versions.cuda" in facts:
+        gpu = bool(facts["versions.cuda"])
+    elif recipe_facts is not None:
+        gpu = recipe_facts.gpu
+    return ImageFacts(
+        source=source,
+        name=name,
+        version=facts.get("recipe.version") or (recipe_facts.version if recipe_facts else None),
+        arch=facts.get("arch") or arch,
+        mpi_pmi=mpi_pmi,
+        controllers=_split(facts.get("horovod.controllers")),
+        gpu=gpu,
+    )
+
+
+def _docker_labels(ref: str) -> dict[str, str] | None:
+    try:
+        import docker  # the SDK; only when the image is a Docker reference
+
+        client = docker.from_env(timeout=5)
+        image = client.images.get(ref)
+    except Exception:  # no engine, no such image: no facts, no checks
+        return None
+    return dict((image.attrs.get("Config") or {}).get("Labels") or {})
+
+
+def image_facts(image: str) -> ImageFacts | None:
+    """The build facts of a SIF file, an image directory or a local Docker image."""
+    path = Path(image).expanduser()
+    if path.is_dir():
+        labels_file = path / ".singularity.d" / "labels.json"
+        if labels_file.is_file():
+            try:
+                labels = json.loads(labels_file.read_text())
+            except json.JSONDecodeError:
+                return None
+            return facts_from_labels(labels, f"image {image}")
+        return None
+    if path.is_file():
+        with path.open("rb") as fh:
+            head = fh.read(64)
+        if b"SIF_MAGIC" not in head:
+            return None
+        from containers.sif.reader import read_sif
+
+        info = read_sif(path)
+        arch = info.arch if info.arch != "unknown" else None
+        return facts_from_labels(info.labels, f"image {image}", arch)
+    if is_file_ref(image):
+        return None
+    labels = _docker_labels(image)
+    return facts_from_labels(labels, f"image {image}") if labels else None
+
+
+def require_image_file(image: str | None, runtime_kind: str) -> None:
+    """A file or directory image must exist before anything is queued."""
+    if not image or runtime_kind in ("shifter", "podman-hpc", "pyxis", "none"):
+        return
+    if (is_file_ref(image) or runtime_kind == "charliecloud") and not Path(
+        image
+    ).expanduser().exists():
+        raise UserError(
+            f"--image {image}: no such file or directory (make it with `hvd-container build` "
+            "then `hvd-container convert --to sif`)"
+        )
+
+
+def srun_mpi_plugins() -> list[str] | None:
+    """What `srun --mpi=list` offers here (None when srun is not installed)."""
+    if shutil.which("srun") is None:
+        return None
+    proc = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    plugins: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("\t", " ")) and line.strip():
+            plugins.append(line.strip().removeprefix("srun: ").split()[0])
+        match = re.search(r"versions available:\s*(.+)$", line)
+        if match:
+            plugins += [p.strip() for p in match.group(1).split(",") if p.strip()]
+    return plugins
+
+
+def check_mpi_plugin(mpi: str | None, offered: list[str] | None) -> None:
+    if not mpi or offered is None or mpi in offered:
+        return
+    raise UserError(
+        f"--mpi={mpi}: this cluster's srun does not offer it (allowed: {', '.join(offered)}); "
+        "pick one the image's MPI speaks, e.g. --mpi pmix for Debian's Open MPI"
+    )
+
+
+def gpu_warnings(facts: ImageFacts | None, gpus_per_node: int) -> list[str]:
+    if facts is not None and facts.gpu is False and gpus_per_node > 0:
+        return [
+            f"{facts.source} is a CPU image but the job asks for {gpus_per_node} GPUs per node: "
+            "the GPUs stay idle; build a CUDA recipe"
+        ]
+    return []
+
+
+def with_image_facts(request):  # type: ignore[no-untyped-def]
+    """The request with facts from its image's labels (they win over the recipe's)."""
+    if not request.image:
+        return request
+    facts = image_facts(request.image)
+    if facts is None:
+        return request
+    if request.facts is not None:
+        merged = {
+            k: v if v is not None else getattr(request.facts, k) for k, v in facts.__dict__.items()
+        }
+        facts = ImageFacts(**merged)
+    return replace(request, facts=facts)
+
+
+def preflight(site, request) -> tuple[object, list[str]]:  # type: ignore[no-untyped-def]
+    """(request with image facts, warnings); raises UserError with the fix for a bad launch."""
+    runtime = site.runtime_for(request.runtime)
+    require_image_file(request.image, runtime.kind)
+    request = with_image_facts(request)
+    if request.controller == "mpi":
+        check_mpi_plugin(request.mpi or site.mpi, srun_mpi_plugins())
+    return request, gpu_warnings(request.facts, request.gpus_per_node or 0)
