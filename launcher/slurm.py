@@ -256,7 +256,8 @@ class _Tail:
 
 def _describe(job: Job) -> str:
     if job.state == "PENDING":
-        return f"job {job.job_id} PENDING ({job.reason or 'waiting'})"
+        reason = job.reason if job.reason not in ("", "None") else "waiting"
+        return f"job {job.job_id} PENDING ({reason})"
     if job.state == "RUNNING":
         return f"job {job.job_id} RUNNING on {job.nodes}"
     if job.finished:

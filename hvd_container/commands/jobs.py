@@ -1,0 +1,66 @@
+"""CLI commands: `jobs` (the user's Slurm jobs) and `logs JOBID` (a job's output)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def jobs(
+    user: Annotated[
+        str | None, typer.Option("-u", "--user", help="Whose jobs (default: you).")
+    ] = None,
+    active: Annotated[
+        bool, typer.Option("--active", help="Only pending and running jobs.")
+    ] = False,
+) -> None:
+    """List your Slurm jobs, recently finished ones included."""
+    from launcher import slurm
+
+    rows = slurm.list_jobs(user, finished=not active)
+    if not rows:
+        typer.echo("no jobs")
+        return
+    header = ("JOBID", "NAME", "STATE", "TIME", "NODES/REASON")
+    table = [header] + [
+        (j.job_id, j.name, j.state, j.elapsed, j.nodes or (f"({j.reason})" if j.reason else ""))
+        for j in rows
+    ]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    for row in table:
+        typer.echo(
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        )
+
+
+def logs(
+    job_id: Annotated[str, typer.Argument(help="Job id (see `hvd-container jobs`).")],
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
+    ] = False,
+) -> None:
+    """Print a job's output file; with -f follow it to the job's end and exit with its code."""
+    from hvd_container.errors import UserError
+    from launcher import slurm
+
+    if not job_id.isdigit():
+        raise UserError(
+            f"JOBID: {job_id!r} is not a job id (allowed: digits, see `hvd-container jobs`)"
+        )
+    if not follow:
+        slurm.print_log(job_id)
+        return
+    if slurm.job_info(job_id) is None:
+        raise UserError(
+            f"job {job_id}: Slurm does not know this job (allowed: ids from `hvd-container jobs`)"
+        )
+    with slurm.cancel_on_interrupt(job_id):
+        job = slurm.follow(job_id)
+    raise typer.Exit(job.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `jobs` and `logs` to the app."""
+    app.command("jobs")(jobs)
+    app.command("logs")(logs)
