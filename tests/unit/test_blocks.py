@@ -1,0 +1,268 @@
+"""Each building block's rendered text, checked on its own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
+
+from containers.blocks import (
+    BLOCKS,
+    PHASES,
+    base,
+    checks,
+    cuda,
+    env_labels,
+    extras,
+    horovod,
+    lightning,
+    mpi,
+    nccl,
+    python,
+    pytorch,
+    render_blocks,
+    tensorflow,
+)
+from containers.blocks._text import MARKER_PREFIX
+from containers.recipe import Recipe, load_recipe
+
+
+@pytest.fixture
+def cpu(tmp_path: Path) -> Recipe:
+    return load_recipe(write(tmp_path, CPU_RECIPE))
+
+
+@pytest.fixture
+def gpu(tmp_path: Path) -> Recipe:
+    return load_recipe(write(tmp_path, GPU_RECIPE))
+
+
+def recipe_of(tmp_path: Path, data: dict) -> Recipe:  # type: ignore[type-arg]
+    return load_recipe(write(tmp_path, data, "variant.yaml"))
+
+
+def instructions(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+
+
+def test_every_block_starts_with_its_phase_marker(cpu: Recipe, gpu: Recipe) -> None:
+    for recipe in (cpu, gpu):
+        for name, text in render_blocks(recipe):
+            first = text.splitlines()[0]
+            assert first.startswith(MARKER_PREFIX), name
+            assert first[len(MARKER_PREFIX) :] in PHASES
+
+
+def test_phases_never_go_back(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, merged(GPU_RECIPE, pip=["rich"], checks=["true"]))
+    phases = [text.splitlines()[0][len(MARKER_PREFIX) :] for _, text in render_blocks(recipe)]
+    assert phases == sorted(phases, key=PHASES.index)
+    assert set(phases) == set(PHASES)
+
+
+def test_block_order_is_the_layer_order() -> None:
+    assert [name for name, _ in BLOCKS] == [
+        "base",
+        "python",
+        "mpi",
+        "cuda",
+        "nccl",
+        "tensorflow",
+        "pytorch",
+        "lightning",
+        "horovod",
+        "extras",
+        "env_labels",
+        "checks",
+    ]
+
+
+def test_absent_components_render_nothing(cpu: Recipe) -> None:
+    for block in (cuda, nccl, tensorflow, lightning, extras, checks):
+        assert block.render(cpu) == ""
+
+
+def test_base_debootstrap_and_pip_wrapper(cpu: Recipe) -> None:
+    text = base.render(cpu)
+    assert instructions(text) == [
+        "FROM hvd-base/debian:bookworm",
+        "ARG HVD_PIP_CONFIG_URL=",
+        "ARG DEBIAN_FRONTEND=noninteractive",
+        "COPY hvd-pip /usr/local/bin/hvd-pip",
+        "RUN chmod 0755 /usr/local/bin/hvd-pip",
+    ]
+
+
+def test_base_docker_reference(gpu: Recipe) -> None:
+    assert "FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04\n" in base.render(gpu)
+
+
+def test_python_system_venv(cpu: Recipe) -> None:
+    text = python.render(cpu)
+    assert "apt-get install -y --no-install-recommends ca-certificates python3.11 " in text
+    assert "python3.11-venv" in text and "python3.11-dev" in text
+    assert "RUN python3.11 -m venv /opt/venv" in text
+    assert "assert sys.version_info[:2] == (3, 11)" in text
+    assert "ENV PATH=/opt/venv/bin:$PATH" in text.splitlines()
+
+
+def test_python_from_image_only_checks(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, merged(GPU_RECIPE, python={"version": "3.10", "source": "image"}))
+    text = python.render(recipe)
+    assert "apt-get" not in text and "venv" not in text
+    assert "python3 -c 'import sys; assert sys.version_info[:2] == (3, 10)" in text
+
+
+def test_mpi_openmpi_with_pmix_and_version_check(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, mpi={"flavor": "openmpi", "version": "4.1.4", "pmi": ["pmix"]})
+    text = mpi.render(recipe_of(tmp_path, data))
+    assert "install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \\" in text
+    assert "RUN mpirun --version | grep -F 4.1.4" in text
+
+
+def test_mpi_mpich_with_pmi2(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, mpi={"flavor": "mpich", "pmi": ["pmi2"]})
+    text = mpi.render(recipe_of(tmp_path, data))
+    assert "mpich libmpich-dev libpmi2-0-dev" in text
+    assert "openmpi" not in text
+
+
+def test_mpi_from_image_installs_nothing(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, mpi={"flavor": "openmpi", "source": "image"})
+    assert instructions(mpi.render(recipe_of(tmp_path, data))) == ["RUN mpirun --version"]
+
+
+def test_cuda_checks_the_base_image_toolkit(gpu: Recipe) -> None:
+    text = cuda.render(gpu)
+    assert "ENV CUDA_HOME=/usr/local/cuda" in text
+    assert "RUN test -d /usr/local/cuda-11.8 ||" in text
+
+
+def test_nccl_pinned_to_cuda_build(gpu: Recipe) -> None:
+    text = nccl.render(gpu)
+    assert "libnccl2=2.15.5-1+cuda11.8 libnccl-dev=2.15.5-1+cuda11.8" in text
+    assert "--allow-change-held-packages" in text
+
+
+def test_nccl_full_debian_version_kept(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, merged(GPU_RECIPE, nccl={"version": "2.15.5-1+cuda11.0"}))
+    assert "libnccl2=2.15.5-1+cuda11.0 " in nccl.render(recipe)
+
+
+def test_tensorflow_wheel(gpu: Recipe) -> None:
+    assert instructions(tensorflow.render(gpu)) == [
+        "RUN hvd-pip install --no-cache-dir tensorflow==2.10.1"
+    ]
+
+
+def test_pytorch_cuda_wheels_from_pytorch_index(gpu: Recipe) -> None:
+    assert instructions(pytorch.render(gpu)) == [
+        "RUN hvd-pip install --no-cache-dir --extra-index-url "
+        "https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117"
+    ]
+
+
+def test_pytorch_cpu_wheel_from_pip_configuration(cpu: Recipe) -> None:
+    assert instructions(pytorch.render(cpu)) == [
+        "RUN hvd-pip install --no-cache-dir torch==2.13.0+cpu"
+    ]
+
+
+def test_lightning(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, merged(GPU_RECIPE, lightning={"version": "2.0.2"}))
+    assert instructions(lightning.render(recipe)) == [
+        "RUN hvd-pip install --no-cache-dir lightning==2.0.2"
+    ]
+
+
+def test_horovod_flags_cpu(cpu: Recipe) -> None:
+    assert horovod.build_env(cpu) == {
+        "HOROVOD_WITHOUT_MXNET": "1",
+        "HOROVOD_WITHOUT_TENSORFLOW": "1",
+        "HOROVOD_WITH_GLOO": "1",
+        "HOROVOD_WITH_MPI": "1",
+        "HOROVOD_WITH_PYTORCH": "1",
+    }
+
+
+def test_horovod_flags_gpu_as_in_the_perlmutter_guide(gpu: Recipe) -> None:
+    flags = horovod.build_env(gpu)
+    assert flags["HOROVOD_GPU_OPERATIONS"] == "NCCL"
+    assert flags["HOROVOD_NCCL_LINK"] == "SHARED"
+    for name in ("TENSORFLOW", "PYTORCH", "MPI", "GLOO"):
+        assert flags[f"HOROVOD_WITH_{name}"] == "1"
+
+
+def test_horovod_gloo_only_without_mpi(tmp_path: Path) -> None:
+    hvd = dict(CPU_RECIPE["horovod"], controllers=["gloo"])
+    flags = horovod.build_env(recipe_of(tmp_path, merged(CPU_RECIPE, horovod=hvd, mpi=None)))
+    assert flags["HOROVOD_WITHOUT_MPI"] == "1" and flags["HOROVOD_WITH_GLOO"] == "1"
+
+
+def test_horovod_cxx17_patch_builds_from_patched_sdist(cpu: Recipe) -> None:
+    text = horovod.render(cpu)
+    build = text[text.index("hvd_src=$(mktemp -d)") :]
+    steps = [s.strip() for s in build.split("&&")]
+    assert steps[1] == (
+        'hvd-pip download --no-deps --no-binary :all: --no-build-isolation -d "$hvd_src" '
+        "horovod==0.28.1 \\"
+    )
+    assert steps[2].startswith('tar -xzf "$hvd_src/horovod-0.28.1.tar.gz"')
+    sed = "sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "
+    assert steps[4] == sed + "CMakeLists.txt horovod/torch/CMakeLists.txt \\"
+    assert steps[5].startswith("! grep -n 'CMAKE_CXX_STANDARD 14'")
+    assert "hvd-pip install --no-cache-dir --no-build-isolation . \\" in steps[6]
+    assert steps[6].startswith("HOROVOD_WITHOUT_MXNET=1 ")
+    assert 'rm -rf "$hvd_src"' in build
+    assert "ldconfig" not in text  # CPU: no CUDA stubs
+
+
+def test_horovod_build_dependencies(cpu: Recipe) -> None:
+    text = horovod.render(cpu)
+    assert "install -y --no-install-recommends cmake g++ make python3.11-dev" in text
+    assert "hvd-pip install --no-cache-dir setuptools wheel packaging" in text
+
+
+def test_horovod_gpu_links_against_cuda_stubs(gpu: Recipe) -> None:
+    text = horovod.render(gpu)
+    assert "RUN ldconfig /usr/local/cuda/lib64/stubs \\" in text
+    run = text[text.index("RUN ldconfig") :]
+    assert run.index("horovod==0.28.1") < run.index("&& ldconfig \\")
+    assert "--no-build-isolation horovod==0.28.1" in run
+    assert "mktemp" not in run  # no patch asked for: straight from the sdist
+
+
+def test_extras_apt_then_pip_quoted(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, apt=["vim"], pip=["rich>=13", "pandas"])
+    text = extras.render(recipe_of(tmp_path, data))
+    assert text.index("apt-get install") < text.index("hvd-pip install")
+    assert "RUN hvd-pip install --no-cache-dir 'rich>=13' pandas" in text
+
+
+def test_env_and_labels_one_per_instruction(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, env={"A": "1", "B": 'say "hi"'}, labels={"maintainer": "me"})
+    recipe = recipe_of(tmp_path, data)
+    lines = instructions(env_labels.render(recipe))
+    assert lines[:3] == ['ENV A="1"', 'ENV B="say \\"hi\\""', 'LABEL maintainer="me"']
+    assert f'LABEL org.hvd-container.recipe.digest="{recipe.digest()}"' in lines
+    assert 'LABEL org.hvd-container.recipe.name="t"' in lines
+    assert all(re.fullmatch(r'(ENV|LABEL) [^ =]+=".*"', line) for line in lines)
+
+
+def test_checks_one_run_each(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, checks=["python -c 'import torch'", "mpirun --version"])
+    assert instructions(checks.render(recipe_of(tmp_path, data))) == [
+        "RUN python -c 'import torch'",
+        "RUN mpirun --version",
+    ]
+
+
+def test_pip_only_through_hvd_pip(cpu: Recipe, gpu: Recipe) -> None:
+    for recipe in (cpu, gpu):
+        for _, text in render_blocks(recipe):
+            for match in re.finditer(r"\bpip\b", text):
+                before = text[max(0, match.start() - 4) : match.start()]
+                assert before.endswith(("hvd-", "-m ")) or "/" in before, text
+            assert "python -m pip install" not in text and "pip3 install" not in text

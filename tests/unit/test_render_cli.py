@@ -1,0 +1,95 @@
+"""`hvd-container recipes list|show|validate` and `render`, through the real entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from _recipe_helpers import CPU_RECIPE, line_of, merged, write
+
+from containers.recipe import list_builtin, load_recipe
+from containers.render import render_definition, render_dockerfile
+from hvd_container.cli import main
+
+
+def test_recipes_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recipes", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == list_builtin()
+    assert any(line.split()[1] == "cpu-bookworm:1" for line in out)
+
+
+def test_recipes_show_prints_the_merged_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recipes", "show", "perlmutter-tf210-pt113"]) == 0
+    out = capsys.readouterr().out
+    recipe = load_recipe("perlmutter-tf210-pt113")
+    assert out.splitlines()[0] == f"# {recipe.image_tag} digest {recipe.digest()}"
+    data = yaml.safe_load(out)
+    assert data["pytorch"]["version"] == "1.13.1"  # from the child
+    assert data["horovod"]["gpu_operations"] == "nccl"  # from the parent
+    assert "extends" not in data
+
+
+def test_recipes_validate_ok_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path, CPU_RECIPE, "good.yaml")
+    bad = write(tmp_path, merged(CPU_RECIPE, arch="sparc"), "bad.yaml")
+    assert main(["recipes", "validate", str(good), str(bad), "cpu-bookworm"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"OK   {good} (t:1)", "OK   cpu-bookworm (cpu-bookworm:1)"]
+    assert captured.err.splitlines() == [
+        f"FAIL {bad}:{line_of(bad, 'arch')}: arch: Input should be 'amd64', 'arm64' or 'ppc64le' (got 'sparc')"
+    ]
+
+
+def test_recipes_validate_all_builtin(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recipes", "validate"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(list_builtin())
+
+
+def test_render_docker_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "cpu-bookworm"]) == 0
+    assert capsys.readouterr().out == render_dockerfile(load_recipe("cpu-bookworm"))
+
+
+def test_render_singularity_to_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "cpu.def"
+    assert main(["render", "cpu-bookworm", "--format", "singularity", "-o", str(target)]) == 0
+    assert target.read_text() == render_definition(load_recipe("cpu-bookworm"))
+    assert capsys.readouterr().err.strip() == f"wrote {target}"
+    assert [p.name for p in tmp_path.iterdir()] == ["cpu.def"]
+
+
+def test_render_bad_recipe_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write(
+        tmp_path, merged(CPU_RECIPE, horovod={"version": "0.28.1", "frameworks": ["pytorch"]})
+    )
+    target = tmp_path / "out"
+    assert main(["render", str(bad), "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hvd-container: error: {bad}:")
+    assert "add `cxx17` to horovod.patches" in err
+    assert len(err.splitlines()) == 1
+    assert not target.exists()
+
+
+def test_render_missing_output_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "nope" / "Dockerfile"
+    assert main(["render", "cpu-bookworm", "-o", str(target)]) == 2
+    assert f"directory {target.parent} does not exist" in capsys.readouterr().err
+
+
+def test_render_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "cpu-bookworm", "--format", "podman"]) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '--format'" in err and "'podman'" in err
+
+
+def test_unknown_recipe_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "no-such"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "no built-in recipe of that name" in err

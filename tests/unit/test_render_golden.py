@@ -1,0 +1,41 @@
+"""Golden files for every shipped recipe: the Dockerfile and the Singularity definition.
+
+Regenerate after an intended change with `UPDATE_GOLDEN=1 python -m pytest tests/unit/test_render_golden.py`
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from containers.recipe import list_builtin, load_recipe
+from containers.render import render_definition, render_dockerfile
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def check(path: Path, text: str) -> None:
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{path.name} differs: run with UPDATE_GOLDEN=1 and review"
+
+
+@pytest.mark.parametrize("name", list_builtin())
+def test_dockerfile(name: str) -> None:
+    check(GOLDEN / f"{name}.Dockerfile", render_dockerfile(load_recipe(name)))
+
+
+@pytest.mark.parametrize("name", list_builtin())
+def test_definition(name: str) -> None:
+    check(GOLDEN / f"{name}.def", render_definition(load_recipe(name)))
+
+
+def test_no_stale_golden_files() -> None:
+    expected = {f"{n}.{ext}" for n in list_builtin() for ext in ("Dockerfile", "def")}
+    assert {p.name for p in GOLDEN.iterdir()} == expected
