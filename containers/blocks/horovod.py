@@ -61,8 +61,7 @@ def render(recipe: Recipe) -> str:
     if hvd.patches:
         commands += [
             "hvd_src=$(mktemp -d)",
-            "hvd-pip download --no-deps --no-binary :all: --no-build-isolation "
-            f'-d "$hvd_src" horovod=={hvd.version}',
+            f'hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod=={hvd.version}',
             f'tar -xzf "$hvd_src/horovod-{hvd.version}.tar.gz" -C "$hvd_src"',
             f'cd "$hvd_src/horovod-{hvd.version}"',
         ]

@@ -31,7 +31,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
 RUN hvd_src=$(mktemp -d) \
-    && hvd-pip download --no-deps --no-binary :all: --no-build-isolation -d "$hvd_src" horovod==0.28.1 \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod==0.28.1 \
     && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
     && cd "$hvd_src/horovod-0.28.1" \
     && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
