@@ -18,7 +18,7 @@ from launcher import pitfalls
 from launcher.facts import ImageFacts
 from launcher.lightning import uses_lightning
 from launcher.runtimes import Invocation, runtime_module
-from launcher.sites import Site
+from launcher.sites import Site, valid_slurm_time
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -220,7 +220,7 @@ def allocation_options(site: Site, request: LaunchRequest, layout: Layout) -> li
     return opts
 
 
-def _program(site: Site, request: LaunchRequest, python: str) -> list[str]:
+def _program(request: LaunchRequest, python: str) -> list[str]:
     if request.script.endswith(".py"):
         return [python, request.script, *request.args]
     return [request.script, *request.args]
@@ -249,7 +249,7 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         raise UserError(
             f"--partition: {request.partition!r} is not a partition of site {site.name} (allowed: {known})"
         )
-    if request.time and pitfalls_time_invalid(request.time):
+    if request.time and not valid_slurm_time(request.time):
         raise UserError(
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
@@ -278,7 +278,7 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     invocation = Invocation(
         kind=runtime.kind,
         image=image if runtime.kind != "none" else None,
-        program=_program(site, request, runtime.python),
+        program=_program(request, runtime.python),
         command=runtime.command,
         gpu=runtime.gpu and layout.gpus_per_node > 0,
         flags=list(runtime.flags),
@@ -319,12 +319,6 @@ def layout_options(layout: Layout) -> list[str]:
     if layout.ntasks_per_node is not None:
         opts.append(f"--ntasks-per-node={layout.ntasks_per_node}")
     return opts
-
-
-def pitfalls_time_invalid(value: str) -> bool:
-    from launcher.sites import _time_ok
-
-    return _time_ok(value) is not None
 
 
 def compose_srun(site: Site, request: LaunchRequest) -> list[str]:

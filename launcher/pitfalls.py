@@ -131,7 +131,9 @@ def image_arch(site: Site, partition: str | None, facts: ImageFacts | None) -> l
     site_arch = site.arch_for(partition)
     if facts.arch == site_arch:
         return []
-    where = f"partition {partition} of site {site.name}" if partition else f"site {site.name}"
+    info = site.scheduler.partition_info(partition)
+    own_arch = info is not None and info.arch is not None and info.arch != site.arch
+    where = f"partition {partition} of site {site.name}" if own_arch else f"site {site.name}"
     return [
         error(
             "arch-mismatch",

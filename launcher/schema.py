@@ -73,6 +73,9 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
         if value is None and type(None) in args:
             return None
         others = [a for a in args if a is not type(None)]
+        if others and all(typing.get_origin(a) is Literal for a in others):
+            merged = tuple(v for a in others for v in typing.get_args(a))
+            return _convert(Literal[merged], value, path)  # type: ignore[valid-type]
         if len(others) == 1:
             return _convert(others[0], value, path)
         for candidate in others:

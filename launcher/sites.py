@@ -31,6 +31,7 @@ MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shast
 GpuRequest = Literal["gres", "gpus-per-node", "none"]
 
 SITE_ENV_VAR = "HVD_CONTAINER_SITE"
+SLURM_CONF_PATHS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf")
 BUILTIN_DIR = Path(__file__).with_name("sites")
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
@@ -45,6 +46,11 @@ def _time_ok(value: str | None) -> str | None:
     if value is None or _SLURM_TIME.match(value):
         return None
     return "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS"
+
+
+def valid_slurm_time(value: str) -> bool:
+    """MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
+    return bool(_SLURM_TIME.match(value))
 
 
 def _positive(value: int | None) -> str | None:
@@ -294,12 +300,7 @@ def slurm_cluster_name() -> str | None:
     name = os.environ.get("SLURM_CLUSTER_NAME")
     if name:
         return name
-    candidates = [
-        os.environ.get("SLURM_CONF"),
-        "/etc/slurm/slurm.conf",
-        "/etc/slurm-llnl/slurm.conf",
-    ]
-    for conf in candidates:
+    for conf in (os.environ.get("SLURM_CONF"), *SLURM_CONF_PATHS):
         if not conf:
             continue
         try:

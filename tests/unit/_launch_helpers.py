@@ -1,0 +1,41 @@
+"""Helpers for launch tests: an environment with no user config, cache or Slurm of its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "launch"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+_VARS = ("HVD_CONTAINER_SITE", "SLURM_CLUSTER_NAME", "SLURM_JOB_ID", "XDG_CONFIG_HOME")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """XDG dirs in tmp_path, no site env vars, a slurm.conf that does not exist."""
+    for var in _VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm.conf"))
+    monkeypatch.setattr("launcher.sites.SLURM_CONF_PATHS", ())
+    yield tmp_path
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs: run with UPDATE_GOLDEN=1 and review the diff"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -1,0 +1,479 @@
+"""srun lines per shipped site and runtime (golden files), the guides' own lines, quoting.
+
+Regenerate the golden files after an intended change with
+`UPDATE_GOLDEN=1 python -m pytest tests/unit/test_compose.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
+
+from launcher.compose import LaunchRequest, compose_srun, plan_launch
+from launcher.facts import ImageFacts
+from launcher.sites import load_site
+
+NGC = "/apps/applications/singularity_images/ngc/pytorch_22.03-hd-py3.sif"
+QUALIS = "qualis2006/tensorflow-pytorch-horovod:tf2.10_pt1.13"
+FACTS = ImageFacts(
+    source="recipe demo",
+    name="demo",
+    version="1.0",
+    arch="amd64",
+    mpi_pmi=("pmix", "pmi2"),
+    controllers=("mpi", "gloo"),
+)
+
+# name -> (site, LaunchRequest fields)
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "neuron-in-allocation": ("neuron", dict(image=NGC, ntasks=8, inside_allocation=True)),
+    "neuron-standalone": ("neuron", dict(image="hvd.sif", ntasks=16, comment="pytorch")),
+    "neuron-partition": (
+        "neuron",
+        dict(
+            image="hvd.sif",
+            nodes=2,
+            ntasks_per_node=2,
+            partition="cas_v100_2",
+            comment="python",
+            time="2:00:00",
+        ),
+    ),
+    "neuron-lightning": (
+        "neuron",
+        dict(
+            script="pytorch_mnist_lightning.py",
+            args=["--num_nodes", "2"],
+            runtime="none",
+            nodes=2,
+            ntasks_per_node=4,
+            lightning=True,
+            inside_allocation=True,
+        ),
+    ),
+    "neuron-lightning-standalone": (
+        "neuron",
+        dict(image="pl.sif", nodes=2, ntasks_per_node=4, lightning=True, comment="pytorch"),
+    ),
+    "neuron-apptainer": (
+        "neuron",
+        dict(
+            image="hvd.sif",
+            runtime="apptainer",
+            ntasks=8,
+            binds=["/scratch/u", "/data:/data:ro"],
+            workdir="/scratch/u/run",
+            env={"NCCL_DEBUG": "INFO"},
+            inside_allocation=True,
+        ),
+    ),
+    "neuron-docker-ref": (
+        "neuron",
+        dict(image="docker:user/img:tag", ntasks=4, inside_allocation=True),
+    ),
+    "perlmutter-in-allocation": (
+        "perlmutter",
+        dict(script="tf_keras_cats_dogs.py", image=QUALIS, ntasks=8, inside_allocation=True),
+    ),
+    "perlmutter-standalone": (
+        "perlmutter",
+        dict(
+            image="docker:u/img:tag", nodes=2, ntasks_per_node=4, account="m1234_g", time="02:00:00"
+        ),
+    ),
+    "perlmutter-extra-module": (
+        "perlmutter",
+        dict(
+            image="u/img:tag",
+            ntasks=4,
+            modules=["mpich"],
+            binds=["/pscratch/u:/data"],
+            inside_allocation=True,
+        ),
+    ),
+    "perlmutter-podman-hpc": (
+        "perlmutter",
+        dict(
+            image="docker:u/img:tag",
+            runtime="podman-hpc",
+            ntasks=8,
+            binds=["/pscratch/u/data:/data"],
+            workdir="/data",
+            inside_allocation=True,
+        ),
+    ),
+    "perlmutter-gpus-per-task": (
+        "perlmutter",
+        dict(image="u/img:tag", nodes=2, ntasks_per_node=4, gpus_per_task=1, account="m1234_g"),
+    ),
+    "zih-alpha-standalone": ("zih-alpha", dict(image="hvd.sif", ntasks=16)),
+    "zih-alpha-pyxis": (
+        "zih-alpha",
+        dict(
+            image="registry.example.org:5000/team/hvd:1.0",
+            runtime="pyxis",
+            nodes=2,
+            ntasks_per_node=8,
+            binds=["/projects/p:/data"],
+            workdir="/data",
+            env={"NCCL_DEBUG": "INFO"},
+        ),
+    ),
+    "zih-alpha-program": (
+        "zih-alpha",
+        dict(
+            script="./bin/train.sh",
+            args=["--epochs", "3"],
+            image="hvd.sif",
+            ntasks=8,
+            inside_allocation=True,
+        ),
+    ),
+    "zih-ml-standalone": ("zih-ml", dict(image="hvd-ppc64le.sif", nodes=2, ntasks_per_node=6)),
+    "zih-ml-recipe": (
+        "zih-ml",
+        dict(
+            facts=ImageFacts(source="recipe p9", name="hvd-p9", version="2", arch="ppc64le"),
+            ntasks=6,
+        ),
+    ),
+    "local-in-allocation": (
+        "local",
+        dict(
+            image="hvd.sqfs",
+            ntasks=4,
+            binds=["/tmp/data:/data"],
+            workdir="/data",
+            inside_allocation=True,
+        ),
+    ),
+    "local-standalone": ("local", dict(facts=FACTS, nodes=2, ntasks_per_node=2)),
+    "local-none": ("local", dict(runtime="none", ntasks=2)),
+    "local-gloo": (
+        "local",
+        dict(image="hvd.sqfs", ntasks=2, mpi="none", controller="gloo", facts=FACTS),
+    ),
+}
+
+
+def plan(site: str, fields: dict[str, Any]):  # type: ignore[no-untyped-def]
+    fields = {"script": "train.py", "lightning": False, **fields}
+    return plan_launch(load_site(site), LaunchRequest(**fields))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_launch_line(name: str) -> None:
+    site, fields = CASES[name]
+    result = plan(site, fields)
+    check_golden(f"{name}.txt", result.shell_line() + "\n")
+    assert result.argv[0] == "srun"
+
+
+def test_no_stale_golden_lines() -> None:
+    on_disk = {p.name for p in GOLDEN.glob("*.txt")}
+    assert on_disk == {f"{n}.txt" for n in CASES}
+
+
+def test_every_site_and_runtime_has_a_case() -> None:
+    sites = {site for site, _ in CASES.values()}
+    assert sites == {"local", "neuron", "perlmutter", "zih-alpha", "zih-ml"}
+    runtimes = {load_site(site).runtime_for(f.get("runtime")).kind for site, f in CASES.values()}
+    assert runtimes == {
+        "singularity",
+        "apptainer",
+        "shifter",
+        "podman-hpc",
+        "pyxis",
+        "charliecloud",
+        "none",
+    }
+
+
+# The lines the site guides show, reproduced from the built-in profiles.
+
+
+def test_neuron_guide_line() -> None:
+    argv = compose_srun(
+        load_site("neuron"),
+        LaunchRequest(
+            script="train_hvd.py", image=NGC, ntasks=8, inside_allocation=True, lightning=False
+        ),
+    )
+    assert shlex.join(argv) == f"srun -n 8 singularity run --nv {NGC} python train_hvd.py"
+
+
+def test_perlmutter_guide_line() -> None:
+    script = "KISTI-DL-tutorial-using-horovod/src/tensorflow/tf_keras_cats_dogs.py"
+    result = plan_launch(
+        load_site("perlmutter"),
+        LaunchRequest(
+            script=script, image=QUALIS, ntasks=8, inside_allocation=True, lightning=False
+        ),
+    )
+    assert shlex.join(result.argv) == (
+        f"srun --mpi=pmi2 -n 8 shifter --module=gpu,nccl-2.15 --image=docker:{QUALIS} python {script}"
+    )
+    assert result.env["SLURM_CPU_BIND"] == "cores"
+
+
+def test_lightning_guide_line(tmp_path: Path) -> None:
+    script = write(
+        tmp_path / "pytorch_mnist_lightning.py",
+        "import torch\nfrom lightning.pytorch import Trainer\n",
+    )
+    argv = compose_srun(
+        load_site("neuron"),
+        LaunchRequest(
+            script=str(script),
+            args=["--num_nodes", "2"],
+            runtime="none",
+            nodes=2,
+            ntasks_per_node=4,
+            inside_allocation=True,
+        ),
+    )
+    assert shlex.join(argv) == (
+        f"srun --job-name=pytorch_mnist_lightning -N 2 --ntasks-per-node=4 python {script} --num_nodes 2"
+    )
+
+
+def test_lightning_defaults_to_one_node_of_gpus(tmp_path: Path) -> None:
+    script = write(tmp_path / "pl.py", "import pytorch_lightning as pl\n")
+    result = plan(
+        "zih-alpha", dict(script=str(script), image="x.sif", lightning=None, inside_allocation=True)
+    )
+    assert "-N 1 --ntasks-per-node=8" in result.shell_line()
+    assert "-n" not in result.argv
+
+
+# Hostile arguments survive quoting exactly.
+
+HOSTILE = [
+    "a b",
+    "it's",
+    'say "hi"',
+    "x; rm -rf /",
+    "$HOME",
+    "${PATH}",
+    "`id`",
+    "$(id)",
+    "",
+    "-n",
+    "--",
+    "new\nline",
+    "tab\there",
+    "ü-ñ",
+    "*",
+    "a\\b",
+    "&&",
+    "|",
+    ">out",
+    "#not-a-comment",
+    "~",
+]
+
+
+@pytest.mark.parametrize(
+    ("site", "runtime"),
+    [
+        ("neuron", None),
+        ("neuron", "apptainer"),
+        ("perlmutter", None),
+        ("perlmutter", "podman-hpc"),
+        ("zih-alpha", "pyxis"),
+        ("local", None),
+        ("local", "none"),
+    ],
+)
+def test_hostile_arguments_round_trip(site: str, runtime: str | None) -> None:
+    result = plan(
+        site,
+        dict(
+            script="my train.py",
+            args=HOSTILE,
+            image="u/img:tag" if runtime not in (None, "none") or site == "perlmutter" else "i.sif",
+            runtime=runtime,
+            ntasks=2,
+            env={"WEIRD": "a b;$c 'd'"},
+            inside_allocation=True,
+        ),
+    )
+    line = result.shell_line()
+    assert "\n" not in line.replace("'new\nline'", "")
+    assert shlex.split(line) == result.command()
+    assert result.argv[-len(HOSTILE) :] == HOSTILE
+    assert result.argv[-len(HOSTILE) - 1] == "my train.py"
+
+
+def test_printed_line_gives_back_the_argv_in_a_real_shell(tmp_path: Path) -> None:
+    """Run the printed line with sh; a recorder named srun writes the argv it received."""
+    bindir = tmp_path / "bin"
+    record = tmp_path / "argv"
+    recorder = write(
+        bindir / "srun",
+        f'#!/bin/sh\nfor a in "$@"; do printf \'%s\\0\' "$a"; done > {shlex.quote(str(record))}\n'
+        f"printf '%s' \"$WEIRD\" > {shlex.quote(str(record))}.env\n",
+    )
+    recorder.chmod(0o755)
+    result = plan(
+        "perlmutter",
+        dict(
+            script="t.py",
+            args=HOSTILE,
+            image="u/i:t",
+            ntasks=2,
+            env={"WEIRD": "a b;$c 'd'"},
+            inside_allocation=True,
+        ),
+    )
+    done = subprocess.run(
+        ["sh", "-c", result.shell_line()],
+        env={"PATH": f"{bindir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    received = record.read_bytes().split(b"\0")[:-1]
+    assert [a.decode() for a in received] == result.argv[1:]
+    assert Path(f"{record}.env").read_text() == "a b;$c 'd'"
+
+
+# Details of each runtime's grammar.
+
+
+def test_python_scripts_use_the_sites_python() -> None:
+    assert plan("local", dict(image="i.sqfs", ntasks=1, inside_allocation=True)).argv[-2:] == [
+        "/opt/venv/bin/python",
+        "train.py",
+    ]
+    program = plan(
+        "zih-alpha", dict(script="run.sh", image="i.sif", ntasks=1, inside_allocation=True)
+    )
+    assert program.argv[-1] == "run.sh"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "image", "expected"),
+    [
+        ("apptainer", "user/img:tag", "docker://user/img:tag"),
+        ("apptainer", "docker:user/img:tag", "docker://user/img:tag"),
+        ("apptainer", "oras://ghcr.io/x/y:1", "oras://ghcr.io/x/y:1"),
+        ("apptainer", "/scratch/x.sif", "/scratch/x.sif"),
+        ("shifter", "user/img:tag", "--image=docker:user/img:tag"),
+        ("shifter", "docker://user/img:tag", "--image=docker:user/img:tag"),
+        ("podman-hpc", "docker:user/img:tag", "user/img:tag"),
+        (
+            "pyxis",
+            "nvcr.io/nvidia/pytorch:22.03-py3",
+            "--container-image=nvcr.io#nvidia/pytorch:22.03-py3",
+        ),
+        ("pyxis", "localhost:5000/hvd:1", "--container-image=localhost:5000#hvd:1"),
+        ("pyxis", "user/img:tag", "--container-image=user/img:tag"),
+        ("pyxis", "/scratch/img.sqsh", "--container-image=/scratch/img.sqsh"),
+        ("charliecloud", "/var/tmp/img.sqfs", "/var/tmp/img.sqfs"),
+    ],
+)
+def test_image_reference_per_runtime(runtime: str, image: str, expected: str) -> None:
+    argv = plan(
+        "zih-alpha", dict(image=image, runtime=runtime, ntasks=1, inside_allocation=True)
+    ).argv
+    assert expected in argv
+
+
+def test_shifter_flags_come_before_the_command() -> None:
+    argv = plan(
+        "perlmutter",
+        dict(
+            image="u/i:t",
+            ntasks=1,
+            binds=["/a:/b"],
+            workdir="/b",
+            modules=["mpich"],
+            inside_allocation=True,
+        ),
+    ).argv
+    command_at = argv.index("python")
+    flags = argv[argv.index("shifter") + 1 : command_at]
+    assert flags == [
+        "--module=gpu,nccl-2.15,mpich",
+        "--image=docker:u/i:t",
+        "--volume=/a:/b",
+        "--workdir=/b",
+    ]
+    assert sum(a.startswith("--module") for a in argv) == 1
+
+
+def test_podman_names_every_variable_it_must_pass() -> None:
+    argv = plan(
+        "perlmutter",
+        dict(image="u/i:t", runtime="podman-hpc", ntasks=1, env={"X": "1"}, inside_allocation=True),
+    ).argv
+    assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
+        "podman-hpc", "run", "--rm", "--gpu", "--mpi",
+        "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "X",
+    ]  # fmt: skip
+
+
+def test_gpu_flags_only_when_gpus_are_requested() -> None:
+    no_gpu = plan("local", dict(image="i.sqfs", ntasks=2, runtime="apptainer"))
+    assert "--nv" not in no_gpu.argv
+    assert not any(a.startswith(("--gres", "--gpus")) for a in no_gpu.argv)
+
+
+def test_charliecloud_separates_the_command() -> None:
+    argv = plan(
+        "local", dict(image="i.sqfs", ntasks=1, binds=["/d"], workdir="/d", inside_allocation=True)
+    ).argv
+    assert argv[argv.index("ch-run") :] == [
+        "ch-run",
+        "-b",
+        "/d:/d",
+        "-c",
+        "/d",
+        "i.sqfs",
+        "--",
+        "/opt/venv/bin/python",
+        "train.py",
+    ]
+
+
+def test_recipe_image_from_site_template_and_registry(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "s.yaml",
+        "name: s\nruntime: {kind: shifter}\nimages: {registry: docker.io/me, template: '{name}:{version}'}\n",
+    )
+    result = plan_launch(
+        load_site(str(path)), LaunchRequest(script="t.py", facts=FACTS, ntasks=1, lightning=False)
+    )
+    assert "--image=docker:docker.io/me/demo:1.0" in result.argv
+    assert result.image == "docker.io/me/demo:1.0"
+
+
+def test_layout_defaults() -> None:
+    # nothing asked: one rank per GPU of one node
+    assert plan("perlmutter", dict(image="u/i:t", inside_allocation=True)).layout.ntasks == 4
+    assert plan("local", dict(image="i.sqfs", inside_allocation=True)).layout.ntasks == 1
+    # outside an allocation -n alone gets enough nodes for one GPU per rank
+    layout = plan("zih-ml", dict(image="p.sif", ntasks=12)).layout
+    assert (layout.nodes, layout.ntasks, layout.gpus_per_node) == (2, 12, 6)
+    # -N with --ntasks-per-node, GPUs follow the ranks per node
+    layout = plan(
+        "neuron", dict(image="x.sif", nodes=2, ntasks_per_node=2, comment="pytorch")
+    ).layout
+    assert (layout.nodes, layout.ntasks_per_node, layout.gpus_per_node) == (2, 2, 2)
+    # --ntasks-per-node alone means one node
+    assert plan("zih-alpha", dict(image="x.sif", ntasks_per_node=3)).layout.nodes == 1
+    # -N alone: a node's worth of ranks on each node
+    assert plan("zih-alpha", dict(image="x.sif", nodes=2)).layout.ntasks == 16
+
+
+def test_explicit_gpus_per_node_inside_an_allocation() -> None:
+    argv = plan(
+        "neuron", dict(image="x.sif", ntasks=4, gpus_per_node=4, inside_allocation=True)
+    ).argv
+    assert "--gres=gpu:4" in argv

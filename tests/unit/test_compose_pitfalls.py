@@ -1,0 +1,371 @@
+"""Every launch mistake caught without a cluster, and every request error: one line, with the fix."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from hvd_container.errors import UserError
+from launcher.compose import LaunchRequest, plan_launch
+from launcher.facts import ImageFacts, facts_from_recipe
+from launcher.lightning import uses_lightning
+from launcher.sites import load_site
+
+PMIX_ONLY = ImageFacts(
+    source="recipe ompi",
+    name="ompi",
+    version="1",
+    arch="amd64",
+    mpi_pmi=("pmix",),
+    controllers=("mpi", "gloo"),
+)
+NO_MPI = ImageFacts(
+    source="recipe nompi",
+    name="nompi",
+    version="1",
+    arch="amd64",
+    mpi_pmi=(),
+    controllers=("gloo",),
+)
+NO_MPI_NO_GLOO = ImageFacts(
+    source="recipe bare", name="bare", version="1", arch="amd64", mpi_pmi=(), controllers=None
+)
+GLOO_ONLY = ImageFacts(
+    source="recipe gl",
+    name="gl",
+    version="1",
+    arch="amd64",
+    mpi_pmi=("pmix",),
+    controllers=("gloo",),
+)
+X86 = ImageFacts(source="recipe x86", name="x86", version="1", arch="amd64")
+
+
+def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
+    fields = {"script": "train.py", "lightning": False, **fields}
+    return plan_launch(load_site(site), LaunchRequest(**fields))
+
+
+def fails(message: str, site: str, **fields: Any) -> None:
+    with pytest.raises(UserError) as info:
+        plan(site, **fields)
+    text = str(info.value)
+    assert "\n" not in text
+    assert re.search(message, text), text
+
+
+# --- pitfalls from launch-facts.md -------------------------------------------------------
+
+
+def test_missing_mandatory_comment() -> None:
+    fails(
+        r"^site neuron requires --comment=<application> \(allowed: python, tensorflow, pytorch, caffe, sklearn, inhouse\): pass e\.g\. --comment python$",
+        "neuron", image="x.sif", ntasks=8,
+    )  # fmt: skip
+
+
+def test_comment_not_needed_inside_an_allocation() -> None:
+    assert plan("neuron", image="x.sif", ntasks=8, inside_allocation=True).warnings == []
+
+
+def test_comment_default_from_a_profile(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "n.yaml",
+        "name: n\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, default: pytorch}\n",
+    )
+    result = plan_launch(
+        load_site(str(path)), LaunchRequest(script="t.py", ntasks=1, lightning=False)
+    )
+    assert "--comment=pytorch" in result.argv
+
+
+def test_unofficial_comment_is_a_warning() -> None:
+    result = plan("neuron", image="x.sif", ntasks=8, comment="horovod")
+    assert "--comment=horovod" in result.argv
+    assert result.warnings == [
+        "--comment 'horovod' is not in site neuron's list (allowed: python, tensorflow, pytorch, caffe, sklearn, inhouse); use one of them, e.g. --comment pytorch"
+    ]
+
+
+def test_lightning_with_ntasks_is_refused_with_the_fix() -> None:
+    fails(
+        r"^train\.py uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 2 --ntasks-per-node 4 instead of -n 8$",
+        "perlmutter", image="u/i:t", ntasks=8, lightning=True,
+    )  # fmt: skip
+    fails(
+        r"use -N 3 --ntasks-per-node 2 instead of -n 6",
+        "zih-alpha",
+        image="x.sif",
+        ntasks=6,
+        ntasks_per_node=2,
+        lightning=True,
+    )
+
+
+def test_lightning_job_name_bash_is_refused() -> None:
+    for name in ("bash", "interactive"):
+        fails(
+            rf"which ignores Slurm in a job named '{name}': pass another --job-name",
+            "zih-alpha", image="x.sif", nodes=1, ntasks_per_node=8, lightning=True, job_name=name,
+        )  # fmt: skip
+
+
+def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
+    cases = {
+        "a.py": ("import lightning as L\n", True),
+        "b.py": ("from pytorch_lightning import Trainer\n", True),
+        "c.py": ("import os\nfrom lightning.pytorch.callbacks import X\n", True),
+        "d.py": ("import horovod.torch as hvd\n# lightning is not used here\n", False),
+        "e.py": ("import lightning_utils\n", False),
+        "f.sh": ("import lightning\n", False),
+    }
+    for name, (text, expected) in cases.items():
+        assert uses_lightning(write(tmp_path / name, text)) is expected, name
+    assert uses_lightning(tmp_path / "missing.py") is False
+    script = write(tmp_path / "pl.py", "import lightning\n")
+    fails(
+        r"uses PyTorch Lightning",
+        "zih-alpha",
+        script=str(script),
+        image="x.sif",
+        ntasks=8,
+        lightning=None,
+    )
+
+
+def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
+    result = plan(
+        "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="pytorch"
+    )
+    assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
+    assert not any(a.startswith("--gpus-per-task") for a in result.argv)
+    assert result.warnings == [
+        "--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting --gres=gpu:N with --gpu-bind=none instead; pass --gpus-per-node to silence this"
+    ]
+    inside = plan("perlmutter", image="u/i:t", ntasks=4, gpus_per_task=1, inside_allocation=True)
+    assert "--gpus-per-node=4" in inside.argv and "--gpu-bind=none" in inside.argv
+
+
+def test_repeated_shifter_modules_are_joined_once() -> None:
+    result = plan(
+        "perlmutter",
+        image="u/i:t",
+        ntasks=4,
+        modules=["gpu", "mpich", "mpich"],
+        inside_allocation=True,
+    )
+    assert [a for a in result.argv if a.startswith("--module")] == ["--module=gpu,nccl-2.15,mpich"]
+    assert result.warnings == [
+        "shifter module(s) gpu, mpich given twice: a second --module replaces the first, so they are joined once: --module=gpu,nccl-2.15,mpich"
+    ]
+
+
+def test_modules_on_another_runtime_are_refused() -> None:
+    fails(
+        r"^--module is a shifter option; runtime singularity has no modules \(allowed with: shifter\)$",
+        "neuron",
+        image="x.sif",
+        modules=["gpu"],
+        inside_allocation=True,
+    )
+
+
+def test_image_arch_must_match_the_site() -> None:
+    fails(
+        r"^recipe x86 is built for amd64 but site zih-ml runs ppc64le: build it with `arch: ppc64le` in the recipe, or pick a site with amd64 nodes$",
+        "zih-ml", facts=X86, ntasks=6,
+    )  # fmt: skip
+
+
+def test_partition_arch_overrides_site_arch(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "mixed.yaml",
+        "name: mixed\nruntime: {kind: apptainer}\nscheduler:\n  partition: x86\n  partitions:\n    x86: {gpus_per_node: 4}\n    gh200: {gpus_per_node: 4, arch: arm64}\n",
+    )
+    site = load_site(str(path))
+    ok = plan_launch(site, LaunchRequest(script="t.py", facts=X86, ntasks=4, lightning=False))
+    assert ok.image == "x86:1"
+    with pytest.raises(UserError, match=r"but partition gh200 of site mixed runs arm64"):
+        plan_launch(
+            site,
+            LaunchRequest(script="t.py", facts=X86, ntasks=4, partition="gh200", lightning=False),
+        )
+
+
+def test_real_recipe_arch_against_ppc64le_site() -> None:
+    facts = facts_from_recipe("cpu-bookworm")
+    assert facts.arch == "amd64" and facts.name == "cpu-bookworm"
+    fails(
+        r"^recipe cpu-bookworm is built for amd64 but site zih-ml runs ppc64le",
+        "zih-ml",
+        facts=facts,
+        ntasks=6,
+    )
+
+
+def test_pmi_mismatch() -> None:
+    fails(
+        r"^srun --mpi=pmi2 does not match the image's MPI \(recipe ompi speaks pmix\): ranks would each be 'rank 0 of 1'; pass --mpi pmix$",
+        "perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, inside_allocation=True,
+    )  # fmt: skip
+    ok = plan(
+        "perlmutter",
+        image="u/i:t",
+        facts=PMIX_ONLY,
+        ntasks=4,
+        mpi="pmix_v4",
+        inside_allocation=True,
+    )
+    assert ok.argv[1] == "--mpi=pmix_v4"
+
+
+def test_horovod_without_mpi_under_srun() -> None:
+    fails(
+        r"^recipe nompi has no MPI: .*size-1 Horovod job; pass --controller gloo$",
+        "local",
+        image="i.sqfs",
+        facts=NO_MPI,
+        ntasks=2,
+    )
+    fails(
+        r"^recipe bare has no MPI: .*; add `mpi:` to the recipe and rebuild$",
+        "local",
+        image="i.sqfs",
+        facts=NO_MPI_NO_GLOO,
+        ntasks=2,
+    )
+    fails(
+        r"^recipe gl builds Horovod without the MPI controller: pass --controller gloo$",
+        "local",
+        image="i.sqfs",
+        facts=GLOO_ONLY,
+        ntasks=2,
+    )
+    assert (
+        plan("local", image="i.sqfs", facts=NO_MPI, ntasks=2, controller="gloo", mpi="none").argv[1]
+        == "--mpi=none"
+    )
+
+
+def test_cleanenv_breaks_rank_discovery(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.yaml", "name: c\nruntime: {kind: apptainer, flags: [--cleanenv]}\n")
+    with pytest.raises(
+        UserError,
+        match=r"^runtime\.flags: apptainer --cleanenv/--containall drops SLURM_\*, PMI_\* and PMIX_\*",
+    ):
+        plan_launch(
+            load_site(str(path)),
+            LaunchRequest(script="t.py", image="x.sif", ntasks=1, lightning=False),
+        )
+
+
+def test_image_ignored_without_a_container() -> None:
+    result = plan("local", runtime="none", image="x.sqfs", ntasks=1)
+    assert "x.sqfs" not in result.argv
+    assert result.warnings == [
+        "runtime none runs on the host: --image x.sqfs is ignored (pick a container runtime with --runtime)"
+    ]
+
+
+# --- request errors --------------------------------------------------------------------
+
+ERRORS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        r"^site neuron runs containers with singularity: pass --image IMAGE or --recipe RECIPE$",
+        "neuron",
+        dict(ntasks=1, inside_allocation=True),
+    ),
+    (
+        r"^--image: shifter runs images from its gateway, not files \('x\.sif'\)",
+        "perlmutter",
+        dict(image="x.sif", ntasks=1),
+    ),
+    (
+        r"^--image: podman-hpc runs pulled images, not files \('/p/x\.sqfs'\)",
+        "perlmutter",
+        dict(image="/p/x.sqfs", runtime="podman-hpc", ntasks=1),
+    ),
+    (
+        r"^-n 8 does not equal -N 2 x --ntasks-per-node 3: give two of them$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=8, nodes=2, ntasks_per_node=3),
+    ),
+    (r"^-n 2 is fewer tasks than -N 4 nodes$", "zih-alpha", dict(image="x.sif", ntasks=2, nodes=4)),
+    (r"^-n/--ntasks: must be 1 or more \(got 0\)$", "zih-alpha", dict(image="x.sif", ntasks=0)),
+    (r"^-N/--nodes: must be 1 or more \(got -1\)$", "zih-alpha", dict(image="x.sif", nodes=-1)),
+    (
+        r"^--gpus-per-node 9: partition alpha has 8 GPUs per node \(allowed: 1\.\.8\)$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=8, gpus_per_node=9),
+    ),
+    (
+        r"^--gpus-per-node 5: site perlmutter has 4 GPUs per node \(allowed: 1\.\.4\)$",
+        "perlmutter",
+        dict(image="u/i:t", ntasks=8, gpus_per_node=5),
+    ),
+    (
+        r"^--gpus-per-node/--gpus-per-task: site local has no GPUs \(scheduler\.gpus_per_node: 0\)$",
+        "local",
+        dict(image="i.sqfs", ntasks=1, gpus_per_node=1),
+    ),
+    (
+        r"^--partition: 'gpu' is not a partition of site neuron \(allowed: amd_a100nv_8, amd_a100_4, cas_v100nv_8, cas_v100_4, cas_v100_2\)$",
+        "neuron",
+        dict(image="x.sif", ntasks=1, partition="gpu", comment="python"),
+    ),
+    (
+        r"^--time: '2h' is not a Slurm time \(MINUTES, HH:MM:SS or D-HH:MM:SS\)$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, time="2h"),
+    ),
+    (
+        r"^--bind: 'data:/data' is not SRC\[:DST\[:ro\|rw\]\] with absolute paths$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, binds=["data:/data"]),
+    ),
+    (
+        r"^--bind: '/a:/b:rx': the option must be ro or rw$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, binds=["/a:/b:rx"]),
+    ),
+    (
+        r"^--bind: '/a:b': the destination must be an absolute path$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, binds=["/a:b"]),
+    ),
+    (
+        r"^--env: '1X' is not a variable name \(letters, digits, _\)$",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, env={"1X": "v"}),
+    ),
+    (
+        r"^--runtime: unknown runtime 'docker'",
+        "zih-alpha",
+        dict(image="x.sif", ntasks=1, runtime="docker"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "site", "fields"), ERRORS, ids=[e[0][:40] for e in ERRORS])
+def test_request_errors(message: str, site: str, fields: dict[str, Any]) -> None:
+    fails(message, site, **fields)
+
+
+def test_template_with_unknown_placeholder(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "t.yaml",
+        "name: t\nruntime: {kind: apptainer}\nimages: {template: '{nom}.sif'}\n",
+    )
+    facts = ImageFacts(source="recipe r", name="r", version="1")
+    with pytest.raises(
+        UserError,
+        match=r"t\.yaml: images\.template: unknown placeholder 'nom' \(allowed: name, version, registry, dir\)",
+    ):
+        plan_launch(
+            load_site(str(path)),
+            LaunchRequest(script="t.py", facts=facts, ntasks=1, lightning=False),
+        )

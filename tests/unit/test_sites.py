@@ -1,0 +1,322 @@
+"""Site profiles: the shipped ones, every validation error (FILE:LINE), selection order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from hvd_container.errors import UserError
+from launcher import profile_cache
+from launcher.sites import (
+    choose_site,
+    host_arch,
+    list_sites,
+    load_site,
+    select_site,
+    slurm_cluster_name,
+)
+
+SHIPPED = ["local", "neuron", "perlmutter", "zih-alpha", "zih-ml"]
+
+MINIMAL = "name: mysite\nruntime:\n  kind: apptainer\n"
+
+
+def test_shipped_sites_are_listed_and_load() -> None:
+    assert list_sites() == SHIPPED
+    for name in SHIPPED:
+        site = load_site(name)
+        assert site.name == name
+        assert site.source.endswith(f"{name}.yaml")
+
+
+def test_site_facts_from_the_guides() -> None:
+    neuron = load_site("neuron")
+    assert neuron.scheduler.comment.required
+    assert "horovod" not in neuron.scheduler.comment.allowed
+    assert neuron.scheduler.gpu_request == "gres"
+    assert neuron.runtime.kind == "singularity" and neuron.runtime.command == "run"
+    assert neuron.gpus_per_node("cas_v100_2") == 2
+    perlmutter = load_site("perlmutter")
+    assert perlmutter.scheduler.gpu_request == "gpus-per-node"
+    assert perlmutter.scheduler.constraint == "gpu"
+    assert perlmutter.mpi == "pmi2"
+    assert perlmutter.runtime.modules == ["gpu", "nccl-2.15"]
+    assert perlmutter.env["SLURM_CPU_BIND"] == "cores"
+    assert load_site("zih-ml").arch == "ppc64le"
+    assert load_site("zih-alpha").arch == "amd64"
+    assert load_site("zih-alpha").gpus_per_node("alpha") == 8
+    local = load_site("local")
+    assert local.arch == host_arch()
+    assert local.runtime.kind == "charliecloud" and local.mpi == "pmix"
+
+
+def test_user_site_overrides_builtin(isolated: Path) -> None:  # noqa: F811
+    write(
+        isolated / "config" / "hvd-container" / "sites" / "neuron.yaml",
+        "name: neuron\nruntime: {kind: apptainer}\n",
+    )
+    write(
+        isolated / "config" / "hvd-container" / "sites" / "mine.yaml",
+        MINIMAL.replace("mysite", "mine"),
+    )
+    assert list_sites() == sorted([*SHIPPED, "mine"])
+    assert load_site("neuron").runtime.kind == "apptainer"
+    assert load_site("mine").runtime.kind == "apptainer"
+
+
+def test_site_from_path(tmp_path: Path) -> None:
+    path = write(tmp_path / "elsewhere" / "x.yaml", MINIMAL)
+    site = load_site(str(path))
+    assert site.name == "mysite" and site.source == str(path)
+
+
+def test_unknown_site_lists_the_allowed_ones() -> None:
+    with pytest.raises(
+        UserError,
+        match=r"unknown site 'nope' \(allowed: local, neuron, perlmutter, zih-alpha, zih-ml",
+    ):
+        load_site("nope")
+
+
+def test_name_must_match_file_name(isolated: Path) -> None:  # noqa: F811
+    write(
+        isolated / "config" / "hvd-container" / "sites" / "other.yaml",
+        "runtime: {kind: none}\nname: wrong\n",
+    )
+    with pytest.raises(
+        UserError, match=r"other\.yaml:2: name: must match the file name 'other' \(got 'wrong'\)"
+    ):
+        load_site("other")
+
+
+# Every validation error: (YAML text, expected message after "FILE:").
+INVALID = [
+    (
+        MINIMAL + "color: red\n",
+        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, scheduler, mpi, modules, env, binds, images, notes\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
+        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, qos, constraint, comment, gpu_request, gpus_per_node, cpus_per_node, cpus_per_task, time, srun_options, sbatch_options\)",
+    ),
+    ("name: mysite\n", r"1: runtime: required key is missing"),
+    ("name: mysite\nruntime:\n  flags: []\n", r"2: runtime.kind: required key is missing"),
+    ("runtime: {kind: none}\n", r"1: name: required key is missing"),
+    (
+        "name: mysite\nruntime:\n  kind: docker\n",
+        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none\)",
+    ),
+    (
+        MINIMAL + "arch: x86_64\n",
+        r"4: arch: not allowed \(got 'x86_64'\) \(allowed: amd64, arm64, ppc64le, host\)",
+    ),
+    (
+        MINIMAL + "mpi: pmi3\n",
+        r"4: mpi: not allowed \(got 'pmi3'\) \(allowed: pmi2, pmix, pmix_v3, pmix_v4, pmix_v5, cray_shasta, none\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  gpus_per_node: '4'\n",
+        r"5: scheduler.gpus_per_node: expected an integer \(got '4'\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  gpus_per_node: true\n",
+        r"5: scheduler.gpus_per_node: expected an integer \(got True\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  gpus_per_node: -1\n",
+        r"5: scheduler.gpus_per_node: must be 0 or more \(got -1\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  gpu_request: gpus\n",
+        r"5: scheduler.gpu_request: not allowed \(got 'gpus'\) \(allowed: gres, gpus-per-node, none\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  time: 2 hours\n",
+        r"5: scheduler.time: a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS \(got '2 hours'\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  comment:\n    required: yes please\n",
+        r"6: scheduler.comment.required: expected true or false \(got 'yes please'\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  partition: big\n  partitions:\n    small: {gpus_per_node: 4}\n",
+        r"4: scheduler: partition 'big' is not in partitions \(allowed: small\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
+        r"6: scheduler.partitions.small.gpus: unknown key \(allowed: gpus_per_node, cpus_per_node, gpu, arch\)",
+    ),
+    (
+        MINIMAL + "scheduler:\n  partitions: [a, b]\n",
+        r"5: scheduler.partitions: expected a mapping",
+    ),
+    (MINIMAL + "modules: gcc\n", r"4: modules: expected a list \(got 'gcc'\)"),
+    (MINIMAL + "env:\n  NCCL_DEBUG: 1\n", r"5: env.NCCL_DEBUG: expected a string \(got 1\)"),
+    (
+        MINIMAL + "binds: [data:/data]\n",
+        r"4: binds: each bind is SRC\[:DST\[:ro\|rw\]\] with an absolute SRC, not 'data:/data'",
+    ),
+    (
+        MINIMAL + "binds: ['/data:/data:rx']\n",
+        r"4: binds: bind option must be ro or rw in '/data:/data:rx'",
+    ),
+    (
+        "name: My_Site\nruntime: {kind: none}\n",
+        r"1: name: lower-case letters, digits and \. _ - only \(got 'My_Site'\)",
+    ),
+    (
+        "name: mysite\nruntime:\n  kind: shifter\n  modules: [gpu, gpu]\n",
+        r"4: runtime.modules: each entry may appear once",
+    ),
+    (
+        "name: mysite\nruntime:\n  kind: shifter\n  flags: [--module=gpu]\n",
+        r"4: runtime.flags: shifter modules go in runtime.modules \(a second --module replaces the first\), not '--module=gpu'",
+    ),
+    (
+        "name: mysite\nruntime:\n  kind: apptainer\n  command: start\n",
+        r"4: runtime.command: not allowed \(got 'start'\) \(allowed: run, exec\)",
+    ),
+    (
+        "name: mysite\nother_runtimes:\n  - kind: podman-hpc\n    gpus: true\nruntime: {kind: none}\n",
+        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, command, gpu, flags, modules, python\)",
+    ),
+    ("- a\n- b\n", r"1: the top level must be a mapping of keys, not list"),
+    ("name: [unclosed\n", r"2: not valid YAML"),
+    (MINIMAL + "images:\n  template: 3\n", r"5: images.template: expected a string \(got 3\)"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), INVALID)
+def test_validation_errors_name_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(UserError) as info:
+        load_site(str(path))
+    line = str(info.value)
+    assert "\n" not in line
+    assert re.fullmatch(re.escape(str(path)) + ":" + message + ".*", line), line
+
+
+def test_cache_is_used_and_invalidated_by_edits(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", MINIMAL)
+    assert load_site(str(path)).runtime.kind == "apptainer"
+    assert profile_cache.get(path) == {"name": "mysite", "runtime": {"kind": "apptainer"}}
+    write(path, MINIMAL.replace("apptainer", "pyxis") + "# longer now\n")
+    assert profile_cache.get(path) is None
+    assert load_site(str(path)).runtime.kind == "pyxis"
+    # an edit that breaks the file is reported with its line, not hidden by the cache
+    write(path, MINIMAL + "bogus: 1\n# and longer again\n")
+    with pytest.raises(UserError, match=r"s\.yaml:4: bogus: unknown key"):
+        load_site(str(path))
+
+
+def test_stale_cache_entry_falls_back_to_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.yaml", MINIMAL)
+    load_site(str(path))
+    profile_cache.put(path, {"name": "mysite", "runtime": {"kind": "apptainer"}, "gone": 1})
+    assert load_site(str(path)).runtime.kind == "apptainer"
+
+
+def test_unwritable_cache_is_only_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = write(tmp_path / "file-not-dir", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert load_site("neuron").name == "neuron"
+
+
+# Selection order: --site, $HVD_CONTAINER_SITE, config.yaml, Slurm cluster name, local.
+
+
+def test_default_is_local() -> None:
+    assert choose_site(None) == ("local", "default")
+    assert select_site(None).name == "local"
+
+
+def test_flag_wins_over_everything(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "neuron")
+    write(isolated / "config" / "hvd-container" / "config.yaml", "site: zih-ml\n")
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "perlmutter")
+    assert choose_site("zih-alpha") == ("zih-alpha", "--site")
+
+
+def test_env_var_wins_over_config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "neuron")
+    write(isolated / "config" / "hvd-container" / "config.yaml", "site: zih-ml\n")
+    assert choose_site(None) == ("neuron", "$HVD_CONTAINER_SITE")
+
+
+def test_config_wins_over_cluster_name(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    config = write(isolated / "config" / "hvd-container" / "config.yaml", "# mine\nsite: zih-ml\n")
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "perlmutter")
+    assert choose_site(None) == ("zih-ml", f"{config}:2")
+    assert select_site(None).name == "zih-ml"
+    assert choose_site(None)[0] == "zih-ml"  # again, from the cache
+
+
+def test_config_errors(isolated: Path) -> None:  # noqa: F811
+    config = write(
+        isolated / "config" / "hvd-container" / "config.yaml", "site: neuron\nsight: 1\n"
+    )
+    with pytest.raises(
+        UserError, match=re.escape(f"{config}:2: sight: unknown key (allowed: site)")
+    ):
+        choose_site(None)
+    write(config, "site: [a]\n")
+    with pytest.raises(
+        UserError, match=re.escape(f"{config}:1: site: expected a site name or path")
+    ):
+        choose_site(None)
+
+
+def test_config_without_site_falls_through(isolated: Path) -> None:  # noqa: F811
+    write(isolated / "config" / "hvd-container" / "config.yaml", "# nothing yet\n")
+    assert choose_site(None) == ("local", "default")
+
+
+def test_xdg_config_home_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "elsewhere"
+    write(other / "hvd-container" / "config.yaml", "site: neuron\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(other))
+    assert choose_site(None)[0] == "neuron"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write(tmp_path / "home" / ".config" / "hvd-container" / "config.yaml", "site: zih-ml\n")
+    assert choose_site(None)[0] == "zih-ml"
+
+
+def test_cluster_name_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "Perlmutter")
+    assert choose_site(None) == ("perlmutter", "Slurm cluster name 'Perlmutter'")
+
+
+def test_cluster_name_from_slurm_conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = write(
+        tmp_path / "slurm.conf", "SlurmctldHost=x\n# ClusterName=old\nClusterName=neuron\n"
+    )
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert slurm_cluster_name() == "neuron"
+    assert choose_site(None)[0] == "neuron"
+
+
+def test_unknown_cluster_name_means_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "somewhere-else")
+    assert choose_site(None) == ("local", "default")
+
+
+def test_env_var_may_be_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "p.yaml", MINIMAL)
+    monkeypatch.setenv("HVD_CONTAINER_SITE", str(path))
+    assert select_site(None).name == "mysite"
+
+
+def test_runtime_for_other_kinds() -> None:
+    perlmutter = load_site("perlmutter")
+    assert perlmutter.runtime_for(None).kind == "shifter"
+    assert perlmutter.runtime_for("podman-hpc").flags == ["--mpi"]
+    assert perlmutter.runtime_for("pyxis").kind == "pyxis"
+    with pytest.raises(
+        UserError,
+        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none\)",
+    ):
+        perlmutter.runtime_for("docker")
