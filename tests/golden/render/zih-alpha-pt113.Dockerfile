@@ -1,0 +1,49 @@
+# Rendered by hvd-container from recipe zih-alpha-pt113 1.
+# Do not edit: change the recipe and render again.
+# hvd-container phase: base
+FROM nvidia/cuda:11.7.1-cudnn8-devel-ubuntu22.04
+ARG HVD_PIP_CONFIG_URL=
+ARG DEBIAN_FRONTEND=noninteractive
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
+
+# hvd-container phase: base
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates python3.10 python3.10-dev python3.10-venv \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3.10 -m venv /opt/venv \
+    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 10), sys.version'
+ENV VIRTUAL_ENV=/opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+# hvd-container phase: mpi
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN mpirun --version
+
+# hvd-container phase: mpi
+ENV CUDA_HOME=/usr/local/cuda
+RUN test -d /usr/local/cuda-11.7 || { echo 'base image has no /usr/local/cuda-11.7' >&2; exit 1; }
+
+# hvd-container phase: frameworks
+RUN hvd-pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117
+
+# hvd-container phase: horovod
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake g++ make python3.10-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+RUN ldconfig /usr/local/cuda/lib64/stubs \
+    && HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation horovod==0.28.1 \
+    && ldconfig \
+    && horovodrun --check-build
+
+# hvd-container phase: extras
+LABEL org.hvd-container.recipe.name="zih-alpha-pt113"
+LABEL org.hvd-container.recipe.version="1"
+LABEL org.hvd-container.recipe.digest="0e7a0ba5bb382a32353ac3fc4133905b6f7e45178c18cb673ddb7f5beede1a2c"
+LABEL org.hvd-container.arch="amd64"
+
+# hvd-container phase: checks
+RUN python -c 'import torch, horovod.torch'
