@@ -20,6 +20,7 @@ from containers.blocks import (
     lightning,
     mpi,
     nccl,
+    pip_setup,
     python,
     pytorch,
     render_blocks,
@@ -27,6 +28,7 @@ from containers.blocks import (
 )
 from containers.blocks._text import MARKER_PREFIX
 from containers.recipe import Recipe, load_recipe
+from containers.render import render_dockerfile
 
 
 @pytest.fixture
@@ -69,6 +71,7 @@ def test_block_order_is_the_layer_order() -> None:
         "mpi",
         "cuda",
         "nccl",
+        "pip_setup",
         "tensorflow",
         "pytorch",
         "lightning",
@@ -84,15 +87,27 @@ def test_absent_components_render_nothing(cpu: Recipe) -> None:
         assert block.render(cpu) == ""
 
 
-def test_base_debootstrap_and_pip_wrapper(cpu: Recipe) -> None:
-    text = base.render(cpu)
-    assert instructions(text) == [
+def test_base_debootstrap(cpu: Recipe) -> None:
+    assert instructions(base.render(cpu)) == [
         "FROM hvd-base/debian:bookworm",
-        "ARG HVD_PIP_CONFIG_URL=",
         "ARG DEBIAN_FRONTEND=noninteractive",
+    ]
+
+
+def test_pip_wrapper_and_its_build_arg(cpu: Recipe) -> None:
+    assert instructions(pip_setup.render(cpu)) == [
+        "ARG HVD_PIP_CONFIG_URL=",
         "COPY hvd-pip /usr/local/bin/hvd-pip",
         "RUN chmod 0755 /usr/local/bin/hvd-pip",
     ]
+
+
+def test_pip_config_arg_comes_after_the_system_layers(gpu: Recipe) -> None:
+    text = render_dockerfile(gpu)
+    arg = text.index("ARG HVD_PIP_CONFIG_URL=")
+    for system_part in ("python3.10-venv", "openmpi-bin", "libnccl2="):
+        assert text.index(system_part) < arg
+    assert arg < text.index("hvd-pip install")
 
 
 def test_base_docker_reference(gpu: Recipe) -> None:

@@ -7,12 +7,14 @@ and review the diff.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from containers.recipe import list_builtin, load_recipe
 from containers.render import render_definition, render_dockerfile
+from containers.singularity_def import instructions
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -39,3 +41,14 @@ def test_definition(name: str) -> None:
 def test_no_stale_golden_files() -> None:
     expected = {f"{n}.{ext}" for n in list_builtin() for ext in ("Dockerfile", "def")}
     assert {p.name for p in GOLDEN.iterdir()} == expected
+
+
+@pytest.mark.parametrize("name", list_builtin())
+def test_every_run_and_the_post_section_parse_as_sh(name: str) -> None:
+    recipe = load_recipe(name)
+    runs = [i[4:] for i in instructions(render_dockerfile(recipe)) if i.startswith("RUN ")]
+    definition = render_definition(recipe)
+    post = definition.split("\n%post\n", 1)[1].split("\n%runscript\n", 1)[0]
+    for script in [*runs, post]:
+        done = subprocess.run(["/bin/sh", "-n"], input=script, text=True, capture_output=True)
+        assert done.returncode == 0, f"{script}\n{done.stderr}"

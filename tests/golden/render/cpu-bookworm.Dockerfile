@@ -2,10 +2,7 @@
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
 FROM hvd-base/debian:bookworm
-ARG HVD_PIP_CONFIG_URL=
 ARG DEBIAN_FRONTEND=noninteractive
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: base
 RUN apt-get update \
@@ -21,6 +18,11 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN mpirun --version | grep -F 4.1.4
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 RUN hvd-pip install --no-cache-dir torch==2.13.0+cpu

@@ -2,10 +2,7 @@
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
 FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04
-ARG HVD_PIP_CONFIG_URL=
 ARG DEBIAN_FRONTEND=noninteractive
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: base
 RUN apt-get update \
@@ -30,6 +27,11 @@ RUN test -d /usr/local/cuda-11.8 || { echo 'base image has no /usr/local/cuda-11
 RUN apt-get update \
     && apt-get install -y --no-install-recommends --allow-change-held-packages libnccl2=2.15.5-1+cuda11.8 libnccl-dev=2.15.5-1+cuda11.8 \
     && rm -rf /var/lib/apt/lists/*
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 RUN hvd-pip install --no-cache-dir tensorflow==2.10.1

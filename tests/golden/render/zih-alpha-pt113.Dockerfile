@@ -2,10 +2,7 @@
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
 FROM nvidia/cuda:11.7.1-cudnn8-devel-ubuntu22.04
-ARG HVD_PIP_CONFIG_URL=
 ARG DEBIAN_FRONTEND=noninteractive
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: base
 RUN apt-get update \
@@ -25,6 +22,11 @@ RUN mpirun --version
 # hvd-container phase: mpi
 ENV CUDA_HOME=/usr/local/cuda
 RUN test -d /usr/local/cuda-11.7 || { echo 'base image has no /usr/local/cuda-11.7' >&2; exit 1; }
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 RUN hvd-pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117
