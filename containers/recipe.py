@@ -21,6 +21,7 @@ Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
 Controller = Literal["mpi", "gloo"]
 HorovodPatch = Literal["cxx17"]
+Pmi = Literal["pmi2", "pmix"]
 
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
 _TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
@@ -55,7 +56,7 @@ class Python(_Strict):
 class Mpi(_Strict):
     flavor: Literal["openmpi", "mpich"]
     version: str | None = Field(default=None, pattern=_VERSION_PATTERN)
-    pmi: list[Literal["pmi2", "pmix"]] = Field(default_factory=lambda: ["pmix"])
+    pmi: list[Pmi] = Field(default_factory=lambda: list[Pmi](["pmix"]))
     source: Literal["apt", "image"] = "apt"
 
 
@@ -102,7 +103,9 @@ class Lightning(_Strict):
 class Horovod(_Strict):
     version: str = Field(pattern=_VERSION_PATTERN)
     frameworks: list[Framework] = Field(min_length=1)
-    controllers: list[Controller] = Field(default_factory=lambda: ["mpi", "gloo"], min_length=1)
+    controllers: list[Controller] = Field(
+        default_factory=lambda: list[Controller](["mpi", "gloo"]), min_length=1
+    )
     gpu_operations: Literal["nccl", "mpi"] | None = None
     nccl_link: Literal["shared", "static"] | None = None
     patches: list[HorovodPatch] = Field(default_factory=list)
