@@ -1,0 +1,13 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+# hvd-container: site local, runtime charliecloud
+
+export PMIX_MCA_gds=hash
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export HOROVOD_LOG_LEVEL=info
+
+srun --mpi=pmix -N 2 --ntasks-per-node=1 ch-run cpu-1.sqfs -- /opt/venv/bin/python train.py

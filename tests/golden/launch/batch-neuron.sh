@@ -1,0 +1,16 @@
+#!/bin/bash
+#SBATCH --job-name=pytorch_lightning
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --gres=gpu:8
+#SBATCH --cpus-per-task=4
+#SBATCH --partition=amd_a100nv_8
+#SBATCH --comment=pytorch
+#SBATCH --time=24:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+# hvd-container: site neuron, runtime singularity
+
+module load gcc/10.2.0 cuda/11.4 cudampi/openmpi-4.1.1 singularity
+
+srun --job-name=pytorch_lightning -N 2 --ntasks-per-node=8 singularity run --nv /scratch/u/pl.sif python pt_bert_nsmc_lightning.py --num_nodes 2

@@ -1,0 +1,18 @@
+#!/bin/bash
+#SBATCH --job-name=tf_keras_fashion_mnist
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=32
+#SBATCH --account=dasrepo_g
+#SBATCH --qos=regular
+#SBATCH --constraint=gpu
+#SBATCH --time=2:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+# hvd-container: site perlmutter, runtime shifter
+
+export SLURM_CPU_BIND=cores
+export NCCL_NET='AWS Libfabric'
+
+srun --mpi=pmi2 -N 2 --ntasks-per-node=4 shifter --module=gpu,nccl-2.15 --image=docker:u/hvd:tf2.10 python tf_keras_fashion_mnist.py

@@ -1,0 +1,15 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks=16
+#SBATCH --gres=gpu:8
+#SBATCH --cpus-per-task=6
+#SBATCH --partition=alpha
+#SBATCH --time=08:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+# hvd-container: site zih-alpha, runtime singularity
+
+module load modenv/hiera
+
+srun -n 16 singularity exec --nv hvd.sif python train.py

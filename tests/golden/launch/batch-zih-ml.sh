@@ -1,0 +1,15 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=6
+#SBATCH --gres=gpu:6
+#SBATCH --cpus-per-task=7
+#SBATCH --partition=ml
+#SBATCH --time=08:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+# hvd-container: site zih-ml, runtime singularity
+
+module load modenv/ml
+
+srun -N 1 --ntasks-per-node=6 singularity exec --nv hvd-ppc64le.sif python train.py

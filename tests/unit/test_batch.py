@@ -1,0 +1,172 @@
+"""sbatch scripts per shipped site (golden files); the script really runs the same srun line.
+
+Regenerate the golden files after an intended change with
+`UPDATE_GOLDEN=1 python -m pytest tests/unit/test_batch.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
+
+from hvd_container.errors import UserError
+from launcher.batch import render_batch, render_batch_plan
+from launcher.compose import LaunchRequest, plan_launch
+from launcher.facts import ImageFacts
+from launcher.sites import list_sites, load_site
+
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    # the Lightning batch job of the Neuron guide
+    "neuron": (
+        "neuron",
+        dict(
+            script="pt_bert_nsmc_lightning.py",
+            args=["--num_nodes", "2"],
+            image="/scratch/u/pl.sif",
+            nodes=2,
+            ntasks_per_node=8,
+            comment="pytorch",
+            time="24:00:00",
+            job_name="pytorch_lightning",
+            lightning=True,
+        ),
+    ),
+    # the Horovod batch job of the Perlmutter guide, in a Shifter image
+    "perlmutter": (
+        "perlmutter",
+        dict(
+            script="tf_keras_fashion_mnist.py",
+            image="docker:u/hvd:tf2.10",
+            nodes=2,
+            ntasks_per_node=4,
+            account="dasrepo_g",
+            time="2:00:00",
+        ),
+    ),
+    "zih-alpha": ("zih-alpha", dict(image="hvd.sif", ntasks=16, time="08:00:00")),
+    "zih-ml": (
+        "zih-ml",
+        dict(image="hvd-ppc64le.sif", nodes=1, ntasks_per_node=6, time="08:00:00"),
+    ),
+    "local": (
+        "local",
+        dict(
+            facts=ImageFacts(
+                source="recipe cpu", name="cpu", version="1", arch="amd64", mpi_pmi=("pmix",)
+            ),
+            nodes=2,
+            ntasks_per_node=1,
+            env={"HOROVOD_LOG_LEVEL": "info"},
+        ),
+    ),
+}
+
+
+def request(fields: dict[str, Any]) -> LaunchRequest:
+    return LaunchRequest(**{"script": "train.py", "lightning": False, **fields})
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_batch_script(name: str) -> None:
+    site, fields = CASES[name]
+    check_golden(f"batch-{name}.sh", render_batch(load_site(site), request(fields)))
+
+
+def test_every_shipped_site_has_a_batch_case() -> None:
+    assert {site for site, _ in CASES.values()} == set(list_sites())
+    assert {p.name for p in GOLDEN.glob("batch-*.sh")} == {f"batch-{n}.sh" for n in CASES}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_batch_script_runs_the_same_srun_line(name: str, tmp_path: Path) -> None:
+    """bash runs the script; recorders named srun and module write what they received."""
+    site_name, fields = CASES[name]
+    site = load_site(site_name)
+    req = request({**fields, "args": [*fields.get("args", []), "a b", "$HOME", "it's"]})
+    script = write(tmp_path / "job.sh", render_batch(site, req))
+    bindir = tmp_path / "bin"
+    for tool in ("srun", "module"):
+        out = shlex.quote(str(tmp_path / f"{tool}.argv"))
+        recorder = write(
+            bindir / tool,
+            f'#!/bin/sh\nfor a in "$@"; do printf \'%s\\0\' "$a"; done > {out}\nenv > {out}.env\n',
+        )
+        recorder.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(script)],
+        env={"PATH": f"{bindir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    inside = plan_launch(site, LaunchRequest(**{**req.__dict__, "inside_allocation": True}))
+    received = (tmp_path / "srun.argv").read_bytes().split(b"\0")[:-1]
+    assert [a.decode() for a in received] == inside.argv[1:]
+    env_lines = (tmp_path / "srun.argv.env").read_text().splitlines()
+    for key, value in inside.env.items():
+        assert f"{key}={value}" in env_lines
+    if site.modules:
+        modules = (tmp_path / "module.argv").read_bytes().split(b"\0")[:-1]
+        assert [m.decode() for m in modules] == ["load", *site.modules]
+
+
+def test_sbatch_lines_carry_the_allocation() -> None:
+    text = render_batch(load_site("perlmutter"), request(CASES["perlmutter"][1]))
+    lines = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert lines == [
+        "#SBATCH --job-name=tf_keras_fashion_mnist",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --account=dasrepo_g",
+        "#SBATCH --qos=regular",
+        "#SBATCH --constraint=gpu",
+        "#SBATCH --time=2:00:00",
+        "#SBATCH --output=%x_%j.out",
+        "#SBATCH --error=%x_%j.err",
+    ]
+    assert "export SLURM_CPU_BIND=cores" in text.splitlines()
+    srun = text.rstrip().splitlines()[-1]
+    assert srun.startswith(
+        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 shifter --module=gpu,nccl-2.15 "
+    )
+    assert "--account" not in srun  # the allocation is the job's, not the step's
+
+
+def test_batch_checks_the_same_pitfalls() -> None:
+    with pytest.raises(UserError, match="requires --comment"):
+        render_batch(load_site("neuron"), request(dict(image="x.sif", ntasks=8)))
+    with pytest.raises(UserError, match="refuses srun -n"):
+        render_batch(
+            load_site("neuron"),
+            request(dict(image="x.sif", ntasks=8, comment="pytorch", lightning=True)),
+        )
+
+
+def test_batch_warnings_are_reported_once() -> None:
+    _text, warnings = render_batch_plan(
+        load_site("neuron"), request(dict(image="x.sif", ntasks=8, comment="horovod"))
+    )
+    assert len(warnings) == 1 and "'horovod' is not in site neuron's list" in warnings[0]
+
+
+def test_sbatch_values_with_spaces_are_refused() -> None:
+    with pytest.raises(
+        UserError,
+        match=r"^#SBATCH '--job-name=my job': values in #SBATCH lines cannot contain spaces",
+    ):
+        render_batch(
+            load_site("zih-alpha"), request(dict(image="x.sif", ntasks=8, job_name="my job"))
+        )
+
+
+def test_render_is_pure() -> None:
+    site, fields = CASES["zih-alpha"]
+    first = render_batch(load_site(site), request(fields))
+    assert render_batch(load_site(site), request(fields)) == first

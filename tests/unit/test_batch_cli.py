@@ -1,0 +1,70 @@
+"""`hvd-container batch`: the sbatch script on stdout or written atomically with -o."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from hvd_container.cli import main
+from launcher.batch import render_batch
+from launcher.compose import LaunchRequest
+from launcher.sites import load_site
+
+ARGS = ["--site", "zih-alpha", "--image", "x.sif", "-n", "16", "-t", "1:00:00"]
+
+
+def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["batch", *ARGS, "train.py", "--epochs", "3"]) == 0
+    out = capsys.readouterr().out
+    expected = render_batch(
+        load_site("zih-alpha"),
+        LaunchRequest(
+            script="train.py", args=["--epochs", "3"], image="x.sif", ntasks=16, time="1:00:00"
+        ),
+    )
+    assert out == expected
+
+
+def test_batch_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "job.sh"
+    assert main(["batch", *ARGS, "-o", str(target), "train.py"]) == 0
+    assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=train\n")
+    assert os.stat(target).st_mode & 0o777 == 0o755
+    assert capsys.readouterr().err == f"wrote {target}\n"
+    assert [p.name for p in out_dir.iterdir()] == ["job.sh"]
+
+
+def test_batch_error_leaves_nothing_behind(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "job.sh"
+    code = main(
+        ["batch", "--site", "neuron", "--image", "x.sif", "-n", "8", "-o", str(target), "t.py"]
+    )
+    assert code == 2
+    assert "requires --comment" in capsys.readouterr().err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_batch_unwritable_target(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["batch", *ARGS, "-o", str(tmp_path / "missing" / "job.sh"), "t.py"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("hvd-container: error: -o/--output: cannot write ") and err.count("\n") == 1
+    )
+
+
+def test_batch_keeps_an_existing_file_on_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = write(tmp_path / "job.sh", "old\n")
+    assert main(["batch", "--site", "neuron", "--image", "x.sif", "-o", str(target), "t.py"]) == 2
+    assert target.read_text() == "old\n"

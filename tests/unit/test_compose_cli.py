@@ -1,0 +1,175 @@
+"""`hvd-container run`: --dry-run prints exactly one shell-quoted line; errors are one line."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from hvd_container.cli import main
+
+HOSTILE = ["--lr", "0.1", "a b", "it's", "x;y", "$HOME", "-n", "--dry-run", "--help"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
+        "--dry-run", "train.py", *HOSTILE,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.count("\n") == 1
+    argv = shlex.split(out)
+    assert argv[:3] == ["env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric"]
+    assert argv[3:6] == ["srun", "--mpi=pmi2", "--account=m1_g"]
+    # everything after the script belongs to the script, even options of ours
+    assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
+    assert err == ""
+
+
+def test_dry_run_inside_an_allocation(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    code, out, _ = run(
+        capsys, "--site", "neuron", "--image", "x.sif", "-n", "8", "--dry-run", "train.py"
+    )
+    assert code == 0
+    assert out == "srun -n 8 singularity run --nv x.sif python train.py\n"
+
+
+def test_site_from_env_var(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "zih-alpha")
+    code, out, _ = run(capsys, "--image", "x.sif", "-n", "8", "--dry-run", "t.py")
+    assert code == 0 and "--partition=alpha" in out
+
+
+def test_warnings_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        "--site",
+        "neuron",
+        "--image",
+        "x.sif",
+        "-n",
+        "8",
+        "--comment",
+        "horovod",
+        "--dry-run",
+        "t.py",
+    )
+    assert code == 0
+    assert out.count("\n") == 1 and "--comment=horovod" in out
+    assert err.startswith(
+        "hvd-container: warning: --comment 'horovod' is not in site neuron's list"
+    )
+
+
+def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    script = write(tmp_path / "pl.py", "import lightning\n")
+    code, out, err = run(
+        capsys,
+        "--site",
+        "neuron",
+        "--image",
+        "x.sif",
+        "-n",
+        "8",
+        "--comment",
+        "pytorch",
+        "--dry-run",
+        str(script),
+    )
+    assert code == 2 and out == ""
+    assert (
+        err
+        == f"hvd-container: error: {script} uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 1 --ntasks-per-node 8 instead of -n 8\n"
+    )
+
+
+def test_bad_env_and_controller(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        capsys, "--site", "local", "--image", "i", "-e", "NOVALUE", "--dry-run", "t.py"
+    )
+    assert code == 2 and err == "hvd-container: error: --env: expected NAME=VALUE, got 'NOVALUE'\n"
+    code, _, err = run(
+        capsys, "--site", "local", "--image", "i", "--controller", "nccl", "--dry-run", "t.py"
+    )
+    assert (
+        code == 2
+        and err
+        == "hvd-container: error: --controller: 'nccl' is not allowed (allowed: mpi, gloo)\n"
+    )
+
+
+def test_unknown_site(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--site", "mars", "--image", "i", "--dry-run", "t.py")
+    assert code == 2 and "unknown site 'mars' (allowed: local, neuron" in err
+
+
+def test_recipe_names_the_image_and_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "--site", "local", "--recipe", "cpu-bookworm", "-n", "2", "--dry-run", "t.py"
+    )
+    assert code == 0
+    assert " ch-run cpu-bookworm-" in out and ".sqfs -- /opt/venv/bin/python t.py" in out
+    code, _, err = run(
+        capsys, "--site", "zih-ml", "--recipe", "cpu-bookworm", "-n", "6", "--dry-run", "t.py"
+    )
+    assert code == 2 and "is built for amd64 but site zih-ml runs ppc64le" in err
+
+
+def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "--site", "zih-alpha", "--runtime", "apptainer", "--image", "x.sif", "-n", "8",
+        "-e", "NCCL_DEBUG=INFO", "-B", "/data:/data:ro", "--workdir", "/data", "--dry-run", "t.py",
+    )  # fmt: skip
+    assert code == 0
+    assert shlex.split(out)[:2] == ["env", "NCCL_DEBUG=INFO"]
+    assert "apptainer exec --nv -B /data:/data:ro --pwd /data x.sif python t.py" in out
+
+
+def test_without_dry_run_it_says_what_is_missing_or_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+
+    code, out, err = run(capsys, "--site", "zih-alpha", "--image", "x.sif", "-n", "8", "t.py")
+    if importlib.util.find_spec("launcher.slurm") is None:
+        assert code == 2
+        assert err.startswith("hvd-container: error: running jobs is not available yet")
+    else:  # the executor exists: it must not print a traceback
+        assert "Traceback" not in err
+
+
+def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from hvd_container.cli import main\n"
+        "rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', '--dry-run', 't.py'])\n"
+        "heavy = sorted(m for m in ('docker', 'requests', 'spython', 'yaml', 'containers.recipe') if m in sys.modules)\n"
+        "print(rc, heavy)\n"
+    )
+    env = {
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "PATH": "/usr/bin:/bin",
+    }
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    assert (
+        first.stdout.splitlines()[-1] == "0 ['yaml']"
+    )  # the first run reads YAML and fills the cache
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert second.stdout.splitlines()[-1] == "0 []"

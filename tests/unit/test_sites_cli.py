@@ -1,0 +1,59 @@
+"""`hvd-container sites list|show`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from _launch_helpers import isolated, write  # noqa: F401
+
+from hvd_container.cli import main
+
+
+def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:  # noqa: F811
+    write(
+        isolated / "config" / "hvd-container" / "sites" / "mine.yaml",
+        "name: mine\nruntime: {kind: pyxis}\n",
+    )
+    assert main(["sites", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [line[2:].split()[0] for line in lines[:-1]]
+    assert names == ["local", "mine", "neuron", "perlmutter", "zih-alpha", "zih-ml"]
+    assert lines[0].startswith("* local ")
+    assert "pyxis" in lines[1] and "mine.yaml" in lines[1]
+    assert "built-in" in lines[2]
+    assert lines[-1] == "(* selected by default)"
+
+
+def test_sites_list_marks_the_selected_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "perlmutter")
+    assert main(["sites", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("*")][0].startswith("* perlmutter ")
+    assert lines[-1] == "(* selected by $HVD_CONTAINER_SITE)"
+
+
+def test_sites_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sites", "show", "perlmutter"]) == 0
+    out = capsys.readouterr().out
+    first, rest = out.split("\n", 1)
+    assert first.startswith("# ") and first.endswith("perlmutter.yaml (selected by argument)")
+    data = yaml.safe_load(rest)
+    assert data["name"] == "perlmutter"
+    assert data["runtime"]["modules"] == ["gpu", "nccl-2.15"]
+    assert data["scheduler"]["gpu_request"] == "gpus-per-node"
+
+
+def test_sites_show_default_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["sites", "show"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out.split("\n", 1)[1])["name"] == "local"
+    bad = write(tmp_path / "bad.yaml", "name: bad\nruntime: {kind: docker}\n")
+    assert main(["sites", "show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none)\n"
+    )
