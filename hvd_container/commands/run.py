@@ -208,7 +208,11 @@ def run(
         typer.Option("--dry-run", help="Print the command line and exit.", rich_help_panel=_LAUNCH),
     ] = False,
 ) -> None:
-    """Run SCRIPT on the site's GPUs in a container with srun (inside or outside an allocation)."""
+    """Run SCRIPT on the site's GPUs in a container with srun.
+
+    Inside an allocation the srun line runs here; outside one the launch is submitted as a
+    batch job and followed. --dry-run prints the command line instead.
+    """
     from launcher.compose import plan_launch
 
     site_obj, request = build_request(
@@ -219,23 +223,14 @@ def run(
         workdir=workdir, job_name=job_name, time=time, partition=partition, account=account,
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
-    plan = plan_launch(site_obj, request)  # type: ignore[arg-type]
-    _warn(plan.warnings)
     if dry_run:
+        plan = plan_launch(site_obj, request)  # type: ignore[arg-type]
+        _warn(plan.warnings)
         typer.echo(plan.shell_line())
         return
-    import importlib.util
+    from launcher.slurm import execute
 
-    if importlib.util.find_spec("launcher.slurm") is None:
-        raise UserError(
-            "running jobs is not available yet in this version: use --dry-run and run the printed line, or `hvd-container batch`"
-        )
-    from launcher import slurm
-
-    execute = getattr(slurm, "execute", None)
-    if execute is None:
-        raise UserError("running jobs is not available yet in this version: use --dry-run")
-    raise typer.Exit(execute(site_obj, request, plan) or 0)
+    raise typer.Exit(execute(site_obj, request) or 0)  # it composes and warns itself
 
 
 def batch(

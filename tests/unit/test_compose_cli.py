@@ -140,17 +140,21 @@ def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert "apptainer exec --nv -B /data:/data:ro --pwd /data x.sif python t.py" in out
 
 
-def test_without_dry_run_it_says_what_is_missing_or_runs(
-    capsys: pytest.CaptureFixture[str],
+def test_without_dry_run_the_executor_runs_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
+    from launcher import slurm
 
-    code, out, err = run(capsys, "--site", "zih-alpha", "--image", "x.sif", "-n", "8", "t.py")
-    if importlib.util.find_spec("launcher.slurm") is None:
-        assert code == 2
-        assert err.startswith("hvd-container: error: running jobs is not available yet")
-    else:  # the executor exists: it must not print a traceback
-        assert "Traceback" not in err
+    calls = []
+
+    def fake_execute(site, request):  # type: ignore[no-untyped-def]
+        calls.append((site.name, request.script, request.args, request.ntasks))
+        return 3
+
+    monkeypatch.setattr(slurm, "execute", fake_execute)
+    code, out, _ = run(capsys, "--site", "zih-alpha", "--image", "x.sif", "-n", "8", "t.py", "a b")
+    assert code == 3 and out == ""
+    assert calls == [("zih-alpha", "t.py", ["a b"], 8)]
 
 
 def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path) -> None:
