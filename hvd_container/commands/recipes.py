@@ -25,7 +25,9 @@ def list_cmd() -> None:
 
 @recipes_app.command("show")
 def show_cmd(
-    recipe: Annotated[str, typer.Argument(help="Built-in recipe name or path to a recipe file.")],
+    recipe: Annotated[
+        str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
+    ],
 ) -> None:
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
     import yaml
@@ -42,7 +44,10 @@ def show_cmd(
 def validate_cmd(
     recipes: Annotated[
         list[str] | None,
-        typer.Argument(help="Recipe files or built-in names; default: every built-in recipe."),
+        typer.Argument(
+            metavar="RECIPE",
+            help="Recipe files or built-in names; default: every built-in recipe.",
+        ),
     ] = None,
 ) -> None:
     """Check recipes: prints `OK name` or the one-line error for each; exit 2 on any error."""

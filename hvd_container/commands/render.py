@@ -15,7 +15,9 @@ class Format(str, Enum):
 
 
 def render_cmd(
-    recipe: Annotated[str, typer.Argument(help="Built-in recipe name or path to a recipe file.")],
+    recipe: Annotated[
+        str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
+    ],
     fmt: Annotated[
         Format,
         typer.Option("--format", "-f", help="docker: a Dockerfile; singularity: a definition."),
