@@ -4,7 +4,7 @@ spython 0.3.14 is used only as a parser/writer (never its Client, which shells o
 `singularity` binary with sudo). What it gets wrong, and what happens here:
 
 - Forms it mis-converts (multi-stage, COPY --chown, multi-key LABEL, ARG containing USER,
-  legacy `ENV K v`, exec-form RUN/SHELL, relative COPY, ENTRYPOINT+CMD, USER) are refused up
+  legacy `ENV K v`, exec-form RUN/SHELL, relative COPY, ENTRYPOINT, CMD, USER, WORKDIR) are refused up
   front by `hazards()`; the renderer never emits them, and a Dockerfile that has one is an error.
 - `LABEL k="v"` becomes the label line `k="v"` (key with quotes, no value): rewritten `k v`.
 - ENV/ARG values land in %post as bare `K=v` assignments, not exported to the commands after
@@ -34,15 +34,16 @@ PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)
 
 RUNSCRIPT = ['if [ "$#" -eq 0 ]; then', "    exec /bin/bash", "fi", 'exec "$@"']
 
+_FROM = re.compile(r"^FROM\s", re.I)
 _HAZARDS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^FROM\s", re.I), "FROM"),  # counted separately: more than one is a hazard
     (re.compile(r"^(COPY|ADD)\s+--chown", re.I), "COPY --chown becomes a bogus %files line"),
     (re.compile(r"^(COPY|ADD)\s+--from", re.I), "COPY --from needs a multi-stage build"),
     (re.compile(r"^ARG\s.*USER", re.I), "an ARG containing USER turns into `su -`"),
     (re.compile(r"^USER\s", re.I), "USER turns into `su -` in %post"),
     (re.compile(r"^(RUN|SHELL)\s+\[", re.I), "exec-form RUN/SHELL is copied verbatim"),
     (re.compile(r"^ENTRYPOINT\s", re.I), "ENTRYPOINT+CMD appends arguments to CMD"),
-    (re.compile(r"^WORKDIR\s", re.I), "relative COPY is not resolved against WORKDIR"),
+    (re.compile(r"^CMD\s", re.I), "CMD is handed to bash as a script"),
+    (re.compile(r"^WORKDIR\s", re.I), "WORKDIR is not carried into the runscript"),
 ]
 _ENV_LEGACY = re.compile(r"^ENV\s+[A-Za-z_][A-Za-z0-9_]*\s+\S")
 _LABEL_MULTI = re.compile(r'^LABEL\s+(?:[^\s=]+=(?:"(?:[^"\\]|\\.)*"|\S+)\s+)+[^\s=]+=')
@@ -72,14 +73,11 @@ def hazards(dockerfile: str) -> list[str]:
     found = []
     froms = 0
     for inst in instructions(dockerfile):
-        for pattern, why in _HAZARDS:
-            if pattern.search(inst):
-                if why == "FROM":
-                    froms += 1
-                    if froms > 1:
-                        found.append(f"{inst}: a second stage is merged into the first")
-                else:
-                    found.append(f"{inst}: {why}")
+        if _FROM.search(inst):
+            froms += 1
+            if froms > 1:
+                found.append(f"{inst}: a second stage is merged into the first")
+        found += [f"{inst}: {why}" for pattern, why in _HAZARDS if pattern.search(inst)]
         if _ENV_LEGACY.search(inst) and "=" not in inst.split(None, 2)[1]:
             found.append(f"{inst}: legacy `ENV K v` form")
         if _LABEL_MULTI.search(inst):
@@ -172,7 +170,7 @@ def dockerfile_to_definition(
     if problems:
         raise UserError(f"Dockerfile cannot be converted faithfully: {problems[0]}")
     context = context or {}
-    header, sections = _spython_convert_sections(dockerfile)
+    header, sections = _sections(_spython_convert(dockerfile))
     assignments = _assignments(dockerfile)
 
     inlined: list[str] = []
@@ -214,7 +212,3 @@ def dockerfile_to_definition(
         if name in out:
             text += ["", f"%{name}", *out[name]]
     return "\n".join(text) + "\n"
-
-
-def _spython_convert_sections(dockerfile: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    return _sections(_spython_convert(dockerfile))
