@@ -38,7 +38,7 @@ def main() -> int:
         script.write_text("import horovod.torch as hvd\nhvd.init()\n")
         argv = [
             *command(), "run", "--site", opts.site, "--image", "user/img:tag",
-            "-n", "8", "--comment", "pytorch", "--dry-run", str(script), "--epochs", "3",
+            "-n", "8", "--comment", "pytorch", "--account", "m1234_g", "--dry-run", str(script), "--epochs", "3",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
         times = []

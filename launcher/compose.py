@@ -261,6 +261,10 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         ),
         warnings,
     )
+    _fail_or_warn(
+        pitfalls.account_suffix(site, request.account or site.scheduler.account, needs_allocation),
+        warnings,
+    )
     _fail_or_warn(pitfalls.image_arch(site, partition, request.facts), warnings)
     mpi = request.mpi or site.mpi
     _fail_or_warn(

@@ -55,6 +55,28 @@ def mandatory_comment(site: Site, comment: str | None, needs_allocation: bool) -
     return []
 
 
+def account_suffix(site: Site, account: str | None, needs_allocation: bool) -> list[Finding]:
+    """Perlmutter GPU jobs are charged to <project>_g; other accounts are refused or wrong."""
+    suffix = site.scheduler.account_suffix
+    if not suffix or not needs_allocation:
+        return []
+    if account is None:
+        return [
+            warning(
+                "account-missing",
+                f"no --account: Slurm charges your default project, but GPU jobs on site {site.name} need <project>{suffix}; pass e.g. --account m1234{suffix}",
+            )
+        ]
+    if not account.endswith(suffix):
+        return [
+            warning(
+                "account-suffix",
+                f"--account {account}: GPU jobs on site {site.name} are charged to <project>{suffix}; use --account {account}{suffix}",
+            )
+        ]
+    return []
+
+
 def lightning_layout(
     script: str, ntasks: int | None, ntasks_per_node: int | None, gpus_per_node: int
 ) -> list[Finding]:

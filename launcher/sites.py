@@ -93,6 +93,7 @@ class Scheduler:
     partition: str | None = None
     partitions: dict[str, Partition] = field(default_factory=dict)
     account: str | None = None
+    account_suffix: str | None = None  # Perlmutter charges GPU jobs to <project>_g
     qos: str | None = None
     constraint: str | None = None
     comment: Comment = field(default_factory=Comment)

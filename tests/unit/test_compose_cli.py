@@ -123,7 +123,7 @@ def test_recipe_names_the_image_and_is_checked(capsys: pytest.CaptureFixture[str
         capsys, "--site", "local", "--recipe", "cpu-bookworm", "-n", "2", "--dry-run", "t.py"
     )
     assert code == 0
-    assert " ch-run cpu-bookworm-" in out and ".sqfs -- /opt/venv/bin/python t.py" in out
+    assert " ch-run cpu-bookworm_" in out and ".sif -- /opt/venv/bin/python t.py" in out
     code, _, err = run(
         capsys, "--site", "zih-ml", "--recipe", "cpu-bookworm", "-n", "6", "--dry-run", "t.py"
     )

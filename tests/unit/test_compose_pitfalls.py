@@ -91,6 +91,19 @@ def test_unofficial_comment_is_a_warning() -> None:
     ]
 
 
+def test_perlmutter_account_suffix() -> None:
+    missing = plan("perlmutter", image="u/i:t", ntasks=4)
+    assert missing.warnings == [
+        "no --account: Slurm charges your default project, but GPU jobs on site perlmutter need <project>_g; pass e.g. --account m1234_g"
+    ]
+    wrong = plan("perlmutter", image="u/i:t", ntasks=4, account="m1234")
+    assert wrong.warnings == [
+        "--account m1234: GPU jobs on site perlmutter are charged to <project>_g; use --account m1234_g"
+    ]
+    assert plan("perlmutter", image="u/i:t", ntasks=4, account="m1234_g").warnings == []
+    assert plan("perlmutter", image="u/i:t", ntasks=4, inside_allocation=True).warnings == []
+
+
 def test_lightning_with_ntasks_is_refused_with_the_fix() -> None:
     fails(
         r"^train\.py uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 2 --ntasks-per-node 4 instead of -n 8$",
