@@ -133,7 +133,7 @@ def _build(cls: type[T], data: Any, path: Path_) -> T:
             raise _Invalid((*path, str(key)), f"unknown key (allowed: {', '.join(keys)})")
     hints = _hints(cls)
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name not in data:
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             if required and not f.metadata.get("internal"):

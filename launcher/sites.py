@@ -201,7 +201,7 @@ def validate_site(data: Any, where: Callable[[schema.Path_], str], source: str) 
                     f"{where(('runtime', 'flags'))}: runtime.flags: shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
                 )
     arch = host_arch() if site.arch == "host" else site.arch
-    return replace(site, arch=arch, source=source)
+    return replace(site, arch=arch, source=source)  # type: ignore[arg-type]  # host_arch() is an Arch
 
 
 def parse_site(doc: yamlconf.Document) -> Site:

@@ -44,6 +44,8 @@ def show_cmd(
     profile = load_site(name)
     data = dataclasses.asdict(profile)
     source = data.pop("source")
+    first = ("name", "description", "arch", "cluster_names", "login_host", "scheduler", "mpi")
+    data = {**{k: data.pop(k) for k in first}, **data}
     typer.echo(f"# {source} (selected by {why})")
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip())
 
