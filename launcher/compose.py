@@ -221,9 +221,11 @@ def allocation_options(site: Site, request: LaunchRequest, layout: Layout) -> li
 
 
 def _program(request: LaunchRequest, python: str) -> list[str]:
-    if request.script.endswith(".py"):
-        return [python, request.script, *request.args]
-    return [request.script, *request.args]
+    # a leading '-' would be read as an option by python or the runtime
+    script = f"./{request.script}" if request.script.startswith("-") else request.script
+    if script.endswith(".py"):
+        return [python, script, *request.args]
+    return [script, *request.args]
 
 
 def _env(site: Site, request: LaunchRequest) -> dict[str, str]:
