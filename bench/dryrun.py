@@ -27,6 +27,26 @@ def command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "hvd_container"]
 
 
+def measure(
+    argv: list[str], env: dict[str, str], runs: int
+) -> tuple[subprocess.CompletedProcess[str], list[float]]:
+    """The last result and the wall-clock times (ms) of `runs` fresh processes."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        times.append((time.perf_counter() - start) * 1000)
+        if done.returncode != 0:
+            break
+    return done, times
+
+
+def summary(times: list[float]) -> tuple[float, float]:
+    """(median, p90)."""
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[round(0.9 * (len(ordered) - 1))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
@@ -41,20 +61,16 @@ def main() -> int:
             "-n", "8", "--comment", "pytorch", "--account", "m1234_g", "--dry-run", str(script), "--epochs", "3",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-        times = []
-        for _ in range(opts.runs):
-            start = time.perf_counter()
-            done = subprocess.run(argv, env=env, capture_output=True, text=True)
-            times.append((time.perf_counter() - start) * 1000)
-            if done.returncode != 0:
-                print(done.stderr, file=sys.stderr)
-                return 1
-    times.sort()
-    median = statistics.median(times)
-    p90 = times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))]
+        done, times = measure(argv, env, opts.runs)
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return 1
+        _, floor = measure([*command(), "--version"], env, opts.runs)
+    median, p90 = summary(times)
     print(
         f"run --dry-run ({opts.site}, {opts.runs} runs): median {median:.1f} ms, p90 {p90:.1f} ms"
     )
+    print(f"  for comparison, `hvd-container --version`: median {summary(floor)[0]:.1f} ms")
     print(f"  {done.stdout.strip()}")
     if median > opts.max_ms:
         print(f"over budget: median {median:.1f} ms > {opts.max_ms:.0f} ms", file=sys.stderr)
