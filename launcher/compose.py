@@ -194,6 +194,16 @@ def _layout(site: Site, request: LaunchRequest, warnings: list[str]) -> Layout:
         raise UserError(
             f"--gpus-per-node {gpus}: {where} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
         )
+    info = site.scheduler.partition_info(partition)
+    node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
+    cpus = request.cpus_per_task or (
+        None if request.inside_allocation else site.scheduler.cpus_per_task
+    )
+    layout_known = per_node is not None or nodes is not None
+    if node_cpus and cpus and layout_known and cpus * tasks_on_node > node_cpus:
+        raise UserError(
+            f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
+        )
     return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
 
 
