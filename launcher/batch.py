@@ -46,7 +46,7 @@ def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str
     cpus = request.cpus_per_task or sched.cpus_per_task
     if cpus:
         opts.append(f"--cpus-per-task={cpus}")
-    opts += allocation_options(site, request, layout)
+    opts += allocation_options(site, request)
     opts += [f"--output={OUTPUT_PATTERN}", f"--error={ERROR_PATTERN}"]
     opts += sched.sbatch_options
 

@@ -6,17 +6,15 @@ warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from hvd_container.errors import UserError
 from launcher import pitfalls
 from launcher.facts import ImageFacts
-from launcher.lightning import uses_lightning
+from launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
 from launcher.runtimes import Invocation, runtime_module
 from launcher.sites import Site, valid_slurm_time
 
@@ -57,17 +55,6 @@ class LaunchRequest:
 
 
 @dataclass(frozen=True)
-class Layout:
-    nodes: int | None
-    ntasks: int | None
-    ntasks_per_node: int | None
-    gpus_per_node: int  # 0: request none
-    gpu_bind_none: bool
-    job_name: str | None
-    lightning: bool
-
-
-@dataclass(frozen=True)
 class LaunchPlan:
     argv: list[str]  # starts with "srun"
     env: dict[str, str]  # variables srun must see (site env, then the request's)
@@ -83,13 +70,6 @@ class LaunchPlan:
 
     def shell_line(self) -> str:
         return shlex.join(self.command())
-
-
-def _fail_or_warn(findings: list[pitfalls.Finding], warnings: list[str]) -> None:
-    for finding in findings:
-        if finding.level == "error":
-            raise UserError(finding.message)
-    warnings.extend(f.message for f in findings)
 
 
 def _normalize_bind(bind: str, what: str) -> str:
@@ -132,88 +112,7 @@ def _image(site: Site, request: LaunchRequest, kind: str) -> str | None:
     return ref
 
 
-def _layout(site: Site, request: LaunchRequest, warnings: list[str]) -> Layout:
-    partition = request.partition or site.scheduler.partition
-    site_gpus = site.gpus_per_node(partition)
-    lightning = uses_lightning(request.script) if request.lightning is None else request.lightning
-    n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
-    for flag, value in (
-        ("-n/--ntasks", n),
-        ("-N/--nodes", nodes),
-        ("--ntasks-per-node", per_node),
-        ("--gpus-per-node", request.gpus_per_node),
-        ("--gpus-per-task", request.gpus_per_task),
-        ("--cpus-per-task", request.cpus_per_task),
-    ):
-        if value is not None and value < 1:
-            raise UserError(f"{flag}: must be 1 or more (got {value})")
-    if n is not None and nodes is not None and per_node is not None and n != nodes * per_node:
-        raise UserError(
-            f"-n {n} does not equal -N {nodes} x --ntasks-per-node {per_node}: give two of them"
-        )
-    if n is not None and nodes is not None and n < nodes:
-        raise UserError(f"-n {n} is fewer tasks than -N {nodes} nodes")
-
-    job_name = request.job_name
-    if lightning:
-        _fail_or_warn(pitfalls.lightning_layout(request.script, n, per_node, site_gpus), warnings)
-        _fail_or_warn(pitfalls.lightning_job_name(request.script, job_name), warnings)
-        per_node = per_node or max(site_gpus, 1)
-        nodes = nodes or 1
-        job_name = job_name or Path(request.script).stem
-    elif n is None and per_node is None:
-        n = max(site_gpus, 1) * (nodes or 1)
-    elif per_node is not None and nodes is None and n is None:
-        nodes = 1
-
-    tasks_on_node = per_node or (math.ceil(n / nodes) if n and nodes else n) or 1
-    if not request.inside_allocation and nodes is None and n is not None and site_gpus:
-        # one rank per GPU: without -N Slurm packs ranks by CPUs and oversubscribes GPUs
-        nodes = math.ceil(n / site_gpus)
-        tasks_on_node = math.ceil(n / nodes)
-
-    gpu_bind_none = False
-    if request.gpus_per_task is not None:
-        _fail_or_warn(
-            pitfalls.gpus_per_task(request.gpus_per_task, site.scheduler.gpu_request), warnings
-        )
-        gpus = request.gpus_per_node or request.gpus_per_task * tasks_on_node
-        gpu_bind_none = True
-    elif request.gpus_per_node is not None:
-        gpus = request.gpus_per_node
-    else:
-        gpus = min(site_gpus, tasks_on_node)
-    if site.scheduler.gpu_request == "none" or site_gpus == 0:
-        if request.gpus_per_node or request.gpus_per_task:
-            raise UserError(
-                f"--gpus-per-node/--gpus-per-task: site {site.name} has no GPUs (scheduler.gpus_per_node: 0)"
-            )
-        gpus = 0
-    elif gpus > site_gpus:
-        where = f"partition {partition}" if partition else f"site {site.name}"
-        raise UserError(
-            f"--gpus-per-node {gpus}: {where} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
-        )
-    info = site.scheduler.partition_info(partition)
-    node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
-    cpus = request.cpus_per_task or (
-        None if request.inside_allocation else site.scheduler.cpus_per_task
-    )
-    layout_known = per_node is not None or nodes is not None
-    if node_cpus and cpus and layout_known and cpus * tasks_on_node > node_cpus:
-        raise UserError(
-            f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
-        )
-    return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
-
-
-def _gpu_flags(style: str, gpus: int) -> list[str]:
-    if gpus <= 0 or style == "none":
-        return []
-    return [f"--gres=gpu:{gpus}"] if style == "gres" else [f"--gpus-per-node={gpus}"]
-
-
-def allocation_options(site: Site, request: LaunchRequest, layout: Layout) -> list[str]:
+def allocation_options(site: Site, request: LaunchRequest) -> list[str]:
     """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH."""
     sched = site.scheduler
     opts: list[str] = []
@@ -265,27 +164,27 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         raise UserError(
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
-    layout = _layout(site, request, warnings)
+    layout = resolve_layout(site, request, warnings)
     needs_allocation = not request.inside_allocation
-    _fail_or_warn(
+    pitfalls.apply(
         pitfalls.mandatory_comment(
             site, request.comment or site.scheduler.comment.default, needs_allocation
         ),
         warnings,
     )
-    _fail_or_warn(
+    pitfalls.apply(
         pitfalls.account_suffix(site, request.account or site.scheduler.account, needs_allocation),
         warnings,
     )
-    _fail_or_warn(pitfalls.image_arch(site, partition, request.facts), warnings)
+    pitfalls.apply(pitfalls.image_arch(site, partition, request.facts), warnings)
     mpi = request.mpi or site.mpi
-    _fail_or_warn(
+    pitfalls.apply(
         pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
     )
-    _fail_or_warn(pitfalls.cleanenv(runtime), warnings)
+    pitfalls.apply(pitfalls.cleanenv(runtime), warnings)
     modules, findings = pitfalls.shifter_modules(runtime, request.modules)
-    _fail_or_warn(findings, warnings)
-    _fail_or_warn(pitfalls.image_ignored(runtime.kind, request.image), warnings)
+    pitfalls.apply(findings, warnings)
+    pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
 
     image = _image(site, request, runtime.kind)
     env = _env(site, request)
@@ -310,12 +209,12 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         argv.append(f"--mpi={mpi}")
     argv += site.scheduler.srun_options
     if needs_allocation:
-        argv += allocation_options(site, request, layout)
+        argv += allocation_options(site, request)
     if layout.job_name:
         argv.append(f"--job-name={layout.job_name}")
     argv += layout_options(layout)
     if needs_allocation or layout.gpu_bind_none or request.gpus_per_node is not None:
-        argv += _gpu_flags(site.scheduler.gpu_request, layout.gpus_per_node)
+        argv += gpu_flags(site.scheduler.gpu_request, layout.gpus_per_node)
     if layout.gpu_bind_none and layout.gpus_per_node:
         argv.append("--gpu-bind=none")
     cpus = request.cpus_per_task or (site.scheduler.cpus_per_task if needs_allocation else None)
@@ -324,17 +223,6 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     argv += wrapped.srun_flags
     argv += wrapped.argv
     return LaunchPlan(argv, env, warnings, layout, image)
-
-
-def layout_options(layout: Layout) -> list[str]:
-    opts: list[str] = []
-    if layout.nodes is not None:
-        opts += ["-N", str(layout.nodes)]
-    if layout.ntasks is not None:
-        opts += ["-n", str(layout.ntasks)]
-    if layout.ntasks_per_node is not None:
-        opts.append(f"--ntasks-per-node={layout.ntasks_per_node}")
-    return opts
 
 
 def compose_srun(site: Site, request: LaunchRequest) -> list[str]:

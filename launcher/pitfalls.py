@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from hvd_container.errors import UserError
 from launcher.facts import ImageFacts
 from launcher.sites import Runtime, Site
 
@@ -21,6 +22,14 @@ class Finding:
     level: Literal["error", "warning"]
     code: str
     message: str
+
+
+def apply(findings: list[Finding], warnings: list[str]) -> None:
+    """Raise the first error as a one-line UserError; collect the warnings' messages."""
+    for finding in findings:
+        if finding.level == "error":
+            raise UserError(finding.message)
+    warnings.extend(f.message for f in findings)
 
 
 def error(code: str, message: str) -> Finding:

@@ -22,14 +22,10 @@ def image_ref(ref: str) -> str:
 def wrap(inv: Invocation) -> Wrapped:
     flags = [f"--container-image={image_ref(inv.image or '')}"]
     if inv.binds:
-        flags.append("--container-mounts=" + ",".join(_pyxis_bind(b) for b in inv.binds))
+        flags.append("--container-mounts=" + ",".join(inv.binds))  # SRC:DST[:ro|rw]
     if inv.workdir:
         flags.append(f"--container-workdir={inv.workdir}")
     if inv.env_names:
         flags.append("--container-env=" + ",".join(inv.env_names))
     flags += inv.flags
     return Wrapped(flags, list(inv.program))
-
-
-def _pyxis_bind(bind: str) -> str:
-    return bind  # SRC:DST[:ro|rw]: pyxis takes the same spelling

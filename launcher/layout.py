@@ -1,0 +1,125 @@
+"""How many nodes, ranks and GPUs a launch uses, from the request and the site's defaults.
+
+One rank per GPU is the Horovod model: without an explicit layout a node's worth of GPUs gets
+a node's worth of ranks, and `-n` alone outside an allocation gets enough nodes for that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hvd_container.errors import UserError
+from launcher import pitfalls
+from launcher.lightning import uses_lightning
+from launcher.sites import Site
+
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
+
+
+@dataclass(frozen=True)
+class Layout:
+    nodes: int | None
+    ntasks: int | None
+    ntasks_per_node: int | None
+    gpus_per_node: int  # 0: request none
+    gpu_bind_none: bool
+    job_name: str | None
+    lightning: bool
+
+
+def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> Layout:
+    """Nodes, ranks and GPUs for request on site; Lightning and GPU pitfalls on the way."""
+    partition = request.partition or site.scheduler.partition
+    site_gpus = site.gpus_per_node(partition)
+    lightning = uses_lightning(request.script) if request.lightning is None else request.lightning
+    n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
+    for flag, value in (
+        ("-n/--ntasks", n),
+        ("-N/--nodes", nodes),
+        ("--ntasks-per-node", per_node),
+        ("--gpus-per-node", request.gpus_per_node),
+        ("--gpus-per-task", request.gpus_per_task),
+        ("--cpus-per-task", request.cpus_per_task),
+    ):
+        if value is not None and value < 1:
+            raise UserError(f"{flag}: must be 1 or more (got {value})")
+    if n is not None and nodes is not None and per_node is not None and n != nodes * per_node:
+        raise UserError(
+            f"-n {n} does not equal -N {nodes} x --ntasks-per-node {per_node}: give two of them"
+        )
+    if n is not None and nodes is not None and n < nodes:
+        raise UserError(f"-n {n} is fewer tasks than -N {nodes} nodes")
+
+    job_name = request.job_name
+    if lightning:
+        pitfalls.apply(pitfalls.lightning_layout(request.script, n, per_node, site_gpus), warnings)
+        pitfalls.apply(pitfalls.lightning_job_name(request.script, job_name), warnings)
+        per_node = per_node or max(site_gpus, 1)
+        nodes = nodes or 1
+        job_name = job_name or Path(request.script).stem
+    elif n is None and per_node is None:
+        n = max(site_gpus, 1) * (nodes or 1)
+    elif per_node is not None and nodes is None and n is None:
+        nodes = 1
+
+    tasks_on_node = per_node or (math.ceil(n / nodes) if n and nodes else n) or 1
+    if not request.inside_allocation and nodes is None and n is not None and site_gpus:
+        # one rank per GPU: without -N Slurm packs ranks by CPUs and oversubscribes GPUs
+        nodes = math.ceil(n / site_gpus)
+        tasks_on_node = math.ceil(n / nodes)
+
+    gpu_bind_none = False
+    if request.gpus_per_task is not None:
+        pitfalls.apply(
+            pitfalls.gpus_per_task(request.gpus_per_task, site.scheduler.gpu_request), warnings
+        )
+        gpus = request.gpus_per_node or request.gpus_per_task * tasks_on_node
+        gpu_bind_none = True
+    elif request.gpus_per_node is not None:
+        gpus = request.gpus_per_node
+    else:
+        gpus = min(site_gpus, tasks_on_node)
+    if site.scheduler.gpu_request == "none" or site_gpus == 0:
+        if request.gpus_per_node or request.gpus_per_task:
+            raise UserError(
+                f"--gpus-per-node/--gpus-per-task: site {site.name} has no GPUs (scheduler.gpus_per_node: 0)"
+            )
+        gpus = 0
+    elif gpus > site_gpus:
+        where = f"partition {partition}" if partition else f"site {site.name}"
+        raise UserError(
+            f"--gpus-per-node {gpus}: {where} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
+        )
+    info = site.scheduler.partition_info(partition)
+    node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
+    cpus = request.cpus_per_task or (
+        None if request.inside_allocation else site.scheduler.cpus_per_task
+    )
+    layout_known = per_node is not None or nodes is not None
+    if node_cpus and cpus and layout_known and cpus * tasks_on_node > node_cpus:
+        raise UserError(
+            f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
+        )
+    return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
+
+
+def gpu_flags(style: str, gpus: int) -> list[str]:
+    """The site's way of asking for GPUs per node."""
+    if gpus <= 0 or style == "none":
+        return []
+    return [f"--gres=gpu:{gpus}"] if style == "gres" else [f"--gpus-per-node={gpus}"]
+
+
+def layout_options(layout: Layout) -> list[str]:
+    opts: list[str] = []
+    if layout.nodes is not None:
+        opts += ["-N", str(layout.nodes)]
+    if layout.ntasks is not None:
+        opts += ["-n", str(layout.ntasks)]
+    if layout.ntasks_per_node is not None:
+        opts.append(f"--ntasks-per-node={layout.ntasks_per_node}")
+    return opts
