@@ -111,9 +111,24 @@ def _env_file(root: Path, key: str) -> Path | None:
     return target
 
 
+# What ch-run binds into every container: it fails when the image lacks them.
+CH_RUN_DIRS = ("dev", "proc", "sys", "tmp", "home")
+CH_RUN_FILES = ("etc/passwd", "etc/group", "etc/hosts", "etc/resolv.conf")
+
+
 def ensure_mount_points(root: Path, paths: list[str]) -> None:
     """Create bind destinations inside an image directory (ch-run cannot)."""
-    for dest in paths:
+    for rel in CH_RUN_FILES:
+        target = root / rel
+        if not target.exists() and not target.is_symlink():
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.touch()
+            except OSError as exc:
+                raise UserError(
+                    f"{root}: ch-run needs /{rel} in the image and it cannot be created ({exc.strerror})"
+                ) from None
+    for dest in [*CH_RUN_DIRS, *paths]:
         inside = root / dest.lstrip("/")
         if inside.is_dir():
             continue

@@ -465,6 +465,7 @@ def execute(  # type: ignore[no-untyped-def]
     *,
     detach: bool = False,
     salloc: bool = False,
+    batch: bool = False,
     poll: float = 0.5,
 ) -> int:
     """Run a launch for real and return its exit code.
@@ -472,6 +473,7 @@ def execute(  # type: ignore[no-untyped-def]
     Inside an allocation ($SLURM_JOB_ID set) the composed srun line runs here, its output
     streaming through. Outside one the launch is submitted as a batch job and followed to its
     end (`detach`: return once submitted), or with `salloc` run in an interactive allocation.
+    `batch` submits even from inside an allocation (`hvd-container batch --submit`).
     `plan` (from a dry composition) is ignored: the image may need preparing first.
     """
     from dataclasses import replace
@@ -480,7 +482,7 @@ def execute(  # type: ignore[no-untyped-def]
 
     del plan
     site, request, warnings = _prepare(site, request)
-    inside = bool(os.environ.get("SLURM_JOB_ID")) and not salloc
+    inside = bool(os.environ.get("SLURM_JOB_ID")) and not salloc and not batch
     if inside:
         launch = plan_launch(site, replace(request, inside_allocation=True))
         _warn([*warnings, *launch.warnings])

@@ -207,6 +207,20 @@ def run(
         bool,
         typer.Option("--dry-run", help="Print the command line and exit.", rich_help_panel=_LAUNCH),
     ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach", help="Outside an allocation: submit and return.", rich_help_panel=_LAUNCH
+        ),
+    ] = False,
+    salloc: Annotated[
+        bool,
+        typer.Option(
+            "--salloc",
+            help="Outside an allocation: run interactively under salloc instead of sbatch.",
+            rich_help_panel=_LAUNCH,
+        ),
+    ] = False,
 ) -> None:
     """Run SCRIPT on the site's GPUs in a container with srun.
 
@@ -230,7 +244,8 @@ def run(
         return
     from launcher.slurm import execute
 
-    raise typer.Exit(execute(site_obj, request) or 0)  # it composes and warns itself
+    code = execute(site_obj, request, detach=detach, salloc=salloc)  # composes and warns itself
+    raise typer.Exit(code or 0)
 
 
 def batch(
@@ -268,8 +283,22 @@ def batch(
             rich_help_panel=_LAUNCH,
         ),
     ] = None,
+    submit: Annotated[
+        bool,
+        typer.Option(
+            "--submit",
+            help="Submit it with sbatch and follow the job to its end.",
+            rich_help_panel=_LAUNCH,
+        ),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach", help="With --submit: return once submitted.", rich_help_panel=_LAUNCH
+        ),
+    ] = False,
 ) -> None:
-    """Write the sbatch script that runs SCRIPT like `run` would."""
+    """Write the sbatch script that runs SCRIPT like `run` would (--submit: submit it)."""
     from launcher.batch import render_batch_plan
 
     site_obj, request = build_request(
@@ -280,6 +309,10 @@ def batch(
         workdir=workdir, job_name=job_name, time=time, partition=partition, account=account,
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
+    if submit:
+        from launcher.slurm import execute
+
+        raise typer.Exit(execute(site_obj, request, detach=detach, batch=True) or 0)
     text, warnings = render_batch_plan(site_obj, request)  # type: ignore[arg-type]
     _warn(warnings)
     if output is None:

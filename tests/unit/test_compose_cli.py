@@ -147,7 +147,7 @@ def test_without_dry_run_the_executor_runs_it(
 
     calls = []
 
-    def fake_execute(site, request):  # type: ignore[no-untyped-def]
+    def fake_execute(site, request, **options):  # type: ignore[no-untyped-def]
         calls.append((site.name, request.script, request.args, request.ntasks))
         return 3
 

@@ -1,0 +1,96 @@
+"""Session fixtures for the Slurm/run e2e tests: the local cluster, Charliecloud, small images.
+
+Test modules import the fixtures they use (`from tests.e2e.slurm_fixtures import ...`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.sif_fixtures import ROOT, import_image, run_testbed, shell_rootfs
+
+SHELL_LABELS = {
+    "org.hvd-container.arch": "amd64",
+    "org.hvd-container.recipe.name": "shell-test",
+    "org.hvd-container.horovod.controllers": "mpi,gloo",
+    "org.hvd-container.mpi.pmi": "pmix",
+}
+
+
+def cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """`hvd-container ARGS` as a user runs it (outside any allocation unless env says so)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "hvd_container", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> str:
+    """The 2-node cluster of testbed/slurm.sh, up for the session; returns the node prefix."""
+    run_testbed("slurm.sh", "up")
+    return "node"
+
+
+@pytest.fixture(scope="session")
+def charliecloud_runtime() -> None:
+    run_testbed("charliecloud.sh", "up")
+
+
+@pytest.fixture(scope="session")
+def shell_dir_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory image: /bin/sh (the host's dash) and its libraries, plus a labels file."""
+    root = tmp_path_factory.mktemp("images") / "shell"
+    with tarfile.open(fileobj=io.BytesIO(shell_rootfs()), mode="r") as tar:
+        tar.extractall(root, filter="fully_trusted")
+    # coreutils' sleep needs only libc, which the image already has
+    shutil.copy2(shutil.which("sleep") or "/bin/sleep", root / "bin" / "sleep")
+    meta = root / ".singularity.d"
+    (meta / "env").mkdir(parents=True)
+    (meta / "env" / "10-docker2singularity.sh").write_text(
+        "#!/bin/sh\nexport GREETING='hello from the image'\n"
+    )
+    import json
+
+    (meta / "labels.json").write_text(json.dumps(SHELL_LABELS))
+    return root
+
+
+@pytest.fixture(scope="session")
+def shell_sif(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tiny shell image through Docker and `hvd-container convert --to sif`."""
+    import docker
+
+    run_testbed("docker.sh", "up")
+    run_testbed("sif-tools.sh", "up")
+    client: Any = docker.from_env()
+    tag = import_image(client, "hvd-test/run-shell:1", shell_rootfs(), SHELL_LABELS)
+    target = tmp_path_factory.mktemp("sif") / "shell.sif"
+    result = cli("convert", tag, "--to", "sif", "-o", str(target))
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+@pytest.fixture()
+def job_dir(tmp_path: Path) -> Path:
+    """A working directory on the shared filesystem (the nodes see the host's files)."""
+    return tmp_path

@@ -1,0 +1,256 @@
+"""`hvd-container run/jobs/logs` against the real local Slurm cluster with Charliecloud.
+
+A tiny shell image (the host's dash) stands in for the training image here, so these tests run
+in seconds; the Horovod training runs are in test_run_training.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    job_dir,
+    shell_dir_image,
+    shell_sif,
+    slurm_cluster,
+)
+
+pytestmark = pytest.mark.e2e
+
+PROBE = 'echo "task $SLURM_PROCID on $SLURMD_NODENAME in $PWD: $GREETING"'
+
+
+@pytest.fixture()
+def cluster(slurm_cluster: str, charliecloud_runtime: None) -> None:  # noqa: F811
+    return None
+
+
+def _job_id(stderr: str) -> str:
+    match = re.search(r"submitted batch job (\d+)", stderr)
+    assert match, stderr
+    return match.group(1)
+
+
+def _state(job_id: str) -> str:
+    """The job's final state (waits while Slurm is still cleaning up)."""
+    deadline = time.monotonic() + 30
+    while True:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True
+        )
+        match = re.search(r"JobState=(\S+)", out.stdout)
+        state = match.group(1) if match else "?"
+        if state not in ("COMPLETING", "RUNNING", "PENDING") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
+def test_run_outside_an_allocation_submits_follows_and_returns_the_exit_code(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    result = cli(
+        "run", "--site", "local", "--image", str(shell_dir_image), "-N", "2",
+        "--ntasks-per-node", "1", "sh", "-c", PROBE + "; exit 3", cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    job_id = _job_id(result.stderr)
+    assert f"job {job_id} FAILED (exit code 3)" in result.stderr
+    for rank, node in ((0, "node1"), (1, "node2")):
+        assert f"task {rank} on {node} in {job_dir}: hello from the image" in result.stdout
+    assert (job_dir / f"sh_{job_id}.out").is_file()
+    assert _state(job_id) == "FAILED"
+
+
+def test_run_inside_an_allocation_runs_srun_directly(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    hvd = [sys.executable, "-m", "hvd_container"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        ["salloc", "-N", "2", *hvd, "run", "--site", "local", "--image", str(shell_dir_image),
+         "-N", "2", "--ntasks-per-node", "1", "sh", "-c", PROBE],
+        capture_output=True, text=True, cwd=job_dir, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "submitted batch job" not in result.stderr
+    assert "task 0 on node1" in result.stdout and "task 1 on node2" in result.stdout
+
+
+def test_salloc_mode_runs_interactively(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    from launcher import slurm
+    from launcher.compose import LaunchRequest
+    from launcher.sites import load_site
+
+    request = LaunchRequest(
+        script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1
+    )
+    argv, _env, _warnings = slurm.salloc_argv(load_site("local"), request)
+    assert argv[0] == "salloc" and "--nodes=2" in argv and "srun" in argv
+    assert not any(a.startswith("--output") for a in argv[: argv.index("srun")])
+    cwd = os.getcwd()
+    os.chdir(job_dir)
+    try:
+        assert slurm.execute(load_site("local"), request, salloc=True) == 0
+    finally:
+        os.chdir(cwd)
+
+
+def test_detach_then_jobs_and_logs_follow(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    result = cli(
+        "run", "--site", "local", "--image", str(shell_dir_image), "-N", "2",
+        "--ntasks-per-node", "1", "-J", "detached", "--detach",
+        "sh", "-c", "sleep 2; " + PROBE, cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job_id = _job_id(result.stderr)
+    listing = cli("jobs")
+    assert listing.returncode == 0, listing.stderr
+    assert re.search(rf"^{job_id}\s+detached\s+(PENDING|RUNNING|COMPLETED)", listing.stdout, re.M)
+    followed = cli("logs", "-f", job_id, cwd=job_dir)
+    assert followed.returncode == 0, followed.stderr
+    assert "task 1 on node2" in followed.stdout
+    assert f"job {job_id} COMPLETED" in followed.stderr
+    printed = cli("logs", job_id)
+    assert "task 0 on node1" in printed.stdout
+
+
+def test_interrupt_cancels_the_job(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
+         str(shell_dir_image), "-N", "1", "--ntasks-per-node", "1", "sh", "-c",
+         "echo started; sleep 300"],
+        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.stdout.readline().strip() != "started":
+        pass
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    job_id = _job_id(err)
+    assert f"job {job_id} cancelled" in err
+    assert _state(job_id) == "CANCELLED"
+
+
+def test_sif_image_runs_unpacked_with_its_env_and_labels(
+    cluster: None,
+    shell_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    env = {"HVD_CONTAINER_CACHE": str(cache)}
+    result = cli(
+        "run", "--site", "local", "--image", str(shell_sif), "-N", "2", "--ntasks-per-node",
+        "1", "sh", "-c", PROBE, cwd=job_dir, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # the SIF writer keeps Docker's ENV: GREETING="hello world" from the imported image
+    assert "task 1 on node2 in " + str(job_dir) + ": hello world" in result.stdout
+    unpacked = [p for p in (cache / "images").iterdir() if p.is_dir()]
+    assert len(unpacked) == 1 and (unpacked[0] / "bin" / "sh").exists()
+
+
+def test_preflight_refuses_a_missing_image(cluster: None, job_dir: Path) -> None:  # noqa: F811
+    result = cli(
+        "run", "--site", "local", "--image", str(job_dir / "nope.sif"), "-N", "1", "x.py",
+        cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "nope.sif: no such file" in result.stderr
+
+
+def test_preflight_refuses_an_mpi_plugin_srun_lacks(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    from hvd_container.errors import UserError
+    from launcher.preflight import check_mpi_plugin, srun_mpi_plugins
+
+    offered = srun_mpi_plugins()
+    assert offered is not None and "pmix" in offered and "pmi2" in offered
+    with pytest.raises(UserError, match=r"--mpi=pmix_v3: .*allowed: .*pmix"):
+        check_mpi_plugin("pmix_v3", offered)
+    result = cli(
+        "run", "--site", "local", "--image", str(shell_dir_image), "--mpi", "pmix_v3",
+        "-N", "1", "sh", "-c", "true", cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "does not offer it" in result.stderr
+
+
+def test_preflight_refuses_mpi_launch_of_an_image_without_the_mpi_controller(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+    import shutil
+
+    image = tmp_path / "gloo-only"
+    shutil.copytree(shell_dir_image, image, symlinks=True)
+    labels = json.loads((image / ".singularity.d" / "labels.json").read_text())
+    labels["org.hvd-container.horovod.controllers"] = "gloo"
+    (image / ".singularity.d" / "labels.json").write_text(json.dumps(labels))
+    result = cli(
+        "run", "--site", "local", "--image", str(image), "-N", "1", "sh", "-c", "true",
+        cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "without the MPI controller" in result.stderr and "--controller gloo" in result.stderr
+
+
+def test_preflight_refuses_an_arch_mismatch(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+    import shutil
+
+    image = tmp_path / "arm"
+    shutil.copytree(shell_dir_image, image, symlinks=True)
+    labels = json.loads((image / ".singularity.d" / "labels.json").read_text())
+    labels["org.hvd-container.arch"] = "arm64"
+    (image / ".singularity.d" / "labels.json").write_text(json.dumps(labels))
+    result = cli(
+        "run", "--site", "local", "--image", str(image), "-N", "1", "sh", "-c", "true",
+        cwd=job_dir,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "built for arm64" in result.stderr
