@@ -83,21 +83,35 @@ def require_slurm(command: str = "sbatch") -> str:
     return path
 
 
-def _run(argv: list[str], *, input_text: str | None = None, check: bool = True) -> str:
+def _run(
+    argv: list[str], *, input_text: str | None = None, check: bool = True, umask: int | None = None
+) -> str:
     require_slurm(argv[0])
-    proc = subprocess.run(argv, input=input_text, capture_output=True, text=True)
+    proc = subprocess.run(
+        argv,
+        input=input_text,
+        capture_output=True,
+        text=True,
+        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,  # noqa: PLW1509
+    )
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise StepFailed(f"{argv[0]} failed: {detail[-1] if detail else f'exit {proc.returncode}'}")
     return proc.stdout
 
 
-def submit(script: str, *, workdir: str | os.PathLike[str] | None = None) -> str:
-    """Submit a batch script (text) with `sbatch --parsable`; return the job id."""
+def submit(
+    script: str, *, workdir: str | os.PathLike[str] | None = None, private: bool = False
+) -> str:
+    """Submit a batch script (text) with `sbatch --parsable`; return the job id.
+
+    `private`: the job's output files are readable by the user only (Slurm applies the
+    submitting process's umask), for output that carries secrets such as a Jupyter token.
+    """
     argv = ["sbatch", "--parsable"]
     if workdir is not None:
         argv.append(f"--chdir={os.fspath(workdir)}")
-    out = _run(argv, input_text=script).strip()
+    out = _run(argv, input_text=script, umask=0o077 if private else None).strip()
     job_id = out.split(";", 1)[0]  # "ID" or "ID;CLUSTER"
     if not job_id.isdigit():
         raise StepFailed(f"sbatch printed {out!r}, not a job id")
@@ -448,14 +462,23 @@ def salloc_argv(site, request) -> tuple[list[str], dict[str, str], list[str]]:  
     return ["salloc", *options, *plan.argv], plan.env, warnings
 
 
-def submit_request(site, request) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
-    """Submit the launch as a batch job from the current directory; (job id, warnings)."""
+def submit_request(site, request, *, private: bool = False) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    """Submit a prepared launch as a batch job from the current directory; (job id, warnings)."""
     from dataclasses import replace
 
     from launcher.batch import render_batch_plan
 
     text, warnings = render_batch_plan(site, replace(request, inside_allocation=False))
-    return submit(text, workdir=os.getcwd()), warnings
+    return submit(text, workdir=os.getcwd(), private=private), warnings
+
+
+def submit_launch(site, request, *, private: bool = False) -> str:  # type: ignore[no-untyped-def]
+    """Preflight, prepare and submit a launch as a batch job; print warnings; the job id."""
+    site, request, warnings = _prepare(site, request)
+    require_slurm("sbatch")
+    job_id, more = submit_request(site, request, private=private)
+    _warn([*warnings, *more])
+    return job_id
 
 
 def execute(  # type: ignore[no-untyped-def]

@@ -1,0 +1,78 @@
+"""CLI command: `jupyter` (JupyterLab in the image on a compute node, with its ssh tunnel line)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hvd_container.commands.run import (
+    AccountOpt,
+    BindOpt,
+    CommentOpt,
+    ConstraintOpt,
+    EnvOpt,
+    GpusNodeOpt,
+    ImageOpt,
+    PartitionOpt,
+    QosOpt,
+    RecipeOpt,
+    RuntimeOpt,
+    SiteOpt,
+    TimeOpt,
+    build_request,
+)
+
+
+def jupyter(
+    site: SiteOpt = None,
+    image: ImageOpt = None,
+    recipe: RecipeOpt = None,
+    gpus_per_node: GpusNodeOpt = None,
+    runtime: RuntimeOpt = None,
+    bind: BindOpt = None,
+    env: EnvOpt = None,
+    time: TimeOpt = None,
+    partition: PartitionOpt = None,
+    account: AccountOpt = None,
+    qos: QosOpt = None,
+    constraint: ConstraintOpt = None,
+    comment: CommentOpt = None,
+    stop: Annotated[
+        str | None, typer.Option("--stop", help="Cancel the Jupyter job JOBID and exit.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the server to start.")
+    ] = 300.0,
+) -> None:
+    """Start JupyterLab inside the image on a compute node; print the ssh tunnel and the URL.
+
+    The port and the token are random (never your user name). The server keeps running
+    after this command returns; stop it with `hvd-container jupyter --stop JOBID`.
+    """
+    from launcher import jupyter as jup
+
+    if stop is not None:
+        jup.stop(stop)
+        typer.echo(f"job {stop} cancelled")
+        return
+    site_obj, request = build_request(
+        site=site, script="jupyter", args=[], image=image, recipe=recipe, ntasks=None,
+        nodes=1, ntasks_per_node=1, gpus_per_node=gpus_per_node, gpus_per_task=None,
+        cpus_per_task=None, mpi=None, controller="mpi", runtime=runtime, modules=None,
+        binds=bind, env=env, workdir=None, job_name="jupyter", time=time,
+        partition=partition, account=account, qos=qos, constraint=constraint, comment=comment,
+    )  # fmt: skip
+    session = jup.start(site_obj, request, timeout=timeout)
+    typer.echo(f"Jupyter job {session.job_id} on {session.node}, port {session.port}")
+    typer.echo("1. open the tunnel on your computer:")
+    typer.echo(f"   {session.ssh_line}")
+    typer.echo("2. then browse to:")
+    typer.echo(f"   {session.local_url}")
+    typer.echo(f"   (from inside the cluster: {session.cluster_url})")
+    typer.echo(f"stop it with: hvd-container jupyter --stop {session.job_id}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `jupyter` to the app."""
+    app.command("jupyter")(jupyter)
