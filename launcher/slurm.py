@@ -394,8 +394,17 @@ def _prepare(site, request):  # type: ignore[no-untyped-def]
         cwd = os.getcwd()
         workdir = request.workdir or cwd
         binds = list(request.binds)
-        if not any(b.split(":")[0] == cwd for b in binds):
-            binds.append(f"{cwd}:{cwd}")
+        wanted = [cwd]
+        script = Path(request.script)
+        if script.suffix == ".py" and script.is_file():
+            # a script outside the working directory must be visible in the container too
+            parent = str(script.resolve().parent)
+            if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
+                wanted.append(parent)
+                request = replace(request, script=str(script.resolve()))
+        for path in wanted:
+            if not any(b.split(":")[0] == path for b in binds):
+                binds.append(f"{path}:{path}")
         if request.image:
             dests = [b.split(":")[1] if ":" in b else b for b in binds]
             prepared = local_runtime.prepare(request.image, mount_points=dests)

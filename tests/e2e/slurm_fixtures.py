@@ -94,3 +94,23 @@ def shell_sif(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def job_dir(tmp_path: Path) -> Path:
     """A working directory on the shared filesystem (the nodes see the host's files)."""
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def cpu_sif(request: pytest.FixtureRequest) -> Path:
+    """The CPU training image (BUILD's `cpu_image` fixture) as a SIF, converted once per image id.
+
+    Kept under /var/tmp/hvd-e2e so that later sessions reuse the conversion of the same image.
+    """
+    import docker
+
+    tag = request.getfixturevalue("cpu_image")
+    run_testbed("sif-tools.sh", "up")
+    client: Any = docker.from_env()
+    image_id = client.images.get(str(tag)).id.split(":", 1)[-1][:16]
+    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "sif" / f"{image_id}.sif"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        result = cli("convert", str(tag), "--to", "sif", "-o", str(target), timeout=1800)
+        assert result.returncode == 0, result.stderr
+    return target

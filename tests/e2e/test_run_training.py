@@ -1,0 +1,94 @@
+"""Containerised Horovod training across the two nodes of the local Slurm cluster.
+
+The CPU image (torch + Horovod + Debian's Open MPI) converted to SIF runs under ch-run on
+node1 and node2: over MPI (srun --mpi=pmix), over Gloo (Horovod's rendezvous started by the
+launcher), and through `batch --submit`. Each run trains a small model on synthetic data.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    cpu_sif,
+    job_dir,
+    slurm_cluster,
+)
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+
+
+@pytest.fixture()
+def cluster(slurm_cluster: str, charliecloud_runtime: None) -> None:  # noqa: F811
+    return None
+
+
+def _losses(stdout: str, rank: int) -> list[float]:
+    return [
+        float(m.group(1))
+        for m in re.finditer(rf"^\[rank {rank}\] epoch \d+ loss ([0-9.]+)", stdout, re.M)
+    ]
+
+
+def _check_training(stdout: str, controller: str, checkpoint: Path) -> None:
+    for rank, node in ((0, "node1"), (1, "node2")):
+        assert re.search(
+            rf"^\[rank {rank}\] horovod initialised: rank {rank} of size 2, .* controller "
+            rf"{controller}, host {node}",
+            stdout,
+            re.M,
+        ), stdout
+        losses = _losses(stdout, rank)
+        assert len(losses) == 4, stdout
+        assert losses[-1] < losses[0] * 0.8, losses
+    assert f"[rank 0] checkpoint written to {checkpoint}" in stdout
+    assert "[rank 1] checkpoint written" not in stdout
+    assert checkpoint.is_file() and checkpoint.stat().st_size > 1000
+
+
+def _train(*extra: str, checkpoint: Path, image: Path, cwd: Path, command: str = "run"):  # type: ignore[no-untyped-def]
+    return cli(
+        *([command] if command == "run" else ["batch"]),
+        "--site", "local", "--image", str(image), "-N", "2", "--ntasks-per-node", "1",
+        *extra,
+        *(["--submit"] if command == "batch" else []),
+        str(EXAMPLE), "--epochs", "4", "--checkpoint", str(checkpoint),
+        cwd=cwd, timeout=900,
+    )  # fmt: skip
+
+
+def test_two_node_training_over_mpi(cluster: None, cpu_sif: Path, job_dir: Path) -> None:  # noqa: F811
+    checkpoint = job_dir / "ckpt" / "model.pt"
+    result = _train(checkpoint=checkpoint, image=cpu_sif, cwd=job_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "submitted batch job" in result.stderr
+    _check_training(result.stdout, "mpi", checkpoint)
+
+
+def test_two_node_training_over_gloo(cluster: None, cpu_sif: Path, job_dir: Path) -> None:  # noqa: F811
+    checkpoint = job_dir / "gloo.pt"
+    result = _train("--controller", "gloo", checkpoint=checkpoint, image=cpu_sif, cwd=job_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _check_training(result.stdout, "gloo", checkpoint)
+    assert not list((job_dir / ".hvd-container").glob("gloo-*"))  # rendezvous file removed
+
+
+def test_two_node_training_through_batch_submit(
+    cluster: None,
+    cpu_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "batch.pt"
+    result = _train(checkpoint=checkpoint, image=cpu_sif, cwd=job_dir, command="batch")
+    assert result.returncode == 0, result.stdout + result.stderr
+    job_id = re.search(r"submitted batch job (\d+)", result.stderr).group(1)  # type: ignore[union-attr]
+    _check_training(result.stdout, "mpi", checkpoint)
+    assert (job_dir / f"pytorch_synthetic_{job_id}.out").is_file()
