@@ -48,8 +48,8 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="fb83b22fa6f1e2473e21415dc9fa2f645aa73d38083849e61fdfd703772fe24a"
+LABEL org.hvd-container.recipe.digest="6c0ef2af3536e2dfe21c9849f48109086edd14ff3751a9fc2a593b65e90b091f"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
-RUN python -c 'import torch, horovod.torch as hvd; print(torch.__version__, hvd.__version__)'
+RUN python -c 'import torch, horovod, horovod.torch; print(torch.__version__, horovod.__version__)'
