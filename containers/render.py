@@ -5,6 +5,7 @@ Pure functions of the recipe: the same recipe always renders to the same bytes.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from containers.blocks import hvd_pip_script, render_blocks
@@ -30,6 +31,23 @@ def build_context(recipe: Recipe) -> dict[str, bytes]:
         "Dockerfile": render_dockerfile(recipe).encode(),
         "hvd-pip": hvd_pip_script(),
     }
+
+
+def write_context(recipe: Recipe, directory: Path) -> list[Path]:
+    """Write the build context into directory (created if missing), each file atomically."""
+    from hvd_container.atomic import atomic_output
+    from hvd_container.errors import UserError
+
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"--context {directory}: exists and is not a directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in build_context(recipe).items():
+        target = directory / name
+        with atomic_output(target, mode=0o755 if name == "hvd-pip" else 0o644) as fh:
+            fh.write(data)
+        written.append(target)
+    return written
 
 
 def render_definition(recipe: Recipe) -> str:

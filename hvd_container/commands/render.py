@@ -26,13 +26,26 @@ def render_cmd(
         Path | None,
         typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
     ] = None,
+    context: Annotated[
+        Path | None,
+        typer.Option(
+            "--context",
+            help="Write the whole Docker build context (Dockerfile + hvd-pip) into this directory.",
+        ),
+    ] = None,
 ) -> None:
     """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
     from containers.recipe import load_recipe
-    from containers.render import render
+    from containers.render import render, write_context
     from hvd_container.atomic import write_text
     from hvd_container.errors import UserError
 
+    if context is not None:
+        if output is not None or fmt is not Format.docker:
+            raise UserError("--context writes a Docker build context: use it without -o/--format")
+        for path in write_context(load_recipe(recipe), context):
+            typer.echo(f"wrote {path}", err=True)
+        return
     text = render(load_recipe(recipe), fmt.value)
     if output is None:
         typer.echo(text, nl=False)
@@ -43,6 +56,8 @@ def render_cmd(
         raise UserError(f"--output {output}: directory {output.parent} does not exist")
     write_text(output, text)
     typer.echo(f"wrote {output}", err=True)
+    if fmt is Format.docker:
+        typer.echo("note: `docker build` also needs hvd-pip next to it: see --context", err=True)
 
 
 def register(app: typer.Typer) -> None:

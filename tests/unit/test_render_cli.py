@@ -9,7 +9,7 @@ import yaml
 from _recipe_helpers import CPU_RECIPE, line_of, merged, write
 
 from containers.recipe import list_builtin, load_recipe
-from containers.render import render_definition, render_dockerfile
+from containers.render import build_context, render_definition, render_dockerfile
 from hvd_container.cli import main
 
 
@@ -58,6 +58,44 @@ def test_render_singularity_to_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert target.read_text() == render_definition(load_recipe("cpu-bookworm"))
     assert capsys.readouterr().err.strip() == f"wrote {target}"
     assert [p.name for p in tmp_path.iterdir()] == ["cpu.def"]
+
+
+def test_render_docker_file_mentions_the_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "Dockerfile"
+    assert main(["render", "cpu-bookworm", "-o", str(target)]) == 0
+    assert target.read_text() == render_dockerfile(load_recipe("cpu-bookworm"))
+    assert "--context" in capsys.readouterr().err
+
+
+def test_render_context_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "ctx"
+    assert main(["render", "cpu-bookworm", "--context", str(target)]) == 0
+    recipe = load_recipe("cpu-bookworm")
+    assert sorted(p.name for p in target.iterdir()) == ["Dockerfile", "hvd-pip"]
+    assert (target / "Dockerfile").read_text() == render_dockerfile(recipe)
+    assert (target / "hvd-pip").read_bytes() == build_context(recipe)["hvd-pip"]
+    assert (target / "hvd-pip").stat().st_mode & 0o777 == 0o755
+    assert capsys.readouterr().err.splitlines() == [
+        f"wrote {target / 'Dockerfile'}",
+        f"wrote {target / 'hvd-pip'}",
+    ]
+
+
+def test_render_context_refuses_other_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["render", "cpu-bookworm", "--context", str(tmp_path), "-f", "singularity"])
+    assert code == 2
+    assert "--context writes a Docker build context" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_context_onto_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f").write_text("x")
+    assert main(["render", "cpu-bookworm", "--context", str(tmp_path / "f")]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
 
 
 def test_render_bad_recipe_leaves_nothing(
