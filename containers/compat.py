@@ -137,6 +137,39 @@ def tensorflow_python_wheels(recipe: Recipe) -> Problem | None:
     )
 
 
+def tensorflow_cuda_major(recipe: Recipe) -> Problem | None:
+    """TensorFlow's pip wheels are built for CUDA 11 up to 2.14 and for CUDA 12 from 2.15."""
+    tf = recipe.tensorflow
+    if tf is None or tf.source != "pip" or recipe.cuda is None:
+        return None
+    version = _v(_line(tf.version))
+    if version is None or version < Version("2.5"):
+        return None
+    wants = "12" if version >= Version("2.15") else "11"
+    has = recipe.cuda.version.split(".")[0]
+    if has == wants:
+        return None
+    return (
+        ("tensorflow", "version"),
+        f"tensorflow {tf.version} wheels are built for CUDA {wants}, the image has CUDA "
+        f"{recipe.cuda.version}",
+    )
+
+
+def tensorflow_gpu_package_retired(recipe: Recipe) -> Problem | None:
+    tf = recipe.tensorflow
+    if tf is None or tf.package != "tensorflow-gpu":
+        return None
+    version = _v(_line(tf.version))
+    if version is None or version < Version("2.12"):
+        return None
+    return (
+        ("tensorflow", "package"),
+        f"tensorflow-gpu has no release {tf.version} (it ended with 2.11; `tensorflow` includes "
+        "GPU support): use package: tensorflow",
+    )
+
+
 def pytorch_python_wheels(recipe: Recipe) -> Problem | None:
     torch = recipe.pytorch
     if torch is None or torch.source != "pip":
@@ -372,6 +405,8 @@ RULES: list[Rule] = [
     gpu_build_needs_devel_image,
     no_wheels_on_ppc64le,
     tensorflow_python_wheels,
+    tensorflow_cuda_major,
+    tensorflow_gpu_package_retired,
     pytorch_python_wheels,
     pytorch_cuda_tag_published,
     pytorch_companions_match,

@@ -32,6 +32,19 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
         "python.version or tensorflow.version",
     ),
     (
+        "tensorflow_cuda_major",
+        merged(GPU_RECIPE, tensorflow={"version": "2.15.1"}),
+        ("tensorflow", "version"),
+        "tensorflow 2.15.1 wheels are built for CUDA 12, the image has CUDA 11.8",
+    ),
+    (
+        "tensorflow_gpu_package_retired",
+        merged(GPU_RECIPE, tensorflow={"version": "2.12.0", "package": "tensorflow-gpu"}),
+        ("tensorflow", "package"),
+        "tensorflow-gpu has no release 2.12.0 (it ended with 2.11; `tensorflow` includes GPU "
+        "support): use package: tensorflow",
+    ),
+    (
         "pytorch_python_wheels",
         merged(
             CPU_RECIPE,
