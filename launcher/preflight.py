@@ -120,20 +120,26 @@ def require_image_file(image: str | None, runtime_kind: str) -> None:
         )
 
 
+def parse_mpi_list(text: str) -> list[str]:
+    """Plugin names from `srun --mpi=list` (indented names, then "versions available: a,b")."""
+    plugins: list[str] = []
+    for line in text.splitlines():
+        match = re.search(r"versions available:\s*(.+)$", line)
+        if match:
+            plugins += [p.strip() for p in match.group(1).split(",") if p.strip()]
+        elif line.startswith(("\t", " ")) and line.strip():
+            plugins.append(line.strip().removeprefix("srun: ").split()[0])
+        elif line.startswith("srun: ") and "MPI" not in line and line[6:].strip():
+            plugins.append(line[6:].split()[0])  # older Slurm: "srun: pmix"
+    return list(dict.fromkeys(plugins))
+
+
 def srun_mpi_plugins() -> list[str] | None:
     """What `srun --mpi=list` offers here (None when srun is not installed)."""
     if shutil.which("srun") is None:
         return None
     proc = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True)
-    text = proc.stdout + proc.stderr
-    plugins: list[str] = []
-    for line in text.splitlines():
-        if line.startswith(("\t", " ")) and line.strip():
-            plugins.append(line.strip().removeprefix("srun: ").split()[0])
-        match = re.search(r"versions available:\s*(.+)$", line)
-        if match:
-            plugins += [p.strip() for p in match.group(1).split(",") if p.strip()]
-    return plugins
+    return parse_mpi_list(proc.stdout + proc.stderr)
 
 
 def check_mpi_plugin(mpi: str | None, offered: list[str] | None) -> None:

@@ -1,0 +1,150 @@
+"""Launch overhead of `hvd-container run` on the local 2-node Slurm cluster.
+
+Prints, for the same 2-rank Horovod job (examples/pytorch_synthetic.py, one rank per node):
+  - the mean training step time in the container (`hvd-container run`, ch-run from the SIF)
+    against the same script started by bare `srun` with a host virtualenv holding the same
+    packages (the image's /opt/venv copied onto the host, whose python is the same Debian
+    build); target: container/host <= 1.05;
+  - the time from starting `hvd-container run` to the first rank's first output line, inside
+    an allocation (srun directly) and outside one (sbatch, then following the job).
+
+Needs the CPU image as a SIF (`make sif`). Usage:
+    python bench/launch.py [--image out/cpu-bookworm.sif] [--repeat 3] [--max-ratio 1.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
+STEP = re.compile(r"^\[rank 0\] done: \d+ steps, mean step time ([0-9.]+) ms", re.M)
+# What the local site exports for ranks in the container, plus running Open MPI as root.
+HOST_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    "PMIX_MCA_gds": "hash",
+}
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(list(argv), check=True)
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("USER", "root")
+    return env
+
+
+def hvd() -> list[str]:
+    return [sys.executable, "-m", "hvd_container"]
+
+
+def host_venv(image: Path) -> Path:
+    """The image's /opt/venv copied to the host (cached next to the unpacked image)."""
+    sys.path.insert(0, str(ROOT))
+    from launcher.local_runtime import cache_dir, prepare
+
+    prepared = prepare(str(image))
+    venv = cache_dir() / f"{prepared.root.name}.host-venv"
+    if not venv.is_dir():
+        partial = venv.with_name(venv.name + ".part")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(prepared.root / "opt" / "venv", partial, symlinks=True)
+        os.replace(partial, venv)
+    # Horovod's MPI ops link against Debian's Open MPI, as in the image
+    if subprocess.run(["dpkg", "-s", "libopenmpi3"], capture_output=True).returncode != 0:
+        sh("apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq",
+           "--no-install-recommends", "libopenmpi3")  # fmt: skip
+    return venv
+
+
+def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+    match = STEP.search(done.stdout)
+    if done.returncode != 0 or not match:
+        sys.exit(f"launch failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return float(match.group(1))
+
+
+def first_line_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    elapsed = None
+    for line in proc.stdout:
+        if elapsed is None and line.startswith("[rank"):
+            elapsed = time.perf_counter() - start
+    proc.wait()
+    if elapsed is None or proc.returncode != 0:
+        sys.exit(f"launch failed ({proc.returncode}): {shlex_join(argv)}")
+    return elapsed
+
+
+def shlex_join(argv: list[str]) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm.sif"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--max-ratio", type=float, default=1.05)
+    opts = parser.parse_args()
+    image = Path(opts.image).resolve()
+    if not image.is_file():
+        print(f"bench/launch.py: {image} not found: build it with `make sif`", file=sys.stderr)
+        return 2
+    sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")
+    sh("sh", str(ROOT / "testbed" / "charliecloud.sh"), "up")
+    venv = host_venv(image)
+    env = clean_env()
+    alloc = ["salloc", "-N", "2", "--ntasks-per-node=1", "--quiet"]
+    run = [*hvd(), "run", "--site", "local", "--image", str(image), "-N", "2",
+           "--ntasks-per-node", "1"]  # fmt: skip
+    bare = ["srun", "--mpi=pmix", "-N", "2", "--ntasks-per-node=1", str(venv / "bin" / "python")]
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        cwd = Path(tmp)
+        container, host = [], []
+        for _ in range(opts.repeat):
+            container.append(step_ms([*alloc, *run, str(EXAMPLE), *TRAIN_ARGS], env, cwd))
+            host.append(
+                step_ms([*alloc, *bare, str(EXAMPLE), *TRAIN_ARGS], {**env, **HOST_ENV}, cwd)
+            )
+        short = [str(EXAMPLE), "--epochs", "1", "--samples", "256"]
+        inside = [first_line_seconds([*alloc, *run, *short], env, cwd) for _ in range(opts.repeat)]
+        outside = [first_line_seconds([*run, *short], env, cwd) for _ in range(opts.repeat)]
+    c, h = statistics.median(container), statistics.median(host)
+    ratio = c / h
+    print(f"step time, container (hvd-container run, ch-run): {c:.3f} ms (median of {opts.repeat})")
+    print(f"step time, host virtualenv (bare srun):          {h:.3f} ms")
+    verdict = "ok" if ratio <= opts.max_ratio else "OVER TARGET"
+    print(f"container/host: {ratio:.3f} (target <= {opts.max_ratio}) {verdict}")
+    print(
+        f"run -> first rank's first line, inside an allocation: {statistics.median(inside):.2f} s"
+    )
+    print(
+        f"run -> first rank's first line, submitted with sbatch: {statistics.median(outside):.2f} s"
+    )
+    return 0 if ratio <= opts.max_ratio else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
