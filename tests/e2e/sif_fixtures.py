@@ -1,0 +1,97 @@
+"""Helpers for the conversion e2e tests: testbed services and small real images."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_testbed(script: str, *args: str) -> None:
+    subprocess.run(["sh", str(ROOT / "testbed" / script), *args], check=True)
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes = b"", mode: int = 0o644, **kw: Any) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = kw.get("kind", tarfile.REGTYPE)
+    info.mode = mode
+    info.mtime = 1_600_000_000
+    info.linkname = kw.get("linkname", "")
+    info.size = len(data) if info.type == tarfile.REGTYPE else 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def shell_rootfs(extra_bytes: int = 0) -> bytes:
+    """A tiny root filesystem: the host's dash as /bin/sh with the libraries it needs."""
+    dash = Path(shutil.which("dash") or "/bin/dash").resolve()
+    libs = re.findall(r"(/\S+) \(0x", subprocess.run(["ldd", str(dash)], capture_output=True,
+                                                   text=True, check=True).stdout)  # fmt: skip
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory in ("bin", "etc", "tmp", "lib", "lib64", "usr", "usr/lib", "opt"):
+            _add(tar, directory, kind=tarfile.DIRTYPE, mode=0o755)
+        _add(tar, "bin/sh", dash.read_bytes(), 0o755)
+        _add(tar, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+        _add(tar, "etc/group", b"root:x:0:\n")
+        seen = set()
+        for lib in libs:
+            real = Path(lib).resolve()
+            for name in {lib.lstrip("/"), str(real).lstrip("/")}:
+                parent = str(Path(name).parent)
+                if parent not in seen and parent not in ("lib", "lib64", "."):
+                    _add(tar, parent, kind=tarfile.DIRTYPE, mode=0o755)
+                    seen.add(parent)
+            _add(tar, str(real).lstrip("/"), real.read_bytes(), 0o755)
+            if lib != str(real):
+                _add(tar, lib.lstrip("/"), kind=tarfile.SYMTYPE, linkname=str(real))
+        if extra_bytes:
+            # Incompressible filler so that a conversion takes long enough to interrupt.
+            _add(tar, "opt/filler.bin", os.urandom(extra_bytes))
+    return buf.getvalue()
+
+
+ENTRYPOINT = ["/bin/sh", "-c", 'printf "[%s]" "$GREETING" "$@"', "sh"]
+
+
+def import_image(client: Any, tag: str, rootfs: bytes, labels: dict[str, str] | None = None) -> str:
+    """docker import with ENV, ENTRYPOINT, CMD and labels (as a build would record them)."""
+    import json
+
+    repository, _, version = tag.rpartition(":")
+    changes = [
+        'ENV GREETING="hello world"',
+        f"ENTRYPOINT {json.dumps(ENTRYPOINT)}",
+        'CMD ["default arg"]',
+    ]
+    changes += [f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()]
+    client.api.import_image_from_data(rootfs, repository=repository, tag=version, changes=changes)
+    return tag
+
+
+@contextlib.contextmanager
+def mounted(sif: Path, offset: int, where: Path) -> Iterator[Path]:
+    """The SIF's root filesystem mounted with squashfuse at the partition offset."""
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["squashfuse", "-o", f"offset={offset}", str(sif), str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["fusermount", "-u", str(where)], check=False)
+        subprocess.run(["umount", "-l", str(where)], check=False, capture_output=True)
+
+
+def ch_run(
+    root: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {"PATH": "/usr/bin:/bin", "USER": "root", **(env or {})}
+    return subprocess.run(["ch-run", str(root), "--", *argv], capture_output=True, text=True,
+                          env=full_env, timeout=600)  # fmt: skip

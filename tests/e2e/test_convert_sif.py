@@ -1,0 +1,209 @@
+"""Native SIF conversion against the real tools: Docker, tar2sqfs, siftool, unsquashfs,
+squashfuse and Charliecloud's ch-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from containers.sif.reader import read_sif
+from tests.e2e.sif_fixtures import ch_run, import_image, mounted, run_testbed, shell_rootfs
+
+pytestmark = pytest.mark.e2e
+
+LABELS = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.11"}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hvd_container", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    import docker
+
+    run_testbed("docker.sh", "up")
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session")
+def sif_tools() -> None:
+    run_testbed("sif-tools.sh", "up")
+
+
+@pytest.fixture(scope="session")
+def charliecloud() -> None:
+    run_testbed("charliecloud.sh", "up")
+
+
+@pytest.fixture(scope="session")
+def shell_image(docker_client: Any) -> str:
+    return import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
+
+
+@pytest.fixture(scope="session")
+def shell_sif(shell_image: str, sif_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("sif") / "shell.sif"
+    result = cli("convert", shell_image, "--to", "sif", "-o", str(target))
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+def test_siftool_lists_the_primary_partition_in_group_1(shell_sif: Path) -> None:
+    listing = subprocess.run(["siftool", "list", str(shell_sif)], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+    rows = [line.split("|") for line in listing.splitlines() if re.match(r"^\d+\s+\|", line)]
+    kinds = {row[4].strip(): row[1].strip() for row in rows}
+    assert kinds["FS (Squashfs/*System/amd64)"] == "1"
+    assert kinds["Def.FILE"] == "1"
+    assert kinds["JSON.Generic"] == "1"
+    header = subprocess.run(["siftool", "header", str(shell_sif)], capture_output=True, text=True,
+                            check=True).stdout  # fmt: skip
+    assert re.search(r"Primary Architecture:\s+amd64", header)
+    assert header.startswith("Launch Script:") and "run-singularity" in header
+    start = int(re.search(r"\|(\d+)-\d+\s+\|FS", listing).group(1))  # type: ignore[union-attr]
+    assert start % 4096 == 0
+    assert start == read_sif(shell_sif).rootfs_offset
+
+
+def test_unsquashfs_reads_the_rootfs_in_place(shell_sif: Path) -> None:
+    info = read_sif(shell_sif)
+    listing = subprocess.run(
+        ["unsquashfs", "-o", str(info.rootfs_offset), "-l", str(shell_sif)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for path in (
+        ".singularity.d/runscript",
+        ".singularity.d/env/10-docker2singularity.sh",
+        ".singularity.d/labels.json",
+        ".singularity.d/actions/run",
+        "singularity",
+        "bin/sh",
+    ):
+        assert f"squashfs-root/{path}\n" in listing
+
+
+def test_runscript_env_and_labels_work_under_charliecloud(
+    shell_sif: Path, charliecloud: None, tmp_path: Path
+) -> None:
+    info = read_sif(shell_sif)
+    with mounted(shell_sif, info.rootfs_offset, tmp_path / "mnt") as root:
+        default = ch_run(root, "/.singularity.d/actions/run")
+        assert default.returncode == 0, default.stderr
+        assert default.stdout == "[hello world][default arg]"
+        replaced = ch_run(root, "/.singularity.d/actions/run", "x y", "z")
+        assert replaced.stdout == "[hello world][x y][z]"
+        labels = json.loads((root / ".singularity.d/labels.json").read_text())
+    assert labels["org.hvd-container.versions.python"] == "3.11"
+    assert info.build_facts["versions.python"] == "3.11"
+    assert info.build_facts["sif.source-image"] == "hvd-test/sif-shell:1"
+
+
+def test_inspect_prints_descriptors_and_facts(shell_sif: Path) -> None:
+    text = cli("inspect", str(shell_sif))
+    assert text.returncode == 0
+    assert "FS (Squashfs/*System/amd64)" in text.stdout
+    assert "versions.python: 3.11" in text.stdout
+    data = json.loads(cli("inspect", str(shell_sif), "--json").stdout)
+    assert data["arch"] == "amd64"
+    assert data["build_facts"]["arch"] == "amd64"
+
+
+@pytest.mark.parametrize("compressor", ["zstd", "xz"])
+def test_other_compressors(
+    shell_image: str, sif_tools: None, tmp_path: Path, compressor: str
+) -> None:
+    target = tmp_path / "x.sif"
+    result = cli("convert", shell_image, "--to", "sif", "-o", str(target),
+                 "--compression", compressor)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    stats = subprocess.run(
+        ["unsquashfs", "-s", "-o", str(read_sif(target).rootfs_offset), str(target)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"Compression {compressor}" in stats
+
+
+def test_reproducible_with_source_date_epoch(
+    shell_image: str, sif_tools: None, tmp_path: Path
+) -> None:
+    env = {"SOURCE_DATE_EPOCH": "1700000000"}
+    outputs = []
+    for name in ("a.sif", "b.sif"):
+        assert cli("convert", shell_image, "--to", "sif", "-o", str(tmp_path / name),
+                   env=env).returncode == 0  # fmt: skip
+        outputs.append((tmp_path / name).read_bytes())
+    assert outputs[0] == outputs[1]
+    assert read_sif(tmp_path / "a.sif").created == 1700000000
+
+
+def test_missing_image_and_wrong_arch(shell_image: str, tmp_path: Path) -> None:
+    target = tmp_path / "x.sif"
+    missing = cli("convert", "hvd-test/no-such-image:1", "--to", "sif", "-o", str(target))
+    assert missing.returncode == 2
+    assert "not found in the local Docker engine" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    arch = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--arch", "ppc64le")
+    assert arch.returncode == 2
+    assert "--arch ppc64le" in arch.stderr and "amd64" in arch.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_full_disk_leaves_nothing_behind(shell_image: str, sif_tools: None, tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
+    try:
+        result = cli("convert", shell_image, "--to", "sif", "-o", str(small / "x.sif"))
+        assert result.returncode == 2, result.stderr
+        assert "no space left" in result.stderr
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_truncated_sif_is_a_clear_error(shell_sif: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sif"
+    cut.write_bytes(shell_sif.read_bytes()[: read_sif(shell_sif).rootfs_offset + 1000])
+    result = cli("inspect", str(cut))
+    assert result.returncode == 2
+    assert result.stderr.startswith("hvd-container: error: ") and "truncated SIF" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_interrupted_conversion_leaves_nothing_behind(
+    docker_client: Any, sif_tools: None, tmp_path: Path
+) -> None:
+    image = import_image(docker_client, "hvd-test/sif-big:1", shell_rootfs(extra_bytes=200 << 20))
+    target = tmp_path / "big.sif"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", "convert", image, "--to", "sif",
+         "-o", str(target), "--compression", "xz"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".part") for p in tmp_path.iterdir()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert list(tmp_path.iterdir()) == []
+    leftovers = docker_client.containers.list(all=True, filters={"ancestor": image})
+    assert leftovers == []
