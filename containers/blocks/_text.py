@@ -64,3 +64,12 @@ def block(phase: str, *lines: str) -> str:
 
 def major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
+
+
+def module_version_check(module: str, version: str) -> str:
+    """A command failing unless the image's Python module has the version the recipe says."""
+    code = (
+        f"import {module}; v = {module}.__version__; "
+        f'assert v.startswith("{version}"), "{module} " + v + " is not {version}"'
+    )
+    return f"python3 -c '{code}'"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import block, pip_install, run
+from containers.blocks._text import block, module_version_check, pip_install, run
 
 if TYPE_CHECKING:
     from containers.recipe import Recipe
@@ -35,9 +35,7 @@ def render(recipe: Recipe) -> str:
     if torch is None:
         return ""
     if torch.source == "image":
-        return block(
-            "frameworks", run("python -c 'import torch; print(\"torch\", torch.__version__)'")
-        )
+        return block("frameworks", run(module_version_check("torch", torch.version)))
     url = index_url(recipe)
     args = ([f"--extra-index-url {url}"] if url else []) + requirements(recipe)
     return block("frameworks", run(pip_install(*args)))

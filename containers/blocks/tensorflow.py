@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import block, pip_install, run
+from containers.blocks._text import block, module_version_check, pip_install, run
 
 if TYPE_CHECKING:
     from containers.recipe import Recipe
@@ -14,7 +14,6 @@ def render(recipe: Recipe) -> str:
     tf = recipe.tensorflow
     if tf is None:
         return ""
-    check = "python -c 'import tensorflow as tf; print(\"tensorflow\", tf.__version__)'"
     if tf.source == "image":
-        return block("frameworks", run(check))
+        return block("frameworks", run(module_version_check("tensorflow", tf.version)))
     return block("frameworks", run(pip_install(f"{tf.package}=={tf.version}")))

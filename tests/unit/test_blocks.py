@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -280,3 +282,29 @@ def test_pip_only_through_hvd_pip(cpu: Recipe, gpu: Recipe) -> None:
                 before = text[max(0, match.start() - 4) : match.start()]
                 assert before.endswith(("hvd-", "-m ")) or "/" in before, text
             assert "python -m pip install" not in text and "pip3 install" not in text
+
+
+def test_frameworks_from_the_image_are_version_checked(tmp_path: Path) -> None:
+    data = merged(
+        GPU_RECIPE,
+        base={"image": "nvcr.io/nvidia/tensorflow:22.12-tf2-py3"},
+        tensorflow={"version": "2.10.1", "source": "image"},
+        pytorch={"version": "1.13.1", "source": "image"},
+        nccl=None,
+    )
+    recipe = recipe_of(tmp_path, data)
+    assert instructions(tensorflow.render(recipe)) == [
+        "RUN python3 -c 'import tensorflow; v = tensorflow.__version__; "
+        'assert v.startswith("2.10.1"), "tensorflow " + v + " is not 2.10.1"\''
+    ]
+    check = instructions(pytorch.render(recipe))[0]
+    assert check.startswith("RUN python3 -c 'import torch; v = torch.__version__; ")
+    assert "hvd-pip" not in pytorch.render(recipe) + tensorflow.render(recipe)
+    code = check[len("RUN python3 -c '") : -1]
+    fake = tmp_path / "torch.py"
+    fake.write_text('__version__ = "1.13.1+cu117"\n')
+    ok = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True)
+    assert ok.returncode == 0
+    fake.write_text('__version__ = "2.0.0"\n')
+    bad = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode != 0 and "torch 2.0.0 is not 1.13.1" in bad.stderr

@@ -1,0 +1,42 @@
+# Rendered by hvd-container from recipe neuron-ngc-pt2203 1.
+# Do not edit: change the recipe and render again.
+# hvd-container phase: base
+FROM nvcr.io/nvidia/pytorch:22.03-py3
+ARG DEBIAN_FRONTEND=noninteractive
+
+# hvd-container phase: base
+RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 8), sys.version'
+
+# hvd-container phase: mpi
+RUN mpirun --version
+
+# hvd-container phase: mpi
+ENV CUDA_HOME=/usr/local/cuda
+RUN test -d /usr/local/cuda-11.6 || { echo 'base image has no /usr/local/cuda-11.6' >&2; exit 1; }
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
+
+# hvd-container phase: frameworks
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("1.12.0a0"), "torch " + v + " is not 1.12.0a0"'
+
+# hvd-container phase: horovod
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake g++ make \
+    && rm -rf /var/lib/apt/lists/*
+RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+RUN ldconfig /usr/local/cuda/lib64/stubs \
+    && HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation horovod==0.28.1 \
+    && ldconfig \
+    && horovodrun --check-build
+
+# hvd-container phase: extras
+LABEL org.hvd-container.recipe.name="neuron-ngc-pt2203"
+LABEL org.hvd-container.recipe.version="1"
+LABEL org.hvd-container.recipe.digest="d9cf26e785abbe8f4176068d966bfb5be8ae12013829b4cd46bbc37e507aaaf9"
+LABEL org.hvd-container.arch="amd64"
+
+# hvd-container phase: checks
+RUN python -c 'import torch, horovod.torch'
