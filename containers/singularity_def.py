@@ -15,6 +15,7 @@ spython 0.3.14 is used only as a parser/writer (never its Client, which shells o
   definition is self-contained.
 - The runscript becomes `exec /bin/bash "$@"`, so `run img python x.py` would hand `python`
   to bash as a script: replaced by `exec "$@"` (bash when no arguments). %startscript dropped.
+- %post starts with `set -e`, so a failing step fails the build as a failing RUN does.
 - `debootstrap:<suite>` bases become Singularity's own debootstrap bootstrap agent.
 """
 
@@ -197,7 +198,8 @@ def dockerfile_to_definition(
             continue
         else:
             out[name] = [line for line in lines if line.strip()]
-    out["post"] = inlined + out.get("post", [])
+    # Like each Docker RUN, a failing command must fail the build.
+    out["post"] = ["set -e", *inlined, *out.get("post", [])]
     for line in out["post"]:
         if line.lstrip().startswith("su -"):  # pragma: no cover - hazards() refuses USER
             raise UserError(f"definition would switch user in %post: {line}")

@@ -105,6 +105,10 @@ def test_post_runs_in_dockerfile_order(rich: Recipe) -> None:
     assert [m[len(MARKER_PREFIX) :] for m in markers_p][0] == PHASES[0]
 
 
+def test_post_stops_at_the_first_failure(rich: Recipe) -> None:
+    assert sections(render_definition(rich))["post"][0] == "set -e"
+
+
 def test_no_user_switch_and_no_exec_form(rich: Recipe) -> None:
     definition = render_definition(rich)
     assert "su -" not in definition
