@@ -54,7 +54,16 @@ def jupyter_request(request, port: int, token: str, root_dir: str):  # type: ign
         "-m", "jupyterlab", "--no-browser", "--ip=0.0.0.0", f"--port={port}",
         "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root_dir}", "--allow-root",
     ]  # fmt: skip
-    env = {**request.env, "JUPYTER_TOKEN": token}
+    # Images are read-only (ch-run, Apptainer): Jupyter's runtime and state go to the
+    # working directory, which is bound in.
+    state = f"{root_dir}/.hvd-container/jupyter"
+    env = {
+        "JUPYTER_RUNTIME_DIR": f"{state}/runtime",
+        "JUPYTERLAB_WORKSPACES_DIR": f"{state}/workspaces",
+        "IPYTHONDIR": f"{state}/ipython",
+        **request.env,
+        "JUPYTER_TOKEN": token,
+    }
     return replace(
         request,
         script="python",
