@@ -430,7 +430,8 @@ def _prepare(site, request):  # type: ignore[no-untyped-def]
             lightning = uses_lightning(request.script)
         if request.script.endswith(".py"):
             script, args = gloo.wrap_program(runtime.python, request.script, request.args)
-            request = replace(request, script=script, args=args, lightning=lightning)
+            name = request.job_name or Path(request.script).stem
+            request = replace(request, script=script, args=args, lightning=lightning, job_name=name)
         request = replace(request, mpi=request.mpi or "none")
     return site, replace(request, env=env), warnings
 
