@@ -1,0 +1,54 @@
+# Shared helpers for the testbed scripts (sourced, not run).
+# State (pid files, logs, storage) lives under $HVD_TESTBED_DIR.
+
+HVD_TESTBED_DIR="${HVD_TESTBED_DIR:-/var/tmp/hvd-testbed}"
+
+tb_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
+tb_die() { tb_log "error: $*"; exit 1; }
+
+# apt-get install only what is missing; `apt-get update` at most once per hour and
+# waiting on the dpkg lock, because other testbed scripts may install at the same time.
+tb_apt_install() {
+    missing=""
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || missing="$missing $pkg"
+    done
+    [ -z "$missing" ] && return 0
+    [ "$(id -u)" = 0 ] || tb_die "need root to install:$missing"
+    stamp="$HVD_TESTBED_DIR/apt-updated"
+    mkdir -p "$HVD_TESTBED_DIR"
+    if [ -z "$(find "$stamp" -mmin -60 2>/dev/null)" ]; then
+        tb_log "apt-get update"
+        apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
+            || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get update failed"; }
+        touch "$stamp"
+    fi
+    tb_log "installing:$missing"
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        --no-install-recommends $missing >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
+        || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get install$missing failed"; }
+}
+
+# True if the pid in FILE is alive and its command line contains NAME.
+tb_pid_alive() {
+    [ -s "$1" ] || return 1
+    pid=$(cat "$1")
+    [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$2"
+}
+
+# Stop the process recorded in FILE (only if it is still NAME), wait up to 30 s.
+tb_stop_pid() {
+    if tb_pid_alive "$1" "$2"; then
+        pid=$(cat "$1")
+        kill "$pid"
+        i=0
+        while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do sleep 0.5; i=$((i + 1)); done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+        tb_log "stopped $2 (pid $pid)"
+    else
+        tb_log "$2 was not started by this script; leaving it alone"
+    fi
+    rm -f "$1"
+}
