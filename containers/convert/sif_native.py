@@ -26,7 +26,7 @@ from containers.sif import format as fmt
 from containers.sif.layout import DataObject, partition_offset, sif_prefix
 from containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
 from containers.sif.shift import insert_front
-from containers.sif.tarstream import IterStream, TarFormatError, filter_tar
+from containers.sif.tarstream import TarFormatError, buffered, filter_tar
 from hvd_container.atomic import atomic_output
 from hvd_container.errors import StepFailed, UserError
 
@@ -212,9 +212,8 @@ def stream_rootfs_to_sif(
         try:
             try:
                 assert proc.stdin is not None
-                src = IterStream(export_chunks)
                 filter_tar(
-                    src,  # type: ignore[arg-type]
+                    buffered(export_chunks),
                     proc.stdin,
                     drop=is_replaced,
                     append=extra,

@@ -32,7 +32,7 @@ class IterStream(io.RawIOBase):
 
     def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks: Iterator[bytes] = iter(chunks)
-        self._pending = b""
+        self._pending = memoryview(b"")
 
     def readable(self) -> bool:
         return True
@@ -40,13 +40,18 @@ class IterStream(io.RawIOBase):
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while not self._pending:
             try:
-                self._pending = next(self._chunks)
+                self._pending = memoryview(next(self._chunks))
             except StopIteration:
                 return 0
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+def buffered(chunks: Iterable[bytes], size: int = 1024 * 1024) -> io.BufferedReader:
+    """A buffered reader over byte chunks: small header reads do not touch the iterator."""
+    return io.BufferedReader(IterStream(chunks), buffer_size=size)
 
 
 def _number(field: bytes) -> int:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,10 @@ def charliecloud() -> None:
 
 
 @pytest.fixture(scope="session")
-def shell_image(docker_client: Any) -> str:
-    return import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
+def shell_image(docker_client: Any) -> Iterator[str]:
+    tag = import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
+    yield tag
+    docker_client.images.remove(tag, force=True)
 
 
 @pytest.fixture(scope="session")
@@ -186,9 +189,10 @@ def test_truncated_sif_is_a_clear_error(shell_sif: Path, tmp_path: Path) -> None
 
 
 def test_interrupted_conversion_leaves_nothing_behind(
-    docker_client: Any, sif_tools: None, tmp_path: Path
+    docker_client: Any, sif_tools: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     image = import_image(docker_client, "hvd-test/sif-big:1", shell_rootfs(extra_bytes=200 << 20))
+    request.addfinalizer(lambda: docker_client.images.remove(image, force=True))
     target = tmp_path / "big.sif"
     proc = subprocess.Popen(
         [sys.executable, "-m", "hvd_container", "convert", image, "--to", "sif",

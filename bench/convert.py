@@ -1,0 +1,177 @@
+"""Benchmark the native SIF conversion against the bare compression step it is built around.
+
+    python bench/convert.py [--image TAG] [--compression gzip] [--threads N] [--workdir DIR]
+
+In one run, on the same image and the same disk:
+  bare:   docker export CID | tar2sqfs -c COMP -j N out.sqfs   (the unavoidable work)
+  native: hvd-container's convert_image_to_sif (export -> filter -> tar2sqfs -> SIF header)
+and prints both times and their ratio (target <= 1.10), the peak extra disk used in the
+output directory during the native conversion relative to the final SIF (target <= 1.10),
+and the peak memory of the converting process and of its tar2sqfs child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _dir_usage(path: Path) -> int:
+    total = 0
+    for entry in os.scandir(path):
+        with contextlib.suppress(FileNotFoundError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in task.read_text().split()]
+    return found
+
+
+def _status_kb(pid: int | str, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Sampler(threading.Thread):
+    """Every 20 ms: disk used in a directory, and the peak RSS of our tar2sqfs children."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(daemon=True)
+        self.directory = directory
+        self.stop = threading.Event()
+        self.peak_disk = 0
+        self.peak_child_kb = 0
+
+    def run(self) -> None:
+        me = os.getpid()
+        while not self.stop.is_set():
+            self.peak_disk = max(self.peak_disk, _dir_usage(self.directory))
+            for child in _children(me):
+                self.peak_child_kb = max(self.peak_child_kb, _status_kb(child, "VmHWM"))
+            time.sleep(0.02)
+
+
+def _docker() -> str:
+    return shutil.which("docker") or "docker"
+
+
+def bare(image: str, out: Path, compression: str, threads: int) -> float:
+    """docker export | tar2sqfs, timed from export start to tar2sqfs exit."""
+    cid = subprocess.run([_docker(), "create", "--entrypoint", "/", image], capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        started = time.monotonic()
+        export = subprocess.Popen([_docker(), "export", cid], stdout=subprocess.PIPE)
+        squash = subprocess.run(
+            ["tar2sqfs", "-q", "-f", "-c", compression, "-j", str(threads), str(out)],
+            stdin=export.stdout,
+            check=True,
+        )
+        assert export.stdout is not None
+        export.stdout.close()
+        export.wait()
+        elapsed = time.monotonic() - started
+        assert squash.returncode == 0 and export.returncode == 0
+        return elapsed
+    finally:
+        subprocess.run([_docker(), "rm", "-f", cid], capture_output=True)
+
+
+def warm_up(image: str) -> None:
+    """Read the image once so that neither measured run pays for a cold page cache."""
+    cid = subprocess.run([_docker(), "create", "--entrypoint", "/", image], capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        subprocess.run([_docker(), "export", cid], stdout=subprocess.DEVNULL, check=True)
+    finally:
+        subprocess.run([_docker(), "rm", "-f", cid], capture_output=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", help="local Docker image (default: the cpu-bookworm recipe's)")
+    parser.add_argument("--compression", default="gzip", choices=["gzip", "zstd", "xz"])
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workdir", type=Path, default=None, help="where outputs go (a disk)")
+    args = parser.parse_args(argv)
+
+    from containers.convert.sif_native import convert_image_to_sif
+
+    image = args.image
+    if image is None:
+        from containers.recipe import load_recipe
+
+        image = load_recipe("cpu-bookworm").image_tag
+    import docker
+
+    size = docker.from_env().images.get(image).attrs.get("Size", 0)
+    workdir = Path(tempfile.mkdtemp(prefix="hvd-bench-convert-", dir=args.workdir))
+    try:
+        print(f"image            {image} (rootfs {size / 1e6:.0f} MB uncompressed)")
+        print(f"compressor       {args.compression}, {args.threads} jobs; outputs in {workdir}")
+        warm_up(image)
+        bare_out = workdir / "bare.sqfs"
+        bare_s = bare(image, bare_out, args.compression, args.threads)
+        bare_size = bare_out.stat().st_size
+        bare_out.unlink()
+        print(
+            f"bare compression {bare_s:6.1f} s  docker export | tar2sqfs -> {bare_size / 1e6:.0f} MB"
+        )
+
+        native_dir = workdir / "native"
+        native_dir.mkdir()
+        sampler = Sampler(native_dir)
+        sampler.start()
+        started = time.monotonic()
+        result = convert_image_to_sif(
+            image, native_dir / "image.sif", compression=args.compression, threads=args.threads
+        )
+        native_s = time.monotonic() - started
+        sampler.stop.set()
+        sampler.join()
+        sampler.peak_disk = max(sampler.peak_disk, _dir_usage(native_dir))
+        ratio = native_s / bare_s
+        print(
+            f"native convert   {native_s:6.1f} s  -> SIF {result.size / 1e6:.0f} MB "
+            f"(header placed by {result.shift_method})"
+        )
+        print(
+            f"time ratio       {ratio:.3f}  (target <= 1.10) {'OK' if ratio <= 1.10 else 'MISSED'}"
+        )
+        disk_ratio = sampler.peak_disk / result.size
+        print(
+            f"peak extra disk  {sampler.peak_disk / 1e6:.0f} MB = {disk_ratio:.3f} x SIF  "
+            f"(target <= 1.10) {'OK' if disk_ratio <= 1.10 else 'MISSED'}"
+        )
+        print(
+            f"peak memory      converter {_status_kb('self', 'VmHWM') / 1024:.0f} MB, "
+            f"tar2sqfs {sampler.peak_child_kb / 1024:.0f} MB"
+        )
+        return 0 if ratio <= 1.10 and disk_ratio <= 1.10 else 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
