@@ -60,12 +60,14 @@ def publish_to_site(
     if runtime not in TOOL:
         raise UserError(f"--to {runtime}: not a site image runtime (allowed: {', '.join(TOOL)})")
     step = on_step or (lambda _m: None)
-    site = _site(site_name) if (registry is None or login_host is None) else None
+    local_tool = shutil.which(TOOL[runtime]) is not None
+    need_site = site_name is not None or registry is None or (login_host is None and not local_tool)
+    site = _site(site_name) if need_site else None
     registry = registry or (site.images.registry if site else None)
     if not registry:
         where = f"site {site.name!r} has no images.registry" if site else "no site"
         raise UserError(f"--registry: needed for --to {runtime} ({where})")
-    if login_host is None and shutil.which(TOOL[runtime]) is None:
+    if login_host is None and not local_tool:
         login_host = site.login_host if site else None
         if not login_host:
             raise UserError(

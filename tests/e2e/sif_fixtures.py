@@ -8,12 +8,26 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+LABELS = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.11"}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child process (one-line errors and exit codes as users see them)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hvd_container", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def run_testbed(script: str, *args: str) -> None:
@@ -95,3 +109,28 @@ def ch_run(
     full_env = {"PATH": "/usr/bin:/bin", "USER": "root", **(env or {})}
     return subprocess.run(["ch-run", str(root), "--", *argv], capture_output=True, text=True,
                           env=full_env, timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    import docker
+
+    run_testbed("docker.sh", "up")
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session")
+def sif_tools() -> None:
+    run_testbed("sif-tools.sh", "up")
+
+
+@pytest.fixture(scope="session")
+def charliecloud() -> None:
+    run_testbed("charliecloud.sh", "up")
+
+
+@pytest.fixture(scope="session")
+def shell_image(docker_client: Any) -> Iterator[str]:
+    tag = import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
+    yield tag
+    docker_client.images.remove(tag, force=True)

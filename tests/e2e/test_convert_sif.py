@@ -4,62 +4,35 @@ squashfuse and Charliecloud's ch-run."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from containers.sif.reader import read_sif
-from tests.e2e.sif_fixtures import ch_run, import_image, mounted, run_testbed, shell_rootfs
+from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
+    LABELS,
+    ch_run,
+    charliecloud,
+    cli,
+    docker_client,
+    import_image,
+    mounted,
+    shell_image,
+    shell_rootfs,
+    sif_tools,
+)
 
 pytestmark = pytest.mark.e2e
 
-LABELS = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.11"}
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hvd_container", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-
 
 @pytest.fixture(scope="session")
-def docker_client() -> Any:
-    import docker
-
-    run_testbed("docker.sh", "up")
-    return docker.from_env()
-
-
-@pytest.fixture(scope="session")
-def sif_tools() -> None:
-    run_testbed("sif-tools.sh", "up")
-
-
-@pytest.fixture(scope="session")
-def charliecloud() -> None:
-    run_testbed("charliecloud.sh", "up")
-
-
-@pytest.fixture(scope="session")
-def shell_image(docker_client: Any) -> Iterator[str]:
-    tag = import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
-    yield tag
-    docker_client.images.remove(tag, force=True)
-
-
-@pytest.fixture(scope="session")
-def shell_sif(shell_image: str, sif_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def shell_sif(shell_image: str, sif_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     target = tmp_path_factory.mktemp("sif") / "shell.sif"
     result = cli("convert", shell_image, "--to", "sif", "-o", str(target))
     assert result.returncode == 0, result.stderr
@@ -101,7 +74,9 @@ def test_unsquashfs_reads_the_rootfs_in_place(shell_sif: Path) -> None:
 
 
 def test_runscript_env_and_labels_work_under_charliecloud(
-    shell_sif: Path, charliecloud: None, tmp_path: Path
+    shell_sif: Path,
+    charliecloud: None,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     info = read_sif(shell_sif)
     with mounted(shell_sif, info.rootfs_offset, tmp_path / "mnt") as root:
@@ -128,7 +103,10 @@ def test_inspect_prints_descriptors_and_facts(shell_sif: Path) -> None:
 
 @pytest.mark.parametrize("compressor", ["zstd", "xz"])
 def test_other_compressors(
-    shell_image: str, sif_tools: None, tmp_path: Path, compressor: str
+    shell_image: str,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
+    compressor: str,
 ) -> None:
     target = tmp_path / "x.sif"
     result = cli("convert", shell_image, "--to", "sif", "-o", str(target),
@@ -142,7 +120,9 @@ def test_other_compressors(
 
 
 def test_reproducible_with_source_date_epoch(
-    shell_image: str, sif_tools: None, tmp_path: Path
+    shell_image: str,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     env = {"SOURCE_DATE_EPOCH": "1700000000"}
     outputs = []
@@ -154,7 +134,7 @@ def test_reproducible_with_source_date_epoch(
     assert read_sif(tmp_path / "a.sif").created == 1700000000
 
 
-def test_missing_image_and_wrong_arch(shell_image: str, tmp_path: Path) -> None:
+def test_missing_image_and_wrong_arch(shell_image: str, tmp_path: Path) -> None:  # noqa: F811
     target = tmp_path / "x.sif"
     missing = cli("convert", "hvd-test/no-such-image:1", "--to", "sif", "-o", str(target))
     assert missing.returncode == 2
@@ -166,7 +146,7 @@ def test_missing_image_and_wrong_arch(shell_image: str, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_full_disk_leaves_nothing_behind(shell_image: str, sif_tools: None, tmp_path: Path) -> None:
+def test_full_disk_leaves_nothing_behind(shell_image: str, sif_tools: None, tmp_path: Path) -> None:  # noqa: F811
     small = tmp_path / "small"
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
@@ -189,7 +169,10 @@ def test_truncated_sif_is_a_clear_error(shell_sif: Path, tmp_path: Path) -> None
 
 
 def test_interrupted_conversion_leaves_nothing_behind(
-    docker_client: Any, sif_tools: None, tmp_path: Path, request: pytest.FixtureRequest
+    docker_client: Any,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     image = import_image(docker_client, "hvd-test/sif-big:1", shell_rootfs(extra_bytes=200 << 20))
     request.addfinalizer(lambda: docker_client.images.remove(image, force=True))
