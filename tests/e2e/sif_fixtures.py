@@ -131,6 +131,10 @@ def charliecloud() -> None:
 
 @pytest.fixture(scope="session")
 def shell_image(docker_client: Any) -> Iterator[str]:
+    import docker
+
     tag = import_image(docker_client, "hvd-test/sif-shell:1", shell_rootfs(), LABELS)
     yield tag
-    docker_client.images.remove(tag, force=True)
+    # Test modules import this fixture separately: the other copy may have removed it already.
+    with contextlib.suppress(docker.errors.NotFound):
+        docker_client.images.remove(tag, force=True)
