@@ -147,8 +147,29 @@ setup_network() {
         ip -n "$ns" route replace default via "$NET.1" 2>/dev/null || true
         i=$((i + 1))
     done
+    hosts_entries
     # With dockerd running, bridged traffic meets its FORWARD drop policy: let only this bridge through.
     iptables_rules -I 2>/dev/null || true
+}
+
+HOSTS_MARK="# hvd-testbed slurm.sh"
+
+# Node names resolve on the host and in containers (ch-run binds the host's /etc/hosts), as
+# on a real cluster: Lightning and torch.distributed look up the first node by name.
+hosts_entries() {
+    drop_hosts_entries
+    i=1
+    while [ "$i" -le "$NODES" ]; do
+        echo "$NET.$((10 + i)) node$i $HOSTS_MARK" >>/etc/hosts
+        i=$((i + 1))
+    done
+}
+
+drop_hosts_entries() {
+    grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null || return 0
+    kept=$(grep -vF "$HOSTS_MARK" /etc/hosts)
+    # rewrite in place: /etc/hosts may be a bind mount that cannot be replaced by rename
+    printf '%s\n' "$kept" >/etc/hosts
 }
 
 start_slurmd() { # $1 = node index
@@ -232,6 +253,7 @@ cmd_down() {
         rm -f "$RUN/munged.ours"
     fi
     iptables_rules -D 2>/dev/null || true
+    drop_hosts_entries
     for ns in /run/netns/$NS_PREFIX*; do
         [ -e "$ns" ] || continue
         ip link delete "hvdsv${ns##*/$NS_PREFIX}" 2>/dev/null || true

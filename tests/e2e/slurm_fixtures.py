@@ -98,13 +98,15 @@ def job_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_sif(request: pytest.FixtureRequest) -> Path:
-    """The CPU training image (BUILD's `cpu_image` fixture) as a SIF, converted once per image id.
+    """The CPU training image as a SIF, converted once per image id.
+
+    The image is the build fixture's `cpu_image`, or the Docker tag in $HVD_E2E_CPU_IMAGE.
 
     Kept under /var/tmp/hvd-e2e so that later sessions reuse the conversion of the same image.
     """
     import docker
 
-    tag = request.getfixturevalue("cpu_image")
+    tag = os.environ.get("HVD_E2E_CPU_IMAGE") or request.getfixturevalue("cpu_image")
     run_testbed("sif-tools.sh", "up")
     client: Any = docker.from_env()
     image_id = client.images.get(str(tag)).id.split(":", 1)[-1][:16]
