@@ -87,6 +87,8 @@ def import_image(client: Any, tag: str, rootfs: bytes, labels: dict[str, str] | 
         'CMD ["default arg"]',
     ]
     changes += [f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()]
+    with contextlib.suppress(Exception):  # a previous run's copy would be left dangling
+        client.images.remove(tag, force=True)
     client.api.import_image_from_data(rootfs, repository=repository, tag=version, changes=changes)
     return tag
 

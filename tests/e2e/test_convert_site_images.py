@@ -8,6 +8,7 @@ with exit 0, migrate refused until rmsqi) and ask the real registry whether the 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,13 @@ REGISTRY = "127.0.0.1:5000"
 
 
 @pytest.fixture(scope="session")
-def registry() -> str:
+def registry(docker_client: Any) -> Iterator[str]:  # noqa: F811
     run_testbed("registry.sh", "up")
-    return REGISTRY
+    yield REGISTRY
+    # The pushes tagged the test image with the registry's name: drop that tag again.
+    for image in docker_client.images.list(name=f"{REGISTRY}/hvd-test/*"):
+        for tag in image.tags:
+            docker_client.images.remove(tag, force=True)
 
 
 @pytest.fixture()
