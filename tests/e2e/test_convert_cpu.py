@@ -1,0 +1,91 @@
+"""The CPU training image converted natively to SIF and run from the SIF's own filesystem:
+the image's Python does a 2-rank Horovod allreduce under the real Charliecloud runtime, with
+the root filesystem mounted by squashfuse at the partition offset."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from containers.sif.reader import read_sif
+from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
+    ch_run,
+    charliecloud,
+    cli,
+    docker_client,
+    mounted,
+    sif_tools,
+)
+
+pytestmark = pytest.mark.e2e
+
+ALLREDUCE = """\
+import horovod.torch as hvd
+import torch
+
+hvd.init()
+total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
+print(f"rank {hvd.rank()} of {hvd.size()}: allreduce {total.item()}", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def cpu_tag(request: pytest.FixtureRequest, docker_client: Any) -> str:  # noqa: F811
+    """The build fixture's `cpu_image`, or the Docker tag in $HVD_E2E_CPU_IMAGE."""
+    return str(os.environ.get("HVD_E2E_CPU_IMAGE") or request.getfixturevalue("cpu_image"))
+
+
+@pytest.fixture(scope="module")
+def cpu_native_sif(
+    cpu_tag: str,
+    sif_tools: None,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    target = tmp_path_factory.mktemp("cpu") / "cpu.sif"
+    result = cli("convert", cpu_tag, "--to", "sif", "-o", str(target))
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+def test_cpu_sif_layout_and_labels(cpu_tag: str, cpu_native_sif: Path, docker_client: Any) -> None:  # noqa: F811
+    listing = subprocess.run(["siftool", "list", str(cpu_native_sif)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert re.search(r"^\d+\s+\|1\s+\|NONE\s+\|\d+-\d+\s+\|FS \(Squashfs/\*System/amd64\)",
+                     listing, re.M), listing  # fmt: skip
+    info = read_sif(cpu_native_sif)
+    image_labels = docker_client.images.get(cpu_tag).attrs["Config"].get("Labels") or {}
+    assert image_labels.items() <= info.labels.items()
+    assert info.arch == docker_client.images.get(cpu_tag).attrs["Architecture"]
+    rootfs = subprocess.run(
+        ["unsquashfs", "-o", str(info.rootfs_offset), "-l", str(cpu_native_sif),
+         "squashfs-root/.singularity.d", "squashfs-root/opt/venv/bin"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "squashfs-root/.singularity.d/env/10-docker2singularity.sh" in rootfs
+    assert "squashfs-root/opt/venv/bin/python" in rootfs
+
+
+def test_two_rank_allreduce_from_the_sif_under_charliecloud(
+    cpu_native_sif: Path,
+    charliecloud: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE)
+    info = read_sif(cpu_native_sif)
+    with mounted(cpu_native_sif, info.rootfs_offset, tmp_path / "rootfs") as root:
+        # The exec action sources the SIF's env scripts (the image's ENV: PATH to /opt/venv).
+        result = ch_run(
+            root,
+            "/.singularity.d/actions/exec",
+            "horovodrun", "--gloo", "-np", "2", "-H", "localhost:2",
+            "python", str(script),
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in (0, 1):
+        assert re.search(rf"rank {rank} of 2: allreduce 3\.0", result.stdout), result.stdout
