@@ -1,0 +1,257 @@
+"""Recipe -> verified, labelled Docker image (and optionally pushed).
+
+Steps: render the build context; reuse the tagged image when its build digest matches (cache
+hit); otherwise serve the host's pip configuration, build through a BuildEngine with live
+progress, verify the result (containers/verify.py), record the facts as labels in a metadata-only
+second build, and tag. A failed build or verification leaves no new tag and no containers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hvd_container.errors import StepFailed, UserError
+
+if TYPE_CHECKING:
+    from containers.engine import BuildEngine, BuildEvent
+    from containers.recipe import Recipe
+
+PHASE_MARKER = re.compile(r"^#\s*hvd-container phase:\s*(\S+)")
+BUILD_DIGEST_LABEL = "org.hvd-container.build.digest"
+VERIFIED_LABEL = "org.hvd-container.verified"
+PIP_URL_ARG = "HVD_PIP_CONFIG_URL"
+DEBOOTSTRAP_PREFIX = "debootstrap:"
+
+
+def dockerfile_phases(dockerfile: str) -> list[str]:
+    """The phase of each instruction (index = step - 1), from the `# hvd-container phase:` markers.
+
+    Steps are counted as the classic builder counts them: one per instruction, continuation
+    lines joined, comments and blank lines skipped.
+    """
+    phases: list[str] = []
+    phase = "base"
+    continued = False
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        marker = PHASE_MARKER.match(line)
+        if marker:
+            phase = marker[1]
+            continue
+        if continued:
+            continued = line.endswith("\\")
+            continue
+        if not line or line.startswith("#"):
+            continue
+        phases.append(phase)
+        continued = line.endswith("\\")
+    return phases
+
+
+def build_digest(context: Mapping[str, bytes]) -> str:
+    """sha256 over the rendered build context (Dockerfile + every input file), order-free."""
+    h = hashlib.sha256()
+    for name in sorted(context):
+        data = context[name]
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def base_image_of(dockerfile: str) -> str:
+    for line in dockerfile.splitlines():
+        if line.strip().upper().startswith("FROM "):
+            return line.split()[1]
+    raise UserError("the rendered Dockerfile has no FROM line")
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    image_id: str
+    cached: bool
+    seconds: float
+    labels: dict[str, str] = field(default_factory=dict)
+    pushed: str | None = None
+
+
+Reporter = Callable[[str, str, str], None]
+"""report(kind, phase, text): kind is one of step, log, cached, info, done."""
+
+
+class BuildOptions:
+    def __init__(
+        self,
+        no_cache: bool = False,
+        verify: bool = True,
+        use_host_pip: bool = True,
+        pip_config_port: int | None = None,
+    ) -> None:
+        self.no_cache = no_cache
+        self.verify = verify
+        self.use_host_pip = use_host_pip
+        self.pip_config_port = pip_config_port
+
+
+def _image_labels(client: Any, ref: str) -> tuple[str, dict[str, str]] | None:
+    import docker.errors
+
+    try:
+        info = client.inspect_image(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    return info["Id"], dict((info.get("Config") or {}).get("Labels") or {})
+
+
+def ensure_base_image(client: Any, recipe: Recipe, dockerfile: str, report: Reporter) -> None:
+    """Make sure FROM exists locally; `debootstrap:<suite>` bases are built once if missing."""
+    base = base_image_of(dockerfile)
+    if _image_labels(client, base) is not None:
+        return
+    spec = recipe.base.image
+    if not spec.startswith(DEBOOTSTRAP_PREFIX):
+        return  # let the engine try to pull it and report what goes wrong
+    suite = spec[len(DEBOOTSTRAP_PREFIX) :]
+    script = _base_image_script()
+    if script is None:
+        raise UserError(
+            f"recipe {recipe.name}: base image {base} is missing; make it with "
+            f"`testbed/base-image.sh {suite}` (debootstrap from a Debian mirror)"
+        )
+    report("info", "base", f"making {base} with debootstrap (once; cached as a local image)")
+    proc = subprocess.run([str(script), suite], capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise StepFailed(f"making base image {base} failed: {last}")
+
+
+def _base_image_script() -> Path | None:
+    env = os.environ.get("HVD_BASE_IMAGE_SCRIPT")
+    if env:
+        return Path(env)
+    candidate = Path(__file__).resolve().parent.parent / "testbed" / "base-image.sh"
+    return candidate if candidate.is_file() else None
+
+
+def build_recipe(
+    recipe: Recipe,
+    report: Reporter,
+    options: BuildOptions | None = None,
+    engine: BuildEngine | None = None,
+    client: Any | None = None,
+) -> BuildResult:
+    """Build, verify and label the image of recipe; reuse it when nothing changed."""
+    from containers.engine.docker_api import DockerAPIEngine, docker_client
+    from containers.render import build_context
+
+    opts = options or BuildOptions()
+    start = time.monotonic()
+    api = client or docker_client()
+    engine = engine or DockerAPIEngine(api)
+    context = build_context(recipe)
+    dockerfile = context["Dockerfile"].decode()
+    digest = build_digest(context)
+    tag = recipe.image_tag
+
+    existing = _image_labels(api, tag)
+    if (
+        not opts.no_cache
+        and existing is not None
+        and existing[1].get(BUILD_DIGEST_LABEL) == digest
+        and existing[1].get(VERIFIED_LABEL) == "true"
+    ):
+        report("cached", "done", f"{tag} is up to date (build digest {digest[:12]}), not rebuilt")
+        return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
+
+    ensure_base_image(api, recipe, dockerfile, report)
+    phases = dockerfile_phases(dockerfile)
+    image_id = _run_engine(engine, api, recipe, context, phases, report, opts)
+    try:
+        labels = {BUILD_DIGEST_LABEL: digest}
+        if opts.verify:
+            from containers.verify import docker_runner, fact_labels, require_ok, verify_image
+
+            arch = _image_arch(api, image_id)
+            result = verify_image(
+                image_id,
+                docker_runner(api, image_id),
+                arch,
+                recipe,
+                on_step=lambda msg: report("step", "checks", f"verify: {msg}"),
+            )
+            result.image = tag
+            require_ok(result)
+            labels.update(fact_labels(result, recipe))
+        final_id = apply_labels(api, image_id, tag, labels)
+    finally:
+        _remove_untagged(api, image_id)
+    seconds = time.monotonic() - start
+    report("done", "done", f"built {tag} ({final_id[7:19]}) in {seconds:.0f} s")
+    return BuildResult(tag, final_id, False, seconds, labels)
+
+
+def _run_engine(
+    engine: BuildEngine,
+    api: Any,
+    recipe: Recipe,
+    context: Mapping[str, bytes],
+    phases: list[str],
+    report: Reporter,
+    opts: BuildOptions,
+) -> str:
+    from containers.pipconfig import bridge_gateway, serve_host_pip_config
+
+    def phase_of(ev: BuildEvent) -> str:
+        if ev.step is None or not phases:
+            return "base"
+        return phases[min(ev.step, len(phases)) - 1]
+
+    def drive(buildargs: dict[str, str]) -> str:
+        # Built untagged: the tag only moves once verification has passed.
+        for ev in engine.build(context, "", buildargs):
+            if ev.kind == "done":
+                assert ev.image_id
+                return ev.image_id
+            text = f"[{ev.step}/{ev.total}] {ev.text}" if ev.kind == "step" else ev.text
+            report(ev.kind, phase_of(ev), text)
+        raise StepFailed(f"build of {recipe.image_tag} ended without an image")
+
+    if not opts.use_host_pip:
+        return drive({})
+    with serve_host_pip_config(bridge_gateway(api), opts.pip_config_port) as url:
+        return drive({PIP_URL_ARG: url})
+
+
+def _image_arch(api: Any, image: str) -> str:
+    return str(api.inspect_image(image).get("Architecture") or "unknown")
+
+
+def apply_labels(api: Any, image_id: str, tag: str, labels: Mapping[str, str]) -> str:
+    """Tag image_id with labels added: a metadata-only build (`FROM id` + labels), no new layer."""
+    from containers.engine.docker_api import DockerAPIEngine
+
+    context = {"Dockerfile": f"FROM {image_id}\n".encode()}
+    for ev in DockerAPIEngine(api).build(context, tag, labels=labels):
+        if ev.kind == "done" and ev.image_id:
+            return ev.image_id
+    raise StepFailed(f"labelling {tag} failed")
+
+
+def _remove_untagged(api: Any, image_id: str) -> None:
+    """Drop the intermediate (unlabelled) image if nothing refers to it by tag."""
+    import docker.errors
+
+    try:
+        info = api.inspect_image(image_id)
+        if not info.get("RepoTags"):
+            api.remove_image(image_id, noprune=True)
+    except docker.errors.APIError:
+        pass  # a child image (the labelled one) keeps it alive; that is fine

@@ -1,0 +1,188 @@
+"""Build backend: the Docker engine's classic builder through docker-py's low-level APIClient.
+
+Chosen over BuildKit because docker-py has no BuildKit support (docker/docker-py#2230) and the
+rendered Dockerfiles need neither cache mounts nor build secrets: the pip configuration and CA
+reach the build through a short-lived HTTP server (containers/pipconfig.py) instead of secrets.
+`APIClient.build(decode=True)` streams the log line by line, which gives live progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import tarfile
+from collections import deque
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from containers.engine import BuildEvent
+from hvd_container.errors import StepFailed, UserError
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+TAIL_LINES = 30
+
+
+def docker_client(timeout: int = 600) -> Any:
+    """A docker.APIClient for the engine in DOCKER_HOST (default the local socket).
+
+    A missing or stopped daemon becomes one UserError line instead of a traceback.
+    """
+    import docker
+    import docker.errors
+    import requests
+
+    try:
+        client = docker.APIClient(version="auto", timeout=timeout, **_env_kwargs())
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise UserError(_unreachable(exc)) from None
+    return client
+
+
+def _env_kwargs() -> dict[str, Any]:
+    from docker.utils import kwargs_from_env
+
+    return dict(kwargs_from_env())
+
+
+def _unreachable(exc: BaseException) -> str:
+    import os
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "No such file" in reason or "Connection refused" in reason or "FileNotFound" in reason:
+        reason = "no daemon is listening"
+    return (
+        f"cannot reach the Docker engine at {host}: {reason} "
+        "(start it with `testbed/docker.sh up` or your system's docker service)"
+    )
+
+
+def context_tar(files: Mapping[str, bytes]) -> bytes:
+    """A reproducible tar of the build context (fixed mtimes/owners, sorted names)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in sorted(files):
+            data = files[name]
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            # Scripts must stay executable inside the image (hvd-pip is COPYed and run).
+            info.mode = 0o755 if data.startswith(b"#!") else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class DockerAPIEngine:
+    """BuildEngine backed by the Docker engine's classic builder."""
+
+    def __init__(self, client: Any | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def build(
+        self,
+        context: Mapping[str, bytes],
+        tag: str,
+        buildargs: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Iterator[BuildEvent]:
+        import docker.errors
+        import requests
+
+        try:
+            stream = self.client.build(
+                fileobj=io.BytesIO(context_tar(context)),
+                custom_context=True,
+                tag=tag or None,
+                buildargs=dict(buildargs or {}),
+                labels=dict(labels or {}) or None,
+                decode=True,
+                rm=True,
+                forcerm=True,  # remove intermediate containers even when a step fails
+                pull=False,
+            )
+            yield from parse_build_stream(stream)
+        except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:
+            raise StepFailed(f"docker build of {tag}: {_api_message(exc)}") from None
+
+
+def _api_message(exc: BaseException) -> str:
+    explanation = getattr(exc, "explanation", None)
+    return str(explanation or exc).splitlines()[0]
+
+
+def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]:
+    """Classic-builder JSON messages -> BuildEvents; an error raises StepFailed with context.
+
+    The failure message names the failing instruction and carries the last TAIL_LINES lines of
+    its output, as the user needs them to fix the recipe.
+    """
+    step: int | None = None
+    total: int | None = None
+    instruction = ""
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    image_id: str | None = None
+    pending = ""
+    with contextlib.ExitStack() as stack:
+        if hasattr(stream, "close"):
+            stack.callback(stream.close)  # Ctrl-C: drop the connection, the daemon cancels
+        for chunk in stream:
+            if "error" in chunk or "errorDetail" in chunk:
+                detail = chunk.get("errorDetail") or {}
+                message = (chunk.get("error") or detail.get("message") or "unknown error").strip()
+                raise BuildFailed(message, step, total, instruction, list(tail))
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and aux.get("ID"):
+                image_id = aux["ID"]
+                continue
+            text = chunk.get("stream")
+            if not text:
+                continue
+            pending += text
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                match = _STEP.match(line)
+                if match:
+                    step, total, instruction = int(match[1]), int(match[2]), match[3]
+                    tail.clear()
+                    yield BuildEvent("step", instruction, step, total)
+                elif line.strip() == "---> Using cache":
+                    yield BuildEvent("cached", line.strip(), step, total)
+                elif line.startswith(" ---> ") or line.startswith("Successfully "):
+                    continue  # builder bookkeeping, not output of the step
+                else:
+                    tail.append(line)
+                    yield BuildEvent("log", line, step, total)
+        if pending.strip():
+            yield BuildEvent("log", pending, step, total)
+    if image_id is None:
+        raise BuildFailed(
+            "the build ended without producing an image", step, total, instruction, list(tail)
+        )
+    yield BuildEvent("done", image_id, step, total, image_id=image_id)
+
+
+class BuildFailed(StepFailed):
+    """A Dockerfile instruction failed; carries what the user needs to see."""
+
+    def __init__(
+        self, message: str, step: int | None, total: int | None, instruction: str, tail: list[str]
+    ) -> None:
+        where = f"step {step}/{total} `{_short(instruction)}`" if step else "before the first step"
+        super().__init__(f"build failed at {where}: {message}")
+        self.message = message
+        self.step = step
+        self.total = total
+        self.instruction = instruction
+        self.tail = tail
+
+
+def _short(instruction: str, limit: int = 120) -> str:
+    flat = " ".join(instruction.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

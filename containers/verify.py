@@ -1,0 +1,299 @@
+"""Prove that an image does what its recipe says, and record the facts as labels.
+
+`horovodrun --check-build` always exits 0, so its output is parsed and compared with the recipe
+(frameworks, controllers, tensor operations); each framework's `hvd.init()` is run; then the
+recipe's own checks. The facts (versions, check-build result, arch, digest) become
+`org.hvd-container.*` labels that later steps (SIF conversion, launch preflight) read without
+running the image.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hvd_container.errors import StepFailed
+
+if TYPE_CHECKING:
+    from containers.recipe import Recipe
+
+LABEL_PREFIX = "org.hvd-container."
+CHECK_BUILD = ["horovodrun", "--check-build"]
+
+# Framework names in `--check-build` output -> recipe spelling.
+_FRAMEWORKS = {"tensorflow": "tensorflow", "pytorch": "pytorch", "mxnet": "mxnet"}
+_INIT = {
+    "pytorch": "import horovod.torch as hvd; hvd.init(); assert hvd.size() >= 1; print(hvd.rank())",
+    "tensorflow": "import horovod.tensorflow as hvd; hvd.init(); print(hvd.rank())",
+    "keras": "import horovod.tensorflow.keras as hvd; hvd.init(); print(hvd.rank())",
+}
+
+# Prints the package versions the image really has, as JSON (run inside the image).
+VERSIONS_SCRIPT = r"""
+import json, platform, subprocess
+from importlib import metadata
+out = {"python": platform.python_version()}
+for key, dist in (("torch", "torch"), ("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"),
+                  ("horovod", "horovod"), ("lightning", "lightning"),
+                  ("lightning", "pytorch-lightning")):
+    try:
+        out.setdefault(key, metadata.version(dist))
+    except metadata.PackageNotFoundError:
+        pass
+try:
+    import torch
+    out["cuda"] = torch.version.cuda or ""
+except Exception:
+    pass
+try:
+    text = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    out["mpi"] = text.strip().splitlines()[0] if text.strip() else ""
+except OSError:
+    out["mpi"] = ""
+print("HVD-VERSIONS " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class CheckBuild:
+    """Parsed `horovodrun --check-build`: the names marked [X] in each block, lower case."""
+
+    version: str | None
+    frameworks: frozenset[str]
+    controllers: frozenset[str]
+    tensor_ops: frozenset[str]
+
+
+_BLOCKS = {
+    "available frameworks": "frameworks",
+    "available controllers": "controllers",
+    "available tensor operations": "tensor_ops",
+}
+
+
+def parse_check_build(text: str) -> CheckBuild:
+    """Parse check-build output; raises ValueError if it has none of the three blocks."""
+    found: dict[str, set[str]] = {v: set() for v in _BLOCKS.values()}
+    seen: set[str] = set()
+    current: str | None = None
+    version = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = re.match(r"^Horovod v(\S+?):?$", line)
+        if m:
+            version = m[1]
+            continue
+        head = line.rstrip(":").lower()
+        if head in _BLOCKS:
+            current = _BLOCKS[head]
+            seen.add(current)
+            continue
+        m = re.match(r"^\[([Xx ])\]\s+(.+)$", line)
+        if m and current:
+            if m[1] in "Xx":
+                found[current].add(m[2].strip().lower())
+            continue
+        if line and not m:
+            current = None if line.endswith(":") else current
+    if not seen:
+        raise ValueError("no 'Available Frameworks/Controllers/Tensor Operations' blocks found")
+    return CheckBuild(
+        version,
+        frozenset(found["frameworks"]),
+        frozenset(found["controllers"]),
+        frozenset(found["tensor_ops"]),
+    )
+
+
+def expected_check_build(recipe: Recipe) -> CheckBuild:
+    """What check-build must report for the recipe."""
+    hv = recipe.horovod
+    assert hv is not None
+    frameworks = {"tensorflow" if f == "keras" else f for f in hv.frameworks}
+    controllers = set(hv.controllers)
+    ops = set(controllers)
+    if hv.gpu_operations:
+        ops.add(hv.gpu_operations)
+    return CheckBuild(hv.version, frozenset(frameworks), frozenset(controllers), frozenset(ops))
+
+
+def compare_check_build(expected: CheckBuild, actual: CheckBuild) -> list[str]:
+    """Mismatches as readable strings; empty when the image has everything the recipe asks."""
+    problems = []
+    if expected.version and actual.version and expected.version != actual.version:
+        problems.append(f"Horovod {actual.version}, recipe says {expected.version}")
+    for what in ("frameworks", "controllers", "tensor_ops"):
+        missing = sorted(getattr(expected, what) - getattr(actual, what))
+        if missing:
+            label = what.replace("_", " ")
+            problems.append(f"{label} missing: {', '.join(missing)}")
+    return problems
+
+
+def parse_versions(output: str) -> dict[str, str]:
+    for line in output.splitlines():
+        if line.startswith("HVD-VERSIONS "):
+            data = json.loads(line[len("HVD-VERSIONS ") :])
+            return {str(k): str(v) for k, v in data.items()}
+    raise ValueError("the version probe printed nothing")
+
+
+def mpi_version(line: str) -> str:
+    """'mpirun (Open MPI) 4.1.4' -> '4.1.4'; '' when there is no MPI."""
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?)", line)
+    return m[1] if m else ""
+
+
+@dataclass
+class VerifyResult:
+    image: str
+    check_build: CheckBuild | None
+    versions: dict[str, str]
+    arch: str
+    problems: list[str] = field(default_factory=list)
+    checks_run: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
+    """The org.hvd-container.* labels recording what verification found."""
+    labels: dict[str, str] = {f"{LABEL_PREFIX}arch": result.arch}
+    cb = result.check_build
+    if cb is not None:
+        labels[f"{LABEL_PREFIX}horovod.frameworks"] = ",".join(sorted(cb.frameworks))
+        labels[f"{LABEL_PREFIX}horovod.controllers"] = ",".join(sorted(cb.controllers))
+        labels[f"{LABEL_PREFIX}horovod.tensor_ops"] = ",".join(sorted(cb.tensor_ops))
+    for key, value in sorted(result.versions.items()):
+        if key == "mpi":
+            value = mpi_version(value)
+        labels[f"{LABEL_PREFIX}versions.{key}"] = value
+    labels[f"{LABEL_PREFIX}verified"] = "true" if result.ok else "false"
+    if recipe is not None:
+        labels[f"{LABEL_PREFIX}recipe.name"] = recipe.name
+        labels[f"{LABEL_PREFIX}recipe.version"] = str(recipe.version)
+        labels[f"{LABEL_PREFIX}recipe.digest"] = recipe.digest()
+        if recipe.mpi is not None:
+            labels[f"{LABEL_PREFIX}mpi.pmi"] = ",".join(recipe.mpi.pmi)
+    return labels
+
+
+Runner = Callable[[list[str]], tuple[int, str]]
+
+
+def verify_image(
+    image: str,
+    run: Runner,
+    arch: str,
+    recipe: Recipe | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> VerifyResult:
+    """Run the checks with run(argv) -> (exit code, output) inside the image.
+
+    Without a recipe, the expectations come from nothing: check-build is parsed and recorded, and
+    each framework it reports gets its hvd.init() run.
+    """
+    note = on_step or (lambda _msg: None)
+    result = VerifyResult(image, None, {}, arch)
+
+    note(" ".join(CHECK_BUILD))
+    code, out = run(CHECK_BUILD)
+    try:
+        result.check_build = parse_check_build(out)
+    except ValueError:
+        result.problems.append(f"`horovodrun --check-build` failed (exit {code}): {_last(out)}")
+    if recipe is not None and recipe.arch != arch:
+        result.problems.append(f"image arch {arch}, recipe says {recipe.arch}")
+    if recipe is not None and recipe.horovod is not None and result.check_build is not None:
+        result.problems += compare_check_build(expected_check_build(recipe), result.check_build)
+
+    code, out = run(["python", "-c", VERSIONS_SCRIPT])
+    try:
+        result.versions = parse_versions(out)
+    except ValueError:
+        result.problems.append(f"version probe failed (exit {code}): {_last(out)}")
+    if recipe is not None:
+        result.problems += compare_versions(recipe, result.versions)
+
+    frameworks: Iterable[str]
+    if recipe is not None and recipe.horovod is not None:
+        frameworks = recipe.horovod.frameworks
+    else:
+        frameworks = sorted(result.check_build.frameworks) if result.check_build else []
+    for fw in frameworks:
+        snippet = _INIT.get(fw)
+        if snippet is None:
+            continue
+        note(f"hvd.init() with {fw}")
+        result.checks_run.append(f"hvd.init {fw}")
+        code, out = run(["python", "-c", snippet])
+        if code != 0:
+            result.problems.append(f"hvd.init() with {fw} failed (exit {code}): {_last(out)}")
+
+    for check in recipe.checks if recipe is not None else []:
+        note(check)
+        result.checks_run.append(check)
+        code, out = run(["sh", "-c", check])
+        if code != 0:
+            result.problems.append(f"check `{check}` failed (exit {code}): {_last(out)}")
+    return result
+
+
+def compare_versions(recipe: Recipe, versions: dict[str, str]) -> list[str]:
+    """Framework versions in the image against the recipe (local tags like +cpu ignored)."""
+    wanted = {
+        "torch": recipe.pytorch.version if recipe.pytorch else None,
+        "tensorflow": recipe.tensorflow.version if recipe.tensorflow else None,
+        "horovod": recipe.horovod.version if recipe.horovod else None,
+        "lightning": recipe.lightning.version if recipe.lightning else None,
+    }
+    problems = []
+    for key, want in wanted.items():
+        if not want:
+            continue
+        have = versions.get(key)
+        if have is None:
+            problems.append(f"{key} is not installed, recipe says {want}")
+        elif not _same_release(have, want):
+            problems.append(f"{key} {have} installed, recipe says {want}")
+    return problems
+
+
+def _same_release(have: str, want: str) -> bool:
+    have_base = have.split("+", 1)[0]
+    want_base = str(want).split("+", 1)[0]
+    return have_base == want_base or have_base.startswith(want_base + ".")
+
+
+def _last(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no output)"
+
+
+def require_ok(result: VerifyResult) -> None:
+    if not result.ok:
+        raise StepFailed(f"verification of {result.image} failed: {'; '.join(result.problems)}")
+
+
+def docker_runner(client: Any, image: str, timeout: int = 600) -> Runner:
+    """run(argv) in a fresh container of image; the container is always removed."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        container = client.create_container(
+            image, command=argv, labels={f"{LABEL_PREFIX}verify": "1"}, network_disabled=False
+        )
+        cid = container["Id"]
+        try:
+            client.start(cid)
+            status = client.wait(cid, timeout=timeout)
+            out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
+            return int(status.get("StatusCode", 1)), out
+        finally:
+            client.remove_container(cid, force=True)
+
+    return run

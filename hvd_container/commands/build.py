@@ -1,0 +1,175 @@
+"""CLI commands: `build RECIPE`, `verify IMAGE`, `push RECIPE|IMAGE --registry R`."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+
+class Progress(str, Enum):
+    auto = "auto"
+    rich = "rich"
+    plain = "plain"
+    json = "json"
+
+
+RecipeArg = Annotated[
+    str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON lines.")]
+
+
+def build_cmd(
+    recipe: RecipeArg,
+    progress: Annotated[
+        Progress,
+        typer.Option("--progress", help="auto: rich on a terminal, plain lines otherwise."),
+    ] = Progress.auto,
+    json_output: JsonOpt = False,
+    push: Annotated[
+        str | None,
+        typer.Option("--push", metavar="REGISTRY", help="Push the verified image to REGISTRY."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Rebuild even if the image is up to date.")
+    ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="Skip verification (image is not marked verified).")
+    ] = False,
+    no_host_pip: Annotated[
+        bool,
+        typer.Option(
+            "--no-host-pip", help="Do not serve the host's pip configuration to the build."
+        ),
+    ] = False,
+) -> None:
+    """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
+    from containers.build import BuildOptions, build_recipe
+    from containers.build_progress import make_reporter
+    from containers.recipe import load_recipe
+    from hvd_container.errors import StepFailed
+
+    loaded = load_recipe(recipe)
+    reporter = make_reporter(progress.value, json_output)
+    options = BuildOptions(no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip)
+    try:
+        result = build_recipe(loaded, reporter, options)
+        pushed = None
+        if push:
+            pushed = _push(result.tag, push, reporter)
+    except StepFailed as exc:
+        reporter.failure(exc)
+        raise
+    finally:
+        reporter.close()
+    if json_output or progress is Progress.json:
+        summary: dict[str, Any] = {
+            "event": "result",
+            "tag": result.tag,
+            "image_id": result.image_id,
+            "cached": result.cached,
+            "seconds": round(result.seconds, 1),
+            "labels": result.labels,
+        }
+        if pushed:
+            summary["pushed"] = pushed
+        typer.echo(json.dumps(summary))
+
+
+def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
+    from containers.engine.docker_api import docker_client
+    from containers.push import push_image, read_manifest
+
+    result = push_image(docker_client(), image, registry, lambda m: reporter("info", "push", m))
+    manifest = read_manifest(result.remote)
+    reporter("done", "push", f"pushed {result.remote} ({manifest['digest']})")
+    return {"remote": result.remote, "digest": manifest["digest"]}
+
+
+def verify_cmd(
+    image: Annotated[str, typer.Argument(metavar="IMAGE", help="Local image name or id.")],
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe", help="Compare with this recipe (default: the one named in its labels)."
+        ),
+    ] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
+    import docker.errors
+
+    from containers.engine.docker_api import docker_client
+    from containers.recipe import load_recipe
+    from containers.verify import LABEL_PREFIX, docker_runner, fact_labels, verify_image
+    from hvd_container.errors import StepFailed, UserError
+
+    api = docker_client()
+    try:
+        info = api.inspect_image(image)
+    except docker.errors.ImageNotFound:
+        raise UserError(f"image {image} does not exist locally") from None
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    ref = recipe or labels.get(f"{LABEL_PREFIX}recipe.name")
+    loaded = load_recipe(ref) if ref else None
+    result = verify_image(
+        image,
+        docker_runner(api, image),
+        str(info.get("Architecture") or "unknown"),
+        loaded,
+        on_step=None if json_output else lambda m: typer.echo(f"[checks] => {m}"),
+    )
+    facts = fact_labels(result, loaded)
+    if json_output:
+        typer.echo(
+            json.dumps(
+                {"image": image, "ok": result.ok, "problems": result.problems, "facts": facts}
+            )
+        )
+    else:
+        for key, value in facts.items():
+            typer.echo(f"  {key}={value}")
+    if not result.ok:
+        raise StepFailed(f"verification of {image} failed: {'; '.join(result.problems)}")
+    if not json_output:
+        what = f"recipe {loaded.name} {loaded.version}" if loaded else "its own check-build"
+        typer.echo(f"{image}: verified against {what}")
+
+
+def push_cmd(
+    target: Annotated[
+        str, typer.Argument(metavar="RECIPE|IMAGE", help="A recipe (its tag) or a local image.")
+    ],
+    registry: Annotated[
+        str, typer.Option("--registry", "-r", metavar="HOST[:PORT][/NS]", help="Target registry.")
+    ],
+    json_output: JsonOpt = False,
+) -> None:
+    """Push a built image to a registry and read its manifest back."""
+    from containers.build_progress import make_reporter
+
+    reporter = make_reporter("plain", json_output)
+    result = _push(_image_of(target), registry, reporter)
+    if json_output:
+        typer.echo(json.dumps({"event": "result", **result}))
+
+
+def _image_of(target: str) -> str:
+    """A recipe path or built-in recipe name means its image tag; anything else is an image."""
+    from pathlib import Path
+
+    from containers.recipe import list_builtin, load_recipe
+
+    if target.endswith((".yaml", ".yml")) or Path(target).is_file() or target in list_builtin():
+        return load_recipe(target).image_tag
+    return target
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""
+    app.command("build")(build_cmd)
+    app.command("verify")(verify_cmd)
+    app.command("push")(push_cmd)
