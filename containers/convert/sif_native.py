@@ -10,13 +10,14 @@ renamed onto the target. Peak extra disk is the final SIF's size.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,17 @@ def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
     return image_arch
 
 
+def _guarded(chunks: Iterable[bytes], ref: str) -> Iterator[bytes]:
+    """The export stream, with engine/network failures turned into one-line errors."""
+    import docker
+    import requests
+
+    try:
+        yield from chunks
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise StepFailed(f"docker export of {ref!r} failed: {exc}") from None
+
+
 class _StderrTail(threading.Thread):
     """Drain a child's stderr so it never blocks; keep the last lines for the error message."""
 
@@ -193,64 +205,73 @@ def stream_rootfs_to_sif(
     objects = sif_objects(ref, config, labels)
     offset = partition_offset(objects)
     extra = singularity_tar(config, labels, created)
-    with atomic_output(target, mode=0o755) as fh:
-        fd = fh.fileno()
-        argv = tar2sqfs_argv(
-            f"/dev/fd/{fd}", compression=compression, threads=threads, mtime=created
-        )
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(fd,)
+    try:
+        with atomic_output(target, mode=0o755) as fh:
+            fd = fh.fileno()
+            argv = tar2sqfs_argv(
+                f"/dev/fd/{fd}", compression=compression, threads=threads, mtime=created
             )
-        except FileNotFoundError:
-            raise UserError(
-                "tar2sqfs not found: install squashfs-tools-ng (testbed/sif-tools.sh up)"
-            ) from None
-        stderr = _StderrTail(proc.stderr)
-        stderr.start()
-        broken = False
-        try:
             try:
-                assert proc.stdin is not None
-                filter_tar(
-                    buffered(export_chunks),
-                    proc.stdin,
-                    drop=is_replaced,
-                    append=extra,
-                    clamp_mtime=epoch,
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(fd,)
                 )
-                proc.stdin.close()
-            except BrokenPipeError:
-                broken = True
-            except TarFormatError as exc:
-                raise StepFailed(f"docker export of {ref!r} gave a bad tar stream: {exc}") from None
-            rc = proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            with contextlib.suppress(BrokenPipeError, ValueError):
-                if proc.stdin:
+            except FileNotFoundError:
+                raise UserError(
+                    "tar2sqfs not found: install squashfs-tools-ng (testbed/sif-tools.sh up)"
+                ) from None
+            stderr = _StderrTail(proc.stderr)
+            stderr.start()
+            broken = False
+            try:
+                try:
+                    assert proc.stdin is not None
+                    filter_tar(
+                        buffered(export_chunks),
+                        proc.stdin,
+                        drop=is_replaced,
+                        append=extra,
+                        clamp_mtime=epoch,
+                    )
                     proc.stdin.close()
-            stderr.join(timeout=5)
-        if rc != 0 or broken:
-            message = stderr.text()
-            # tar2sqfs reports a full disk only as "I/O error": look at the free space.
-            if "No space left" in message or _device_full(fd):
-                raise _enospc(target)
-            raise StepFailed(f"tar2sqfs failed (exit {rc}): {message or 'no message'}")
-        rootfs_size = os.fstat(fd).st_size
-        prefix = sif_prefix(
-            objects, partition_size=rootfs_size, arch=arch, created=created, image_id=image_uuid
-        )
-        assert len(prefix) == offset
-        try:
-            method = insert_front(fd, offset)
-            os.pwrite(fd, prefix, 0)
-        except OSError as exc:
-            if exc.errno == 28:
-                raise _enospc(target) from None
-            raise
+                except BrokenPipeError:
+                    broken = True
+                except TarFormatError as exc:
+                    raise StepFailed(
+                        f"docker export of {ref!r} gave a bad tar stream: {exc}"
+                    ) from None
+                rc = proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                with contextlib.suppress(BrokenPipeError, ValueError):
+                    if proc.stdin:
+                        proc.stdin.close()
+                stderr.join(timeout=5)
+            if rc != 0 or broken:
+                message = stderr.text()
+                # tar2sqfs reports a full disk only as "I/O error": look at the free space.
+                if "No space left" in message or _device_full(fd):
+                    raise _enospc(target)
+                raise StepFailed(f"tar2sqfs failed (exit {rc}): {message or 'no message'}")
+            rootfs_size = os.fstat(fd).st_size
+            prefix = sif_prefix(
+                objects, partition_size=rootfs_size, arch=arch, created=created, image_id=image_uuid
+            )
+            assert len(prefix) == offset
+            try:
+                method = insert_front(fd, offset)
+                os.pwrite(fd, prefix, 0)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise _enospc(target) from None
+                raise
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise _enospc(target) from None
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise UserError(f"--output {target}: cannot write there: {exc.strerror}") from None
+        raise
     return offset, rootfs_size, method
 
 
@@ -295,7 +316,7 @@ def convert_image_to_sif(
     except docker.errors.APIError as exc:
         raise StepFailed(f"cannot create a container from {ref!r} to export it: {exc}") from None
     try:
-        chunks = container.export(chunk_size=_EXPORT_CHUNK)
+        chunks = _guarded(container.export(chunk_size=_EXPORT_CHUNK), ref)
         offset, rootfs_size, method = stream_rootfs_to_sif(
             chunks,
             target,
