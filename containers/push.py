@@ -33,12 +33,15 @@ class PushResult:
 
 
 def remote_ref(image: str, registry: str) -> tuple[str, str]:
-    """(repository, tag) of image under registry: 'cpu-bookworm:1' + 'r:5000' -> 'r:5000/cpu-bookworm', '1'."""
+    """(repository, tag) of image under registry.
+
+    'cpu-bookworm:1' under 'r:5000' -> ('r:5000/cpu-bookworm', '1').
+    """
     registry = registry.strip().rstrip("/")
     for scheme in ("https://", "http://"):
         if registry.startswith(scheme):
             registry = registry[len(scheme) :]
-    if not registry or "/" in registry.split(":")[0] or " " in registry:
+    if not registry or any(c.isspace() for c in registry) or registry.startswith("/"):
         raise UserError(f"--registry {registry!r}: expected HOST[:PORT][/NAMESPACE]")
     name, tag = split_tag(image)
     # Re-homing an image that already names a registry: keep only its path.

@@ -1,0 +1,125 @@
+"""Pure parts of the build: phases from block markers, build digest, build-stream parsing."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from containers.build import build_digest, dockerfile_phases
+from containers.engine.docker_api import TAIL_LINES, BuildFailed, context_tar, parse_build_stream
+from containers.recipe import load_recipe
+from containers.render import build_context
+
+DOCKERFILE = """\
+# hvd-container phase: base
+FROM hvd-base/debian:bookworm
+ARG X=1
+
+# hvd-container phase: mpi
+RUN apt-get update \\
+    && apt-get install -y openmpi-bin
+# a comment inside a phase
+ENV A=1
+
+# hvd-container phase: horovod
+RUN pip install horovod
+"""
+
+
+def test_phases_follow_markers_and_count_instructions_like_the_builder() -> None:
+    assert dockerfile_phases(DOCKERFILE) == ["base", "base", "mpi", "mpi", "horovod"]
+
+
+def test_phases_of_the_cpu_recipe_cover_every_step() -> None:
+    dockerfile = build_context(load_recipe("cpu-bookworm"))["Dockerfile"].decode()
+    phases = dockerfile_phases(dockerfile)
+    steps = [ln for ln in dockerfile.splitlines() if ln and not ln.startswith(("#", " "))]
+    assert len(phases) == len(steps)
+    assert phases[0] == "base"
+    horovod_step = next(
+        i for i, ln in enumerate(steps) if "horovodrun --check-build" in ln or "hvd_src=" in ln
+    )
+    assert phases[horovod_step] == "horovod"
+    assert phases[-1] == "checks"
+
+
+def test_build_digest_is_order_free_and_content_sensitive() -> None:
+    a = {"Dockerfile": b"FROM x\n", "hvd-pip": b"#!/bin/sh\n"}
+    b = dict(reversed(list(a.items())))
+    assert build_digest(a) == build_digest(b)
+    assert build_digest(a) != build_digest({**a, "Dockerfile": b"FROM y\n"})
+    # a file name is part of the digest, not only the bytes
+    assert build_digest({"a": b"1"}) != build_digest({"b": b"1"})
+
+
+def test_context_tar_is_reproducible_and_keeps_scripts_executable() -> None:
+    files = {"Dockerfile": b"FROM x\n", "hvd-pip": b"#!/bin/sh\necho\n"}
+    assert context_tar(files) == context_tar(dict(reversed(list(files.items()))))
+    with tarfile.open(fileobj=io.BytesIO(context_tar(files))) as tar:
+        modes = {m.name: m.mode for m in tar.getmembers()}
+    assert modes == {"Dockerfile": 0o644, "hvd-pip": 0o755}
+
+
+def _stream(*texts: str, error: str | None = None, image: str | None = "sha256:abc"):
+    for t in texts:
+        yield {"stream": t}
+    if error:
+        yield {"error": error, "errorDetail": {"message": error}}
+    if image:
+        yield {"aux": {"ID": image}}
+
+
+def test_stream_becomes_step_log_cached_and_done_events() -> None:
+    events = list(
+        parse_build_stream(
+            _stream(
+                "Step 1/2 : FROM base\n",
+                " ---> 1234\n",
+                "Step 2/2 : RUN echo hi\n",
+                " ---> Using cache\n",
+                " ---> Running in ff\n",
+                "hi\npartial ",
+                "line\n",
+                "Successfully built abc\n",
+            )
+        )
+    )
+    kinds = [(e.kind, e.step, e.text) for e in events]
+    assert kinds == [
+        ("step", 1, "FROM base"),
+        ("step", 2, "RUN echo hi"),
+        ("cached", 2, "---> Using cache"),
+        ("log", 2, "hi"),
+        ("log", 2, "partial line"),
+        ("done", 2, "sha256:abc"),
+    ]
+    assert events[-1].image_id == "sha256:abc"
+
+
+def test_failing_step_names_instruction_and_keeps_last_lines() -> None:
+    output = "".join(f"line {i}\n" for i in range(100))
+    with pytest.raises(BuildFailed) as info:
+        list(
+            parse_build_stream(
+                _stream(
+                    "Step 1/3 : FROM base\n",
+                    "Step 2/3 : RUN make\n",
+                    output,
+                    error="The command '/bin/sh -c make' returned a non-zero code: 2",
+                    image=None,
+                )
+            )
+        )
+    exc = info.value
+    assert exc.step == 2 and exc.instruction == "RUN make"
+    assert len(exc.tail) == TAIL_LINES and exc.tail[-1] == "line 99"
+    assert str(exc).startswith("build failed at step 2/3 `RUN make`: The command")
+    assert "\n" not in str(exc)
+    assert exc.exit_code == 1
+
+
+def test_stream_without_image_is_a_failure() -> None:
+    with pytest.raises(BuildFailed, match="without producing an image"):
+        list(parse_build_stream(_stream("Step 1/1 : FROM x\n", image=None)))

@@ -1,0 +1,87 @@
+"""The host's pip configuration, rewritten and served to builds over HTTP."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from containers.pipconfig import (
+    HostPipConfig,
+    parse_pip_config_list,
+    serve_host_pip_config,
+    serve_plan,
+)
+
+PIP_CONFIG_LIST = """\
+:env:.cert='/etc/ssl/certs/ca-certificates.crt'
+:env:.default-timeout='180'
+:env:.find-links='/opt/wheels'
+global.cert='/other/ca.pem'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.find-links='/ignored'
+global.index-url='https://user:secret@pypi.example/simple'
+"""
+
+
+def test_env_wins_over_files() -> None:
+    cfg = parse_pip_config_list(PIP_CONFIG_LIST)
+    assert cfg.find_links == ["/opt/wheels"]
+    assert cfg.cert == "/etc/ssl/certs/ca-certificates.crt"
+    assert cfg.extra_index_urls == ["file:///opt/pypi/simple", "file:///opt/pypi-more/simple"]
+    assert cfg.index_url == "https://user:secret@pypi.example/simple"
+    assert cfg.other == {"default-timeout": "180"}
+
+
+@pytest.fixture
+def host_dirs(tmp_path: Path) -> HostPipConfig:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    simple = tmp_path / "pypi" / "simple" / "demo"
+    simple.mkdir(parents=True)
+    (simple / "index.html").write_text('<a href="../../files/demo-1.0.tar.gz">demo</a>')
+    (tmp_path / "pypi" / "files").mkdir()
+    (tmp_path / "pypi" / "files" / "demo-1.0.tar.gz").write_bytes(b"sdist")
+    (tmp_path / "secret.txt").write_text("no")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    return HostPipConfig(
+        index_url="https://pypi.org/simple",
+        extra_index_urls=[f"file://{tmp_path}/pypi/simple"],
+        find_links=[str(wheels), str(tmp_path / "missing")],
+        cert=str(ca),
+    )
+
+
+def test_plan_rewrites_local_paths_and_trusts_the_server(host_dirs: HostPipConfig) -> None:
+    plan = serve_plan(host_dirs, "http://10.0.0.1:1", "10.0.0.1")
+    assert "index-url = https://pypi.org/simple" in plan.pip_conf
+    assert "/fs" in plan.pip_conf and "file://" not in plan.pip_conf
+    assert "missing" not in plan.pip_conf
+    assert "trusted-host =\n    10.0.0.1" in plan.pip_conf
+    assert "cert" not in plan.pip_conf  # the CA travels separately (ca.pem, via PIP_CERT)
+    assert plan.ca_pem == b"-----BEGIN CERTIFICATE-----\n"
+
+
+def test_server_serves_config_wheelhouse_and_index_but_nothing_else(
+    host_dirs: HostPipConfig, tmp_path: Path
+) -> None:
+    with serve_host_pip_config("127.0.0.1", 0, host_dirs) as url:
+        conf = urllib.request.urlopen(f"{url}/pip.conf").read().decode()
+        assert url in conf
+        assert urllib.request.urlopen(f"{url}/ca.pem").read().startswith(b"-----BEGIN")
+        listing = urllib.request.urlopen(f"{url}/fs{tmp_path}/wheels/").read().decode()
+        assert "demo-1.0-py3-none-any.whl" in listing
+        page = f"{url}/fs{tmp_path}/pypi/simple/demo/"
+        assert b"files/demo-1.0.tar.gz" in urllib.request.urlopen(page).read()
+        # the index's relative link to ../../files/ resolves and is served
+        assert urllib.request.urlopen(page + "../../files/demo-1.0.tar.gz").read() == b"sdist"
+        for forbidden in (f"{url}/fs{tmp_path}/secret.txt", f"{url}/fs/etc/passwd"):
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(forbidden)
+            assert info.value.code == 404
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{url}/pip.conf", timeout=2)

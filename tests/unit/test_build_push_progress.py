@@ -1,0 +1,88 @@
+"""Push-stream error detection, registry references and progress formatting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from containers.build_progress import JsonReporter, PlainReporter, format_json, format_plain
+from containers.engine.docker_api import BuildFailed
+from containers.push import remote_ref, split_tag, stream_errors
+from hvd_container.errors import UserError
+
+
+def test_error_in_a_200_push_stream_is_found() -> None:
+    chunks = [
+        {"status": "The push refers to repository [127.0.0.1:5000/x]"},
+        {"status": "Preparing", "id": "abc"},
+        {
+            "errorDetail": {"message": "denied: requested access to the resource is denied"},
+            "error": "denied: requested access to the resource is denied",
+        },
+    ]
+    assert stream_errors(chunks) == ("denied: requested access to the resource is denied", None)
+
+
+def test_successful_push_stream_gives_digest() -> None:
+    chunks = [
+        {"status": "Pushed", "id": "abc"},
+        {"status": "1: digest: sha256:ff size: 529"},
+        {"aux": {"Tag": "1", "Digest": "sha256:ff", "Size": 529}},
+    ]
+    assert stream_errors(chunks) == (None, "sha256:ff")
+
+
+@pytest.mark.parametrize(
+    ("image", "registry", "expected"),
+    [
+        ("cpu-bookworm:1", "127.0.0.1:5000", ("127.0.0.1:5000/cpu-bookworm", "1")),
+        ("cpu-bookworm:1", "http://r.example:5000/", ("r.example:5000/cpu-bookworm", "1")),
+        ("cpu-bookworm", "reg/team", ("reg/team/cpu-bookworm", "latest")),
+        ("old.io:5000/a/b:2", "127.0.0.1:5000", ("127.0.0.1:5000/a/b", "2")),
+    ],
+)
+def test_remote_ref(image: str, registry: str, expected: tuple[str, str]) -> None:
+    assert remote_ref(image, registry) == expected
+
+
+def test_bad_registry_is_a_one_line_error() -> None:
+    with pytest.raises(UserError, match="--registry"):
+        remote_ref("x:1", "   ")
+
+
+def test_split_tag_keeps_registry_port() -> None:
+    assert split_tag("127.0.0.1:5000/x") == ("127.0.0.1:5000/x", "latest")
+
+
+def test_plain_lines_carry_the_phase() -> None:
+    assert format_plain("step", "mpi", "[7/22] RUN apt-get") == "[mpi] => [7/22] RUN apt-get"
+    assert format_plain("log", "horovod", "compiling") == "[horovod]    compiling"
+    assert format_plain("cached", "done", "x:1 is up to date") == "[cache] x:1 is up to date"
+
+
+def test_json_lines_are_parseable(capsys: pytest.CaptureFixture[str]) -> None:
+    assert json.loads(format_json("log", "frameworks", "é", 1.23456)) == {
+        "event": "log",
+        "phase": "frameworks",
+        "text": "é",
+        "elapsed": 1.235,
+    }
+    rep = JsonReporter()
+    rep("step", "base", "FROM x")
+    rep.failure(BuildFailed("boom", 3, 9, "RUN false", ["a", "b"]))
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines[0]["event"] == "step"
+    assert lines[1] == {
+        "event": "error",
+        "text": "build failed at step 3/9 `RUN false`: boom",
+        "step": 3,
+        "instruction": "RUN false",
+        "tail": ["a", "b"],
+    }
+
+
+def test_plain_failure_prints_the_tail(capsys: pytest.CaptureFixture[str]) -> None:
+    PlainReporter().failure(BuildFailed("boom", 1, 1, "RUN x", ["out1", "out2"]))
+    err = capsys.readouterr().err
+    assert "last 2 lines of the failing step" in err and "    out2" in err
