@@ -1,0 +1,37 @@
+"""Helpers for the build e2e tests (imported by conftest.py and the test modules)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_RECIPE = "cpu-bookworm"
+REGISTRY = os.environ.get("HVD_REGISTRY_ADDR", "127.0.0.1:5000")
+
+
+def testbed(script: str, *args: str) -> None:
+    """Run a testbed script; its own one-line error is shown if it fails."""
+    proc = subprocess.run(
+        ["sh", str(ROOT / "testbed" / script), *args], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"testbed/{script} {' '.join(args)} failed: {proc.stderr.strip()[-2000:]}")
+
+
+def hvd(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 3600
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "hvd_container", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )

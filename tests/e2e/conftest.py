@@ -1,0 +1,40 @@
+"""Session fixtures shared by the e2e tests: real services started through testbed/ scripts.
+
+`docker_engine` (dockerd), `local_registry` (registry v2 on 127.0.0.1:5000), `base_image`
+(hvd-base/debian:bookworm from debootstrap) and `cpu_image` (the built, verified CPU recipe
+image, reused by other e2e tests). Other workstreams may add fixtures here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from build_fixtures import CPU_RECIPE, REGISTRY, hvd, testbed
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> str:
+    testbed("docker.sh", "up")
+    return "unix:///var/run/docker.sock"
+
+
+@pytest.fixture(scope="session")
+def local_registry() -> str:
+    testbed("registry.sh", "up")
+    return REGISTRY
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine: str) -> str:
+    testbed("base-image.sh", "bookworm")
+    return "hvd-base/debian:bookworm"
+
+
+@pytest.fixture(scope="session")
+def cpu_image(base_image: str) -> str:
+    """The CPU recipe built for real and verified (a cache hit when nothing changed)."""
+    proc = hvd("build", CPU_RECIPE, "--progress", "plain")
+    if proc.returncode != 0:
+        pytest.fail(f"building {CPU_RECIPE} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    from containers.recipe import load_recipe
+
+    return load_recipe(CPU_RECIPE).image_tag

@@ -1,0 +1,133 @@
+"""The CPU recipe built end to end through the real Docker engine, verified, run and pushed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from build_fixtures import CPU_RECIPE, hvd
+
+from containers.build import BUILD_DIGEST_LABEL, build_digest
+from containers.push import MANIFEST_V2
+from containers.recipe import load_recipe
+from containers.render import build_context
+
+pytestmark = pytest.mark.e2e
+
+ALLREDUCE = """\
+import torch
+import horovod.torch as hvd
+hvd.init()
+total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
+print(f"rank {hvd.rank()} of {hvd.size()}: sum {total.item():g}", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def api(docker_engine: str) -> Any:
+    from containers.engine.docker_api import docker_client
+
+    return docker_client()
+
+
+def run_in(api: Any, image: str, argv: list[str], mount: Path | None = None) -> tuple[int, str]:
+    host_config = api.create_host_config(
+        binds={str(mount): {"bind": "/job", "mode": "ro"}} if mount else None, shm_size="256m"
+    )
+    cid = api.create_container(image, command=argv, host_config=host_config)["Id"]
+    try:
+        api.start(cid)
+        code = api.wait(cid, timeout=600)["StatusCode"]
+        return code, api.logs(cid).decode(errors="replace")
+    finally:
+        api.remove_container(cid, force=True)
+
+
+def test_cpu_image_is_verified_and_labelled(api: Any, cpu_image: str) -> None:
+    labels = api.inspect_image(cpu_image)["Config"]["Labels"]
+    p = "org.hvd-container."
+    assert labels[p + "verified"] == "true"
+    assert labels[p + "horovod.frameworks"] == "pytorch"
+    assert labels[p + "horovod.controllers"] == "gloo,mpi"
+    assert labels[p + "horovod.tensor_ops"] == "gloo,mpi"
+    assert labels[p + "versions.torch"].startswith("2.13.0")
+    assert labels[p + "versions.horovod"] == "0.28.1"
+    assert labels[p + "versions.python"].startswith("3.11.")
+    assert labels[p + "versions.mpi"].startswith("4.1")
+    assert labels[p + "arch"] == "amd64"
+    recipe = load_recipe(CPU_RECIPE)
+    assert labels[p + "recipe.digest"] == recipe.digest()
+    assert labels[BUILD_DIGEST_LABEL] == build_digest(build_context(recipe))
+
+
+def test_no_ca_bundle_or_pip_config_left_in_the_image(api: Any, cpu_image: str) -> None:
+    code, out = run_in(
+        api,
+        cpu_image,
+        [
+            "sh",
+            "-c",
+            "ls /etc/pip.conf /root/.config/pip 2>/dev/null; "
+            "env | grep -E 'PIP_CERT|PIP_CONFIG|HVD_PIP' || true; "
+            "find / -xdev -name 'ca.pem' -path '/tmp/*' 2>/dev/null",
+        ],
+    )
+    assert code == 0 and out.strip() == ""
+
+
+def test_second_build_is_a_cache_hit_under_10_seconds(cpu_image: str) -> None:
+    start = time.monotonic()
+    proc = hvd("build", CPU_RECIPE, "--progress", "plain")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert "is up to date" in proc.stdout
+    assert elapsed < 10
+
+
+def test_verify_command_rechecks_the_image(cpu_image: str) -> None:
+    proc = hvd("verify", cpu_image, "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"] is True
+    assert result["facts"]["org.hvd-container.horovod.controllers"] == "gloo,mpi"
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["horovodrun", "--gloo", "-np", "2", "-H", "localhost:2"],
+        ["mpirun", "--allow-run-as-root", "-np", "2", "--oversubscribe"],
+    ],
+    ids=["horovodrun-gloo", "mpirun"],
+)
+def test_two_rank_allreduce_in_the_image(
+    api: Any, cpu_image: str, tmp_path: Path, launcher: list[str]
+) -> None:
+    (tmp_path / "allreduce.py").write_text(ALLREDUCE)
+    code, out = run_in(api, cpu_image, [*launcher, "python", "/job/allreduce.py"], tmp_path)
+    assert code == 0, out
+    lines = sorted(
+        line for line in out.splitlines() if line.startswith("rank ") or ": rank " in line
+    )
+    assert [ln.split("rank ", 1)[1] for ln in lines] == ["0 of 2: sum 3", "1 of 2: sum 3"], out
+
+
+def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry: str) -> None:
+    proc = hvd("push", CPU_RECIPE, "--registry", local_registry, "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    name, tag = cpu_image.split(":")
+    assert result["remote"] == f"{local_registry}/{name}:{tag}"
+    resp = requests.get(
+        f"http://{local_registry}/v2/{name}/manifests/{tag}",
+        headers={"Accept": MANIFEST_V2},
+        timeout=30,
+    )
+    assert resp.status_code == 200
+    manifest = resp.json()
+    assert manifest["mediaType"] == MANIFEST_V2 and len(manifest["layers"]) > 3
+    assert resp.headers["Docker-Content-Digest"] == result["digest"]

@@ -1,0 +1,124 @@
+"""Failures give one clear line and leave nothing half-made: a failing step, an interrupted
+build, a missing daemon, a refused push."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from build_fixtures import CPU_RECIPE, ROOT, hvd
+
+pytestmark = pytest.mark.e2e
+
+
+def child_recipe(tmp_path: Path, name: str, checks: list[str]) -> Path:
+    lines = [f"extends: {CPU_RECIPE}", f"name: {name}", "checks:"]
+    lines += [f"  - {c}" for c in checks]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def api(docker_engine: str) -> Any:
+    from containers.engine.docker_api import docker_client
+
+    return docker_client()
+
+
+def containers_running(api: Any, marker: str) -> list[str]:
+    """Containers (any state) whose command mentions marker: leftovers of a build step."""
+    found = []
+    for c in api.containers(all=True):
+        if marker in (c.get("Command") or ""):
+            found.append(c["Id"])
+    return found
+
+
+def image_exists(api: Any, ref: str) -> bool:
+    import docker.errors
+
+    try:
+        api.inspect_image(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def test_failing_step_stops_with_instruction_and_output(
+    api: Any, cpu_image: str, tmp_path: Path
+) -> None:
+    marker = "no_such_module_hvd_e2e"
+    recipe = child_recipe(tmp_path, "hvd-test-broken", [f"python -c 'import {marker}'"])
+    proc = hvd("build", str(recipe), "--progress", "plain")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("hvd-container: error: build failed at step ")
+    assert f"`RUN python -c 'import {marker}'`" in last
+    assert "returned a non-zero code: 1" in last
+    assert f"ModuleNotFoundError: No module named '{marker}'" in proc.stderr  # the output tail
+    assert "[checks] =>" in proc.stdout  # progress lines carry their phase
+    assert not image_exists(api, "hvd-test-broken:1")
+    assert containers_running(api, marker) == []
+
+
+def test_interrupted_build_leaves_no_containers(api: Any, cpu_image: str, tmp_path: Path) -> None:
+    marker = "sleep 417"
+    recipe = child_recipe(tmp_path, "hvd-test-interrupt", [marker])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", "build", str(recipe), "--progress", "plain"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:
+        if f"RUN {marker}" in line:
+            break
+        assert time.monotonic() < deadline
+    time.sleep(3)  # the step's container is running now
+    assert containers_running(api, marker)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "hvd-container: interrupted"
+    for _ in range(40):  # the daemon cancels the step when the client goes away
+        if not containers_running(api, marker):
+            break
+        time.sleep(0.5)
+    assert containers_running(api, marker) == []
+    assert not image_exists(api, "hvd-test-interrupt:1")
+
+
+def test_missing_daemon_is_one_line(tmp_path: Path) -> None:
+    proc = hvd("build", CPU_RECIPE, env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"hvd-container: error: cannot reach the Docker engine at unix://{tmp_path}/no.sock: "
+        "no daemon is listening (start it with `testbed/docker.sh up` or your system's docker "
+        "service)"
+    ]
+
+
+def test_refused_push_is_one_line_and_leaves_no_tag(api: Any, cpu_image: str) -> None:
+    registry = "127.0.0.1:5999"  # nothing listens here
+    proc = hvd("push", cpu_image, "--registry", registry)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"hvd-container: error: push of {registry}/{cpu_image} refused: "
+    )
+    assert not image_exists(api, f"{registry}/{cpu_image}")
+
+
+def test_bad_registry_flag(cpu_image: str) -> None:
+    proc = hvd("push", cpu_image, "--registry", " ")
+    assert proc.returncode == 2
+    assert "--registry" in proc.stderr
