@@ -155,7 +155,7 @@ def build_recipe(
     opts = options or BuildOptions()
     start = time.monotonic()
     api = client or docker_client()
-    engine = engine or DockerAPIEngine(api)
+    engine = engine or DockerAPIEngine(api, nocache=opts.no_cache)
     context = build_context(recipe)
     dockerfile = context["Dockerfile"].decode()
     digest = build_digest(context)

@@ -76,8 +76,9 @@ def context_tar(files: Mapping[str, bytes]) -> bytes:
 class DockerAPIEngine:
     """BuildEngine backed by the Docker engine's classic builder."""
 
-    def __init__(self, client: Any | None = None) -> None:
+    def __init__(self, client: Any | None = None, nocache: bool = False) -> None:
         self._client = client
+        self.nocache = nocache
 
     @property
     def client(self) -> Any:
@@ -106,6 +107,7 @@ class DockerAPIEngine:
                 rm=True,
                 forcerm=True,  # remove intermediate containers even when a step fails
                 pull=False,
+                nocache=self.nocache,
             )
             yield from parse_build_stream(stream)
         except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:

@@ -34,7 +34,8 @@ def build_cmd(
         typer.Option("--push", metavar="REGISTRY", help="Push the verified image to REGISTRY."),
     ] = None,
     no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Rebuild even if the image is up to date.")
+        bool,
+        typer.Option("--no-cache", help="Rebuild every layer, even if the image is up to date."),
     ] = False,
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Skip verification (image is not marked verified).")
