@@ -53,11 +53,24 @@ def _register() -> None:
 _register()
 
 
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, never a traceback for user mistakes."""
     try:
         app(args=argv, prog_name="hvd-container", standalone_mode=True)
     except SystemExit as exc:
+        if _caused_by_interrupt(exc):
+            # typer turns Ctrl-C into a silent exit 130; say what happened.
+            typer.echo("hvd-container: interrupted", err=True)
+            return 130
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except UserError as exc:
         typer.echo(f"hvd-container: error: {exc}", err=True)

@@ -178,9 +178,14 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     )
     pitfalls.apply(pitfalls.image_arch(site, partition, request.facts), warnings)
     mpi = request.mpi or site.mpi
-    pitfalls.apply(
-        pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
+    # One task (a notebook, a single-rank run) is a correct size-1 job whatever the plugin.
+    single_task = layout.ntasks == 1 or (
+        layout.ntasks is None and (layout.nodes or 1) == 1 and (layout.ntasks_per_node or 1) == 1
     )
+    if not single_task:
+        pitfalls.apply(
+            pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
+        )
     pitfalls.apply(pitfalls.cleanenv(runtime), warnings)
     modules, findings = pitfalls.shifter_modules(runtime, request.modules)
     pitfalls.apply(findings, warnings)

@@ -56,18 +56,43 @@ while True:
     time.sleep(3600)
 """
 
-# $1 = the server code, $2 = the image's python; the rest = the script and its arguments.
+# Runs in the image's python on every task when HOROVOD_GLOO_IFACE is unset: the interface
+# that holds the node's own address (what its Slurm name resolves to), else the first NIC
+# that is up and not a local container engine's bridge. /sys/class/net would not do: nodes
+# in network namespaces may see the host's sysfs.
+IFACE_CODE = r"""
+import os, socket, psutil
+up = {n for n, s in psutil.net_if_stats().items() if s.isup}
+v4 = {}
+for nic, addrs in psutil.net_if_addrs().items():
+    ips = {a.address for a in addrs if a.family == socket.AF_INET and not a.address.startswith("127.")}
+    if ips and nic in up:
+        v4[nic] = ips
+try:
+    mine = set(socket.gethostbyname_ex(os.environ.get("SLURMD_NODENAME") or socket.gethostname())[2])
+except OSError:
+    mine = set()
+named = [n for n in sorted(v4) if v4[n] & mine]
+other = [n for n in sorted(v4) if not n.startswith(("docker", "virbr", "br-", "veth", "cni", "podman"))]
+print((named or other or sorted(v4) or [""])[0])
+"""
+
+# $1 = the server code, $2 = the interface code, $3 = the image's python; the rest = the
+# script and its arguments.
 WRAPPER = r"""
 server_code=$1
-py=$2
-shift 2
+iface_code=$2
+py=$3
+shift 3
 dir=${HVD_GLOO_DIR:-$PWD/.hvd-container}
 file=$dir/gloo-${SLURM_JOB_ID}.${SLURM_STEP_ID}
 iface=${HOROVOD_GLOO_IFACE:-}
 if [ -z "$iface" ]; then
-    for d in /sys/class/net/*; do
-        [ "${d##*/}" = lo ] || { iface=${d##*/}; break; }
-    done
+    iface=$("$py" -c "$iface_code")
+fi
+if [ -z "$iface" ]; then
+    echo "hvd-container gloo: no network interface with an IPv4 address; set HOROVOD_GLOO_IFACE" >&2
+    exit 1
 fi
 server=
 if [ "$SLURM_PROCID" = 0 ]; then
@@ -105,7 +130,7 @@ exit $rc
 
 def wrap_program(python: str, script: str, args: list[str]) -> tuple[str, list[str]]:
     """(script, args) for a LaunchRequest that runs `python script args` under the Gloo wrapper."""
-    return "/bin/sh", ["-c", WRAPPER, "hvd-gloo", SERVER_CODE, python, script, *args]
+    return "/bin/sh", ["-c", WRAPPER, "hvd-gloo", SERVER_CODE, IFACE_CODE, python, script, *args]
 
 
 def check_layout(ntasks: int | None, nodes: int | None, ntasks_per_node: int | None) -> str | None:

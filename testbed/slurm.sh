@@ -15,7 +15,8 @@
 #   HVD_SLURM_CPUS    CPUs each node declares (default 4; config_overrides lets this exceed
 #                     the machine's real core count)
 #   HVD_SLURM_NET     first three octets of the private /24 (default 10.213.7)
-#   HVD_SLURM_RUN     run dir: pid files, logs, per-node spool and tmp (default /run/hvd-testbed/slurm)
+#   HVD_SLURM_RUN     run dir: pid files, logs, per-node spool (default /run/hvd-testbed/slurm)
+#   HVD_SLURM_TMPFS   per-node TmpFS parent, under /tmp so containers see it (default /tmp/hvd-slurm)
 #   HVD_SLURM_STATE   slurmctld state (job ids keep counting across restarts)
 #                     (default /var/lib/hvd-testbed/slurm)
 set -eu
@@ -25,6 +26,10 @@ CPUS=${HVD_SLURM_CPUS:-4}
 NET=${HVD_SLURM_NET:-10.213.7}
 RUN=${HVD_SLURM_RUN:-/run/hvd-testbed/slurm}
 STATE=${HVD_SLURM_STATE:-/var/lib/hvd-testbed/slurm}
+# Slurm's TmpFS is where Open MPI over PMIx makes its session directory: it must be visible
+# inside the container (MPI_Init fails in session_dir.c otherwise), so it lies under /tmp,
+# which container runtimes bind from the host.
+TMPFS=${HVD_SLURM_TMPFS:-/tmp/hvd-slurm}
 BRIDGE=hvdslurm0
 NS_PREFIX=hvdsn
 CONF=/etc/slurm/slurm.conf
@@ -78,7 +83,7 @@ write_conf() {
         echo "SlurmdSpoolDir=$RUN/spool-%n"
         echo "SlurmdLogFile=$RUN/log/slurmd-%n.log"
         # A per-node TmpFS keeps PMIx job directories of different nodes apart.
-        echo "TmpFS=$RUN/tmp-%n"
+        echo "TmpFS=$TMPFS/%n"
         i=1
         while [ "$i" -le "$NODES" ]; do
             echo "NodeName=node$i NodeAddr=$NET.$((10 + i)) NodeHostname=node$i CPUs=$CPUS State=UNKNOWN"
@@ -176,8 +181,8 @@ start_slurmd() { # $1 = node index
     i=$1
     pid_alive "$RUN/slurmd-node$i.pid" && return 0
     FRESH="$FRESH node$i"
-    mkdir -p "$RUN/spool-node$i" "$RUN/tmp-node$i"
-    chmod 1777 "$RUN/tmp-node$i"
+    mkdir -p "$RUN/spool-node$i" "$TMPFS/node$i"
+    chmod 1777 "$TMPFS/node$i"
     # `ip netns exec` remounts /sys and slurmd then finds no cgroup fs: enter only the net ns,
     # and give the node its own hostname in a new UTS namespace.
     nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts \

@@ -20,6 +20,7 @@ from containers.engine import BuildEvent
 from hvd_container.errors import StepFailed, UserError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TAIL_LINES = 30
 
 
@@ -148,7 +149,8 @@ def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]
                 continue
             pending += text
             *lines, pending = pending.split("\n")
-            for line in lines:
+            for raw in lines:
+                line = _ANSI.sub("", raw).rstrip("\r")
                 match = _STEP.match(line)
                 if match:
                     step, total, instruction = int(match[1]), int(match[2]), match[3]
@@ -156,7 +158,9 @@ def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]
                     yield BuildEvent("step", instruction, step, total)
                 elif line.strip() == "---> Using cache":
                     yield BuildEvent("cached", line.strip(), step, total)
-                elif line.startswith(" ---> ") or line.startswith("Successfully "):
+                elif line.startswith(
+                    (" ---> ", "Successfully ", "Removing intermediate container ")
+                ):
                     continue  # builder bookkeeping, not output of the step
                 else:
                     tail.append(line)

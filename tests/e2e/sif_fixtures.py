@@ -108,7 +108,7 @@ def mounted(sif: Path, offset: int, where: Path) -> Iterator[Path]:
 def ch_run(
     root: Path, *argv: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {"PATH": "/usr/bin:/bin", "USER": "root", **(env or {})}
+    full_env = {"PATH": "/usr/bin:/bin", "USER": "root", "HOME": "/tmp", **(env or {})}
     return subprocess.run(["ch-run", str(root), "--", *argv], capture_output=True, text=True,
                           env=full_env, timeout=600)  # fmt: skip
 

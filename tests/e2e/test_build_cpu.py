@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,9 @@ def test_two_rank_allreduce_in_the_image(
     (tmp_path / "allreduce.py").write_text(ALLREDUCE)
     code, out = run_in(api, cpu_image, [*launcher, "python", "/job/allreduce.py"], tmp_path)
     assert code == 0, out
-    lines = sorted(
-        line for line in out.splitlines() if line.startswith("rank ") or ": rank " in line
-    )
-    assert [ln.split("rank ", 1)[1] for ln in lines] == ["0 of 2: sum 3", "1 of 2: sum 3"], out
+    # horovodrun prefixes lines with "[rank]<stdout>:", mpirun does not.
+    results = sorted(re.findall(r"rank (\d of \d: sum \d+)$", out, re.M))
+    assert results == ["0 of 2: sum 3", "1 of 2: sum 3"], out
 
 
 def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry: str) -> None:

@@ -63,7 +63,7 @@ def test_cpu_sif_layout_and_labels(cpu_tag: str, cpu_native_sif: Path, docker_cl
     assert info.arch == docker_client.images.get(cpu_tag).attrs["Architecture"]
     rootfs = subprocess.run(
         ["unsquashfs", "-o", str(info.rootfs_offset), "-l", str(cpu_native_sif),
-         "squashfs-root/.singularity.d", "squashfs-root/opt/venv/bin"],
+         ".singularity.d", "opt/venv/bin"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "squashfs-root/.singularity.d/env/10-docker2singularity.sh" in rootfs

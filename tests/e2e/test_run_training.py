@@ -92,3 +92,49 @@ def test_two_node_training_through_batch_submit(
     job_id = re.search(r"submitted batch job (\d+)", result.stderr).group(1)  # type: ignore[union-attr]
     _check_training(result.stdout, "mpi", checkpoint)
     assert (job_dir / f"pytorch_synthetic_{job_id}.out").is_file()
+
+
+@pytest.fixture(scope="session")
+def lightning_packages() -> Path:
+    """Lightning for the CPU image (which has torch but not Lightning), bound in at run time."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "lightning-site"
+    if not target.is_dir():
+        partial = target.with_name(target.name + ".part")
+        shutil.rmtree(partial, ignore_errors=True)
+        packages = ["lightning", "lightning-utilities", "torchmetrics", "fsspec", "tqdm",
+                    "pyyaml", "packaging", "typing-extensions"]  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+             str(partial), *packages],
+            check=True,
+        )  # fmt: skip
+        os.replace(partial, target)
+    return target
+
+
+def test_two_node_lightning_training(
+    cluster: None,
+    cpu_sif: Path,  # noqa: F811
+    lightning_packages: Path,
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "lightning.ckpt"
+    result = cli(
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+        str(ROOT / "examples" / "lightning_synthetic.py"), "--epochs", "4",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for rank in (0, 1):
+        assert f"[rank {rank}] lightning world size 2" in out, out
+        losses = _losses(out, rank)
+        assert len(losses) == 4 and losses[-1] < losses[0] * 0.8, losses
+    assert f"[rank 0] checkpoint written to {checkpoint}" in out
+    assert checkpoint.is_file()

@@ -29,3 +29,14 @@ def test_console_script_runs_as_module() -> None:
 def test_unknown_command_is_a_usage_error(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import containers.recipe
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(containers.recipe, "list_builtin", interrupted)
+    assert main(["recipes", "list"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "hvd-container: interrupted"

@@ -264,6 +264,19 @@ def test_horovod_without_mpi_under_srun() -> None:
     )
 
 
+def test_a_single_task_is_not_refused_for_its_mpi_plugin() -> None:
+    # One task (a notebook, a size-1 run) cannot split into independent ranks.
+    for facts in (NO_MPI, PMIX_ONLY):
+        assert (
+            plan("local", image="i.sqfs", facts=facts, ntasks=1, mpi="none").argv[1] == "--mpi=none"
+        )
+        assert plan("local", image="i.sqfs", facts=facts, mpi="none").argv[1] == "--mpi=none"
+    fails(
+        r"^srun --mpi=none does not match",
+        "local", image="i.sqfs", facts=PMIX_ONLY, nodes=2, mpi="none",
+    )  # fmt: skip
+
+
 def test_cleanenv_breaks_rank_discovery(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", "name: c\nruntime: {kind: apptainer, flags: [--cleanenv]}\n")
     with pytest.raises(

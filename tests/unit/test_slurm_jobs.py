@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,37 @@ def test_gloo_wrapper_runs_the_script_with_the_image_python() -> None:
     assert "RendezvousServer" in args[3]
     for name in ("HOROVOD_RANK", "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_CONTROLLER=gloo"):
         assert name in args[1]
+
+
+FAKE_PSUTIL = """
+import socket
+from types import SimpleNamespace as NS
+NICS = {"lo": "127.0.0.1", "docker0": "172.17.0.1", "eth0": "192.168.1.5", "ib0": "10.1.2.3", "eth1": None}
+def net_if_stats():
+    return {n: NS(isup=n != "eth1") for n in NICS}
+def net_if_addrs():
+    return {n: [NS(family=socket.AF_INET, address=a)] if a else [] for n, a in NICS.items()}
+"""
+
+
+@pytest.mark.parametrize(
+    ("node_name", "expected"),
+    [("10.1.2.3", "ib0"), ("192.168.1.5", "eth0"), ("localhost", "eth0")],
+    ids=["node-address-on-ib0", "node-address-on-eth0", "no-match-skips-docker0"],
+)
+def test_gloo_interface_is_the_one_holding_the_node_address(
+    tmp_path: Path, node_name: str, expected: str
+) -> None:
+    # A stand-in psutil (the image's python has the real one) lists the interfaces.
+    (tmp_path / "psutil.py").write_text(FAKE_PSUTIL)
+    done = subprocess.run(
+        [sys.executable, "-c", gloo.IFACE_CODE],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "SLURMD_NODENAME": node_name, "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
 
 
 def test_gloo_needs_a_uniform_layout() -> None:

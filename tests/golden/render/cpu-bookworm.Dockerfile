@@ -44,11 +44,14 @@ RUN hvd_src=$(mktemp -d) \
     && horovodrun --check-build
 
 # hvd-container phase: extras
+RUN hvd-pip install --no-cache-dir numpy==2.4.6
+
+# hvd-container phase: extras
 ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="6c0ef2af3536e2dfe21c9849f48109086edd14ff3751a9fc2a593b65e90b091f"
+LABEL org.hvd-container.recipe.digest="a46081b040a598df899a361a984bfd8b64f1c9f54dfd8db50d82ceed5c51c191"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
