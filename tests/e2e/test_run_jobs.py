@@ -227,10 +227,11 @@ def test_preflight_refuses_mpi_launch_of_an_image_without_the_mpi_controller(
     labels["org.hvd-container.horovod.controllers"] = "gloo"
     (image / ".singularity.d" / "labels.json").write_text(json.dumps(labels))
     result = cli(
-        "run", "--site", "local", "--image", str(image), "-N", "1", "sh", "-c", "true",
-        cwd=job_dir,
+        "run", "--site", "local", "--image", str(image), "-N", "2", "--ntasks-per-node", "1",
+        "sh", "-c", "true", cwd=job_dir,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
+    assert "submitted" not in result.stderr
     assert "without the MPI controller" in result.stderr and "--controller gloo" in result.stderr
 
 
