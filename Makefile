@@ -35,13 +35,14 @@ services:  ## install and start the local engines: dockerd, registry, Slurm clus
 	bash testbed/registry.sh up
 	bash testbed/slurm.sh up
 	bash testbed/charliecloud.sh
+	bash testbed/sif-tools.sh up
 
 services-down:  ## stop what `make services` started
 	-bash testbed/slurm.sh down
 	-bash testbed/registry.sh down
 	-bash testbed/docker.sh down
 
-image:  ## build, verify and tag the image of RECIPE through the Docker engine
+image: install  ## build, verify and tag the image of RECIPE through the Docker engine
 	bash testbed/docker.sh up
 	hvd-container build $(RECIPE)
 
@@ -52,5 +53,11 @@ sif: image  ## convert the image of RECIPE to $(SIF)
 demo: install  ## the whole path on this machine: engines, build, SIF, 2-node training
 	bash testbed/demo.sh
 
-bench: install  ## print the benchmark figures (see bench/README.md)
-	for b in bench/*.py; do $(PYTHON) $$b || exit 1; done
+bench: sif  ## print the benchmark figures (see bench/README.md); cold build included: ~15 min
+	bash testbed/slurm.sh up
+	bash testbed/charliecloud.sh
+	bash testbed/sif-tools.sh up
+	$(PYTHON) bench/dryrun.py
+	$(PYTHON) bench/build.py $(RECIPE)
+	$(PYTHON) bench/convert.py
+	$(PYTHON) bench/launch.py --image $(SIF)
