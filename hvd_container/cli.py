@@ -7,12 +7,38 @@ build side) inside their functions so that `run --dry-run` stays fast.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from types import FrameType
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from hvd_container import __version__
 from hvd_container.errors import UserError
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every cleanup path (temp files, srun) runs."""
+
+
+class _Interrupted(Exception):
+    """Ctrl-C/SIGTERM carried past typer, which would turn it into a silent `Exit(130)`."""
+
+    def __init__(self, terminated: bool) -> None:
+        super().__init__("terminated" if terminated else "interrupted")
+        self.exit_code = 143 if terminated else 130
+
+
+class _Group(TyperGroup):
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Interrupted(isinstance(exc, Terminated)) from None
+
 
 app = typer.Typer(
     name="hvd-container",
@@ -22,6 +48,7 @@ app = typer.Typer(
         "launch them with the right srun/sbatch lines for your site."
     ),
     no_args_is_help=True,
+    cls=_Group,
     pretty_exceptions_enable=False,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -53,32 +80,80 @@ def _register() -> None:
 _register()
 
 
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def _flatten(text: str) -> str:
+    return " ".join(text.split()).rstrip(".")
+
+
+def _is(exc: BaseException, name: str) -> bool:
+    """Match click's exceptions by class name: typer >= 0.28 raises those of its own click copy."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
+
+
+def _param_name(param: Any) -> str:
+    if param.param_type_name == "option":
+        return "/".join(sorted(param.opts, key=lambda o: not o.startswith("--")))
+    return str(param.human_readable_name)
+
+
+def usage_error_line(exc: Exception) -> str:
+    """click's message for a usage error, as one line naming the flag and what is allowed."""
+    ctx = getattr(exc, "ctx", None)
+    param = getattr(exc, "param", None)
+    if _is(exc, "BadParameter") and not _is(exc, "MissingParameter") and param is not None:
+        return f"{_param_name(param)}: {_flatten(exc.message)}"  # type: ignore[attr-defined]
+    message = _flatten(exc.format_message())  # type: ignore[attr-defined]
+    if ctx is None:
+        return message
+    if _is(exc, "NoSuchOption") and not getattr(exc, "possibilities", None):
+        names = [o for p in ctx.command.get_params(ctx) for o in p.opts if o.startswith("-")]
+        return f"{message} (allowed: {', '.join(names)})"
+    if hasattr(ctx.command, "list_commands") and message.startswith("No such command"):
+        return f"{message} (allowed: {', '.join(ctx.command.list_commands(ctx))})"
+    return message
+
+
+def _run(argv: list[str] | None) -> int:
+    try:
+        result = app(args=argv, prog_name="hvd-container", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("hvd-container: aborted", err=True)
+        return 1
+    except SystemExit as exc:  # shell completion, EPIPE on stdout
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except Exception as exc:
+        if not _is(exc, "ClickException"):
+            raise
+        # no_args_is_help: typer has printed the help already
+        if not _is(exc, "NoArgsIsHelpError"):
+            typer.echo(f"hvd-container: error: {usage_error_line(exc)}", err=True)
+        return int(getattr(exc, "exit_code", 2))
+    # Without standalone mode typer returns the code of a typer.Exit (or the command's value).
+    return result if isinstance(result, int) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, never a traceback for user mistakes."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
-        app(args=argv, prog_name="hvd-container", standalone_mode=True)
-    except SystemExit as exc:
-        if _caused_by_interrupt(exc):
-            # typer turns Ctrl-C into a silent exit 130; say what happened.
-            typer.echo("hvd-container: interrupted", err=True)
-            return 130
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+        return _run(argv)
     except UserError as exc:
         typer.echo(f"hvd-container: error: {exc}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        typer.echo("hvd-container: interrupted", err=True)
-        return 130
-    return 0
+    except _Interrupted as exc:
+        typer.echo(f"hvd-container: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
+        terminated = isinstance(exc, Terminated)
+        typer.echo(f"hvd-container: {'terminated' if terminated else 'interrupted'}", err=True)
+        return 143 if terminated else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

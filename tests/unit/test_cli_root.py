@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from hvd_container import __version__
 from hvd_container.cli import main
@@ -40,3 +45,105 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: 
     monkeypatch.setattr(containers.recipe, "list_builtin", interrupted)
     assert main(["recipes", "list"]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "hvd-container: interrupted"
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["render", "cpu-bookworm", "-f", "xml"],
+            "hvd-container: error: --format/-f: 'xml' is not one of 'docker', 'singularity'",
+        ),
+        (
+            ["run", "-n", "abc", "x.py"],
+            "hvd-container: error: --ntasks/-n: 'abc' is not a valid int",
+        ),
+        (["render"], "hvd-container: error: Missing argument 'RECIPE'"),
+        (
+            ["recipes", "nosuch"],
+            "hvd-container: error: No such command 'nosuch' (allowed: list, show, validate)",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line(capsys, argv: list[str], line: str) -> None:  # type: ignore[no-untyped-def]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [line]
+
+
+def test_unknown_option_lists_the_allowed_ones(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["render", "cpu-bookworm", "--bogus"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("hvd-container: error: No such option: --bogus (allowed: ")
+    assert "--format" in line and "--output" in line
+
+
+def test_help_is_unchanged_by_the_error_handling(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["render", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Usage: hvd-container render" in out
+    assert "--format" in out
+
+
+def test_no_arguments_prints_help(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["recipes"]) == 2
+    captured = capsys.readouterr()
+    assert "Usage: hvd-container recipes" in captured.out + captured.err
+    assert "error" not in captured.err
+
+
+def test_exit_codes_of_commands_are_kept(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["recipes", "validate", str(bad)]) == 2  # typer.Exit(2) from the command
+    assert "FAIL" in capsys.readouterr().err
+
+
+def test_sigterm_handler_is_restored_after_main() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["--version"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+# A render --context whose write stalls inside the atomic writer (temp file open) until signalled.
+_STALLED_WRITE = """
+import os, sys, time
+from hvd_container.cli import main
+
+def stall(fd):
+    print("writing", flush=True)
+    time.sleep(60)
+
+os.fsync = stall
+sys.exit(main(["render", "cpu-bookworm", "--context", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "message"),
+    [
+        (signal.SIGTERM, 143, "hvd-container: terminated"),
+        (signal.SIGINT, 130, "hvd-container: interrupted"),
+    ],
+)
+def test_signal_during_write_leaves_nothing_behind(
+    tmp_path, signum: int, code: int, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    context = tmp_path / "ctx"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_WRITE, str(context)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "writing\n"
+    assert [p.name for p in context.iterdir()][0].endswith(".part")  # the temp file exists
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code
+    assert err.strip().splitlines()[-1] == message
+    assert list(context.iterdir()) == []
