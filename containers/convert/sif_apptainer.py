@@ -2,9 +2,10 @@
 
 `apptainer build x.sif docker-daemon://img:tag` when a Docker engine is reachable, else
 `docker-archive://FILE` from a `docker save` tar. Never sudo. Apptainer first unpacks the image
-in its temp dir (tar + rootfs + squashfs), so APPTAINER_TMPDIR is pointed at the candidate
-directory with the most free space, and the build writes to a temporary name next to the target
-that is renamed only on success.
+in its temp dir (tar + rootfs + squashfs): a temp dir the user chose (APPTAINER_TMPDIR, or
+SINGULARITY_TMPDIR, which Apptainer also honours) is used as given and only checked for room;
+otherwise the candidate with the most free space is passed. The build writes to a temporary
+name next to the target that is renamed only on success.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from containers.convert.output import SIF_MODE, check_output_path, creation_mode
 from hvd_container.errors import StepFailed, UserError
 
 TOOLS = ("apptainer", "singularity")
@@ -49,40 +51,82 @@ def build_argv(tool: str, target: Path, uri: str) -> list[str]:
     return [tool, "build", "--force", str(target), uri]
 
 
+def tmpdir_variables(tool: str) -> tuple[str, ...]:
+    """The temp-dir variables the tool reads, first wins (Apptainer falls back to SINGULARITY_)."""
+    if Path(tool).name == "singularity":
+        return ("SINGULARITY_TMPDIR",)
+    return ("APPTAINER_TMPDIR", "SINGULARITY_TMPDIR")
+
+
 def build_env(tool: str, tmpdir: Path, base: Mapping[str, str]) -> dict[str, str]:
-    """APPTAINER_TMPDIR (SINGULARITY_TMPDIR for singularity) on a disk with room."""
+    """base with the tool's own temp-dir variable set to tmpdir."""
     env = dict(base)
-    prefix = "SINGULARITY" if Path(tool).name == "singularity" else "APPTAINER"
-    env[f"{prefix}_TMPDIR"] = str(tmpdir)
+    env[tmpdir_variables(tool)[0]] = str(tmpdir)
     return env
 
 
-def pick_tmpdir(candidates: list[Path], need: int) -> Path:
-    """The existing candidate with the most free space; UserError if none has `need` bytes."""
-    usable = [p for p in candidates if p.is_dir() and os.access(p, os.W_OK)]
-    if not usable:
-        raise UserError("no writable temporary directory for Apptainer (set APPTAINER_TMPDIR)")
-    best = max(usable, key=lambda p: shutil.disk_usage(p).free)
-    free = shutil.disk_usage(best).free
+def _free(path: Path) -> int:
+    return shutil.disk_usage(path).free
+
+
+def _room_error(where: str, need: int, free: int) -> UserError:
+    return UserError(
+        f"{where}: Apptainer needs about {need / 1e9:.1f} GB of temporary space there, it has "
+        f"{free / 1e9:.1f} GB; point it at a larger disk or use --engine native"
+    )
+
+
+def check_tmpdir(variable: str, path: Path, need: int) -> Path:
+    """The temp dir the user set in `variable`, used as given: UserError if unusable or small."""
+    if not path.is_dir():
+        raise UserError(f"{variable}={path}: no such directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{variable}={path}: not writable")
+    free = _free(path)
     if free < need:
-        raise UserError(
-            f"Apptainer needs about {need / 1e9:.1f} GB of temporary space, {best} has "
-            f"{free / 1e9:.1f} GB: set APPTAINER_TMPDIR to a larger disk or use --engine native"
-        )
+        raise _room_error(f"{variable}={path}", need, free)
+    return path
+
+
+def pick_tmpdir(candidates: list[Path], need: int, variable: str = "APPTAINER_TMPDIR") -> Path:
+    """The existing candidate with the most free space; UserError if none has `need` bytes."""
+    usable = [p for p in candidates if p.is_dir() and os.access(p, os.W_OK | os.X_OK)]
+    if not usable:
+        raise UserError(f"no writable temporary directory for Apptainer (set {variable})")
+    best = max(usable, key=_free)
+    free = _free(best)
+    if free < need:
+        raise _room_error(f"{best} (set {variable} to choose another)", need, free)
     return best
 
 
 def tmpdir_candidates(target: Path, env: Mapping[str, str]) -> list[Path]:
-    names = [env.get("APPTAINER_TMPDIR"), env.get("TMPDIR"), str(target.parent), "/tmp"]
+    """Where a temp dir may go when the user chose none: TMPDIR, next to the target, /tmp."""
+    names = [env.get("TMPDIR"), str(target.parent), "/tmp"]
     return [Path(n) for n in names if n]
+
+
+def choose_tmpdir(tool: str, target: Path, env: Mapping[str, str], need: int) -> Path:
+    """The user's APPTAINER_TMPDIR/SINGULARITY_TMPDIR as given, else the roomiest candidate."""
+    variables = tmpdir_variables(tool)
+    for variable in variables:
+        if env.get(variable):
+            return check_tmpdir(variable, Path(env[variable]), need)
+    return pick_tmpdir(tmpdir_candidates(target, env), need, variables[0])
 
 
 @contextlib.contextmanager
 def _temporary_target(target: Path) -> Iterator[Path]:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    """A temp file next to target, renamed onto it (with a SIF's usual mode) on success."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    except OSError as exc:
+        raise UserError(f"--output {target}: cannot write there: {exc.strerror}") from None
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp made it 0600, and the tool truncates the file in place, keeping that mode.
+        os.chmod(tmp, creation_mode(SIF_MODE))
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -114,7 +158,7 @@ def convert_with_apptainer(
     """Build target from the image with the apptainer/singularity on PATH."""
     import shlex
 
-    target = Path(target)
+    target = check_output_path(Path(target), ".sif")
     tool = find_tool()
     if archive is not None:
         if not archive.is_file():
@@ -122,7 +166,8 @@ def convert_with_apptainer(
         size = archive.stat().st_size
     else:
         size = _image_size(image)
-    env = build_env(tool, pick_tmpdir(tmpdir_candidates(target, os.environ), 3 * size), os.environ)
+    tmpdir = choose_tmpdir(tool, target, os.environ, 3 * size)
+    env = build_env(tool, tmpdir, os.environ)
     with _temporary_target(target) as tmp:
         argv = build_argv(tool, tmp, source_uri(image, archive))
         if on_step:

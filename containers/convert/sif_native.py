@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from containers.convert.compression import check_compressor
+from containers.convert.options import check_arch_flag
+from containers.convert.output import SIF_MODE, check_output_path, creation_mode
 from containers.sif import format as fmt
 from containers.sif.layout import DataObject, partition_offset, sif_prefix
 from containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
@@ -31,7 +33,6 @@ from containers.sif.tarstream import TarFormatError, buffered, filter_tar
 from hvd_container.atomic import atomic_output
 from hvd_container.errors import StepFailed, UserError
 
-SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
 _EXPORT_CHUNK = 1024 * 1024
 _FULL_BELOW = 1024 * 1024
 
@@ -130,10 +131,7 @@ def _image(client: Any, ref: str) -> Any:
 
 
 def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
-    if wanted is not None and wanted not in SUPPORTED_ARCHES:
-        raise UserError(
-            f"--arch: unknown architecture {wanted!r} (allowed: {', '.join(SUPPORTED_ARCHES)})"
-        )
+    check_arch_flag(wanted)
     if image_arch not in fmt.ARCH_CODES:
         raise UserError(f"image {ref!r} has architecture {image_arch!r}, which SIF cannot record")
     if wanted is not None and wanted != image_arch:
@@ -206,7 +204,7 @@ def stream_rootfs_to_sif(
     offset = partition_offset(objects)
     extra = singularity_tar(config, labels, created)
     try:
-        with atomic_output(target, mode=0o755) as fh:
+        with atomic_output(target, mode=creation_mode(SIF_MODE)) as fh:
             fd = fh.fileno()
             argv = tar2sqfs_argv(
                 f"/dev/fd/{fd}", compression=compression, threads=threads, mtime=created
@@ -288,12 +286,10 @@ def convert_image_to_sif(
     """Convert the local Docker image ref into a SIF at target (see module docstring)."""
     import docker
 
+    # Flags first: a wrong --arch must not be reported as a missing image or engine.
     check_compressor(compression)
-    target = Path(target)
-    if target.is_dir():
-        raise UserError(f"--output {target}: is a directory; give a file name ending in .sif")
-    if not target.parent.is_dir():
-        raise UserError(f"--output {target}: directory {target.parent} does not exist")
+    check_arch_flag(arch)
+    target = check_output_path(Path(target), ".sif")
     threads = threads or os.cpu_count() or 1
     epoch = source_date_epoch()
     client = client or _docker_client()

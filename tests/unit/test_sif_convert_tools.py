@@ -1,75 +1,16 @@
-"""Command lines for Apptainer, Shifter's gateway and podman-hpc, and reading their output."""
+"""Command lines for Shifter's gateway and podman-hpc, and reading their output.
+
+(Apptainer's: test_sif_apptainer.py.)"""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from containers.convert import podman_hpc, shifter, sif_apptainer
+from containers.convert import podman_hpc, shifter
 from containers.convert.site_images import remote_name
 from containers.convert.source import default_output
-from hvd_container.errors import StepFailed, UserError
-
-
-def test_apptainer_build_line_and_tmpdir(tmp_path: Path) -> None:
-    argv = sif_apptainer.build_argv(
-        "/usr/bin/apptainer", tmp_path / "x.sif", sif_apptainer.source_uri("cpu", None)
-    )
-    assert argv == ["/usr/bin/apptainer", "build", "--force", str(tmp_path / "x.sif"),
-                    "docker-daemon://cpu:latest"]  # fmt: skip
-    assert "sudo" not in argv
-    assert sif_apptainer.source_uri("reg:5000/a/b", None) == "docker-daemon://reg:5000/a/b:latest"
-    assert sif_apptainer.source_uri("x:1", Path("/d/x.tar")) == "docker-archive:///d/x.tar"
-    env = sif_apptainer.build_env("/usr/bin/apptainer", tmp_path, {"A": "1"})
-    assert env == {"A": "1", "APPTAINER_TMPDIR": str(tmp_path)}
-    assert "SINGULARITY_TMPDIR" in sif_apptainer.build_env("singularity", tmp_path, {})
-
-
-def test_apptainer_tmpdir_needs_room(tmp_path: Path) -> None:
-    assert sif_apptainer.pick_tmpdir([tmp_path, tmp_path / "missing"], 1) == tmp_path
-    with pytest.raises(UserError, match="APPTAINER_TMPDIR"):
-        sif_apptainer.pick_tmpdir([tmp_path], 1 << 60)
-
-
-def test_apptainer_missing_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="neither apptainer nor singularity"):
-        sif_apptainer.find_tool(path="/nonexistent")
-
-
-@pytest.mark.parametrize("rc", [0, 255])
-def test_apptainer_build_is_atomic(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rc: int
-) -> None:
-    tool = tmp_path / "bin" / "apptainer"
-    tool.parent.mkdir()
-    tool.write_text("#!/bin/sh\nexit 1\n")
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tool.parent))
-    archive = tmp_path / "img.tar"
-    archive.write_bytes(b"x" * 100)
-    seen: list[list[str]] = []
-
-    def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-        seen.append(argv)
-        assert env["APPTAINER_TMPDIR"]
-        Path(argv[3]).write_bytes(b"SIF")
-        return subprocess.CompletedProcess(argv, rc)
-
-    target = tmp_path / "out.sif"
-    if rc:
-        with pytest.raises(StepFailed, match="exit 255"):
-            sif_apptainer.convert_with_apptainer("x:1", target, archive=archive, run=run)
-        assert not target.exists()
-    else:
-        sif_apptainer.convert_with_apptainer("x:1", target, archive=archive, run=run)
-        assert target.read_bytes() == b"SIF"
-    assert seen[0][:3] == [str(tool), "build", "--force"]
-    assert seen[0][4] == f"docker-archive://{archive}"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["bin", "img.tar"] + (["out.sif"] if not rc else [])
-    )
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,51 @@
+"""Which `convert` flags apply to which target and engine: refuse the ones that would be ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from containers.convert.compression import check_compressor
+from hvd_container.errors import UserError
+
+SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
+
+# flag -> (targets, engine or None for any) it applies to, as said in the error.
+_APPLIES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "--output": (("sif", "def"), None),
+    "--engine": (("sif",), None),
+    "--compression": (("sif",), "native"),
+    "--threads": (("sif",), "native"),
+    "--arch": (("sif",), "native"),
+    "--archive": (("sif",), "apptainer"),
+    "--bootstrap": (("def",), None),
+    "--site": (("shifter", "podman-hpc"), None),
+    "--registry": (("shifter", "podman-hpc"), None),
+    "--login-host": (("shifter", "podman-hpc"), None),
+}
+
+
+def check_arch_flag(arch: str | None) -> str | None:
+    if arch is not None and arch not in SUPPORTED_ARCHES:
+        raise UserError(
+            f"--arch: unknown architecture {arch!r} (allowed: {', '.join(SUPPORTED_ARCHES)})"
+        )
+    return arch
+
+
+def check_flags(to: str, engine: str, given: Mapping[str, object]) -> None:
+    """UserError for the first flag in given (flag -> value, None when not given) that the
+    target/engine would silently ignore; then the values of the flags that do apply."""
+    for flag, value in given.items():
+        if value is None:
+            continue
+        targets, needs_engine = _APPLIES[flag]
+        if to in targets and (needs_engine is None or engine == needs_engine):
+            continue
+        where = " or ".join(f"--to {t}" for t in targets)
+        if needs_engine:
+            where += f" --engine {needs_engine}"
+        used = f"--to {to}" + (f" --engine {engine}" if to == "sif" else "")
+        raise UserError(f"{flag}: not used with {used} (only with {where})")
+    if given.get("--compression") is not None:
+        check_compressor(str(given["--compression"]))
+    check_arch_flag(given.get("--arch"))  # type: ignore[arg-type]

@@ -1,0 +1,29 @@
+"""The file a conversion writes (SIF, definition): checks before any work, and its mode."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hvd_container.errors import UserError
+
+# sylabs/sif's CreateContainerAtPath creates SIFs 0755 (they start with a launch script);
+# a definition is plain text.
+SIF_MODE = 0o755
+TEXT_MODE = 0o644
+
+
+def check_output_path(target: Path, suffix: str) -> Path:
+    """One-line errors for an --output that is a directory or lies in a missing directory."""
+    if target.is_dir():
+        raise UserError(f"--output {target}: is a directory; give a file name ending in {suffix}")
+    if not target.parent.is_dir():
+        raise UserError(f"--output {target}: directory {target.parent} does not exist")
+    return target
+
+
+def creation_mode(mode: int) -> int:
+    """mode as open(2) would create it under the current umask (mkstemp files are 0600)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return mode & ~umask
