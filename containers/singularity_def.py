@@ -16,7 +16,8 @@ spython 0.3.14 is used only as a parser/writer (never its Client, which shells o
 - The runscript becomes `exec /bin/bash "$@"`, so `run img python x.py` would hand `python`
   to bash as a script: replaced by `exec "$@"` (bash when no arguments). %startscript dropped.
 - %post starts with `set -e`, so a failing step fails the build as a failing RUN does.
-- `debootstrap:<suite>` bases become Singularity's own debootstrap bootstrap agent.
+- `debootstrap:<suite>` bases become Singularity's own debootstrap bootstrap agent (or, on
+  request, Docker's debian:<suite>: see with_docker_bootstrap).
 """
 
 from __future__ import annotations
@@ -155,10 +156,23 @@ def _heredoc(path: str, data: bytes) -> list[str]:
     return [f"cat > {path} <<'{delimiter}'", *text.rstrip("\n").split("\n"), delimiter]
 
 
+def debootstrap_header(suite: str) -> list[str]:
+    return ["Bootstrap: debootstrap", f"OSVersion: {suite}", f"MirrorURL: {DEBIAN_MIRROR}"]
+
+
+def with_docker_bootstrap(definition: str, suite: str) -> str:
+    """The definition of a `debootstrap:<suite>` base started from Docker's debian:<suite>
+    instead, for build hosts without debootstrap (rare on RHEL/SLES login nodes)."""
+    old = "\n".join(debootstrap_header(suite)) + "\n"
+    if not definition.startswith(old):
+        raise ValueError(f"not a definition bootstrapped with debootstrap {suite}")
+    return f"Bootstrap: docker\nFrom: debian:{suite}\n" + definition[len(old) :]
+
+
 def _header(recipe: Recipe | None, header: list[str]) -> list[str]:
     suite = recipe.base.debootstrap_suite if recipe is not None else None
     if suite:
-        return ["Bootstrap: debootstrap", f"OSVersion: {suite}", f"MirrorURL: {DEBIAN_MIRROR}"]
+        return debootstrap_header(suite)
     # A single stage needs no `Stage:` line.
     return [line for line in header if line.strip() and not line.startswith("Stage:")]
 

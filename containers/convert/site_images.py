@@ -24,20 +24,34 @@ def remote_name(image: str, registry: str) -> str:
     return f"{registry.rstrip('/')}/{name}"
 
 
-def push_image(image: str, remote: str, client: Any = None) -> None:
-    """Tag and push; docker-py reports push errors only inside the stream, so check every chunk."""
-    import docker
+def _line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
-    client = client or docker.from_env()
+
+def push_image(image: str, remote: str, client: Any = None) -> None:
+    """Tag and push; docker-py reports push errors only inside the stream, so check every chunk.
+
+    An unreachable engine is a UserError, any other engine/API failure a StepFailed: one line."""
+    import docker
+    import requests
+
+    try:
+        client = client or docker.from_env()
+    except docker.errors.DockerException as exc:
+        raise UserError(
+            f"cannot reach the Docker engine ({_line(exc)}); is dockerd running?"
+        ) from None
+    repository, _, tag = remote.rpartition(":")
     try:
         local = client.images.get(image)
+        local.tag(repository, tag)
+        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
+            if "error" in chunk:
+                raise StepFailed(f"docker push {remote} failed: {chunk['error']}")
     except docker.errors.ImageNotFound:
         raise UserError(f"image {image!r} not found in the local Docker engine") from None
-    repository, _, tag = remote.rpartition(":")
-    local.tag(repository, tag)
-    for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
-        if "error" in chunk:
-            raise StepFailed(f"docker push {remote} failed: {chunk['error']}")
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise StepFailed(f"docker push {remote} failed: {_line(exc)}") from None
 
 
 def _site(name: str | None) -> Any:

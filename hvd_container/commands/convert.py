@@ -22,6 +22,11 @@ class Engine(str, Enum):
     apptainer = "apptainer"
 
 
+class Bootstrap(str, Enum):
+    debootstrap = "debootstrap"
+    docker = "docker"
+
+
 def convert(
     source: Annotated[str, typer.Argument(help="Recipe (file or built-in name) or Docker image.")],
     to: Annotated[Target, typer.Option("--to", help="What to produce.")],
@@ -32,13 +37,27 @@ def convert(
         ),
     ] = None,
     engine: Annotated[
-        Engine, typer.Option(help="SIF: native (Docker + tar2sqfs) or apptainer (on PATH).")
-    ] = Engine.native,
-    compression: Annotated[str, typer.Option(help="SIF: gzip, zstd or xz.")] = "gzip",
-    threads: Annotated[int | None, typer.Option(min=1, help="SIF: compressor jobs.")] = None,
-    arch: Annotated[str | None, typer.Option(help="Refuse unless the image has this arch.")] = None,
+        Engine | None,
+        typer.Option(help="SIF: native (Docker + tar2sqfs, default) or apptainer (on PATH)."),
+    ] = None,
+    compression: Annotated[
+        str | None, typer.Option(help="native SIF: gzip (default), zstd or xz.")
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="native SIF: compressor jobs (default: all cores).")
+    ] = None,
+    arch: Annotated[
+        str | None, typer.Option(help="native SIF: refuse unless the image has this arch.")
+    ] = None,
     archive: Annotated[
         Path | None, typer.Option(help="apptainer engine: a `docker save` tar, not the daemon.")
+    ] = None,
+    bootstrap: Annotated[
+        Bootstrap | None,
+        typer.Option(
+            help="def: for debootstrap-based recipes, `docker` starts from debian:<suite> "
+            "(for build hosts without debootstrap)."
+        ),
     ] = None,
     site: Annotated[str | None, typer.Option(help="shifter/podman-hpc: site profile.")] = None,
     registry: Annotated[
@@ -49,14 +68,36 @@ def convert(
     ] = None,
 ) -> None:
     """Turn a built image into what a site runs."""
+    from containers.convert.options import check_flags
     from containers.convert.source import default_output, resolve_source
 
+    # Flags that the target/engine would ignore are refused before anything else.
+    check_flags(
+        to.value,
+        (engine or Engine.native).value,
+        {
+            "--output": output,
+            "--engine": engine,
+            "--compression": compression,
+            "--threads": threads,
+            "--arch": arch,
+            "--archive": archive,
+            "--bootstrap": bootstrap,
+            "--site": site,
+            "--registry": registry,
+            "--login-host": login_host,
+        },
+    )
     src = resolve_source(source)
     if to is Target.definition:
-        from containers.convert.definition import write_definition
+        from containers.convert.definition import debootstrap_note, write_definition
 
-        path = write_definition(src.recipe, output)
+        choice = bootstrap.value if bootstrap else None
+        path = write_definition(src.recipe, output, bootstrap=choice)
         typer.echo(f"wrote {path}")
+        note = debootstrap_note(src.recipe, choice)
+        if note:
+            typer.echo(note, err=True)
         return
     if to is Target.sif:
         target = output or default_output(src.image, ".sif")
@@ -71,7 +112,7 @@ def convert(
         result = convert_image_to_sif(
             src.image,
             target,
-            compression=compression,
+            compression=compression or "gzip",
             threads=threads,
             arch=arch,
             on_step=typer.echo,
