@@ -13,10 +13,11 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from hvd_container.errors import StepFailed, UserError
 
@@ -127,15 +128,23 @@ def ensure_base_image(client: Any, recipe: Recipe, dockerfile: str, report: Repo
             f"`testbed/base-image.sh {suite}` (debootstrap from a Debian mirror)"
         )
     report("info", "base", f"making {base} with debootstrap (once; cached as a local image)")
-    proc = subprocess.run([str(script), suite], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([str(script), suite], capture_output=True, text=True)
+    except OSError as exc:
+        raise UserError(f"cannot run {script}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise StepFailed(f"making base image {base} failed: {last}")
 
 
+BASE_SCRIPT_ENV = "HVD_BASE_IMAGE_SCRIPT"
+
+
 def _base_image_script() -> Path | None:
-    env = os.environ.get("HVD_BASE_IMAGE_SCRIPT")
+    env = os.environ.get(BASE_SCRIPT_ENV)
     if env:
+        if not Path(env).is_file():
+            raise UserError(f"${BASE_SCRIPT_ENV}={env}: no such file (unset it to use the default)")
         return Path(env)
     candidate = Path(__file__).resolve().parent.parent / "testbed" / "base-image.sh"
     return candidate if candidate.is_file() else None
@@ -207,7 +216,13 @@ def _run_engine(
     report: Reporter,
     opts: BuildOptions,
 ) -> str:
-    from containers.pipconfig import bridge_gateway, serve_host_pip_config
+    from containers.pipconfig import (
+        PORT_ENV,
+        bridge_gateway,
+        configured_port,
+        read_host_pip_config,
+        serve_host_pip_config,
+    )
 
     def phase_of(ev: BuildEvent) -> str:
         if ev.step is None or not phases:
@@ -225,9 +240,72 @@ def _run_engine(
         raise StepFailed(f"build of {recipe.image_tag} ended without an image")
 
     if not opts.use_host_pip:
-        return drive({})
-    with serve_host_pip_config(bridge_gateway(api), opts.pip_config_port) as url:
-        return drive({PIP_URL_ARG: url})
+        return drive(_with_proxies({}, proxy_build_args(os.environ), report))
+    gateway = bridge_gateway(api)
+    host_pip = read_host_pip_config()
+    wanted = opts.pip_config_port if opts.pip_config_port is not None else configured_port()
+    with serve_host_pip_config(gateway, wanted, host_pip) as url:
+        served = urlparse(url).port
+        if wanted and served != wanted:
+            report(
+                "info",
+                "frameworks",
+                f"port {wanted} is taken: the pip config is served on port {served}, so pip "
+                f"layers cached with another port are rebuilt (set ${PORT_ENV} to keep it fixed)",
+            )
+        proxies = proxy_build_args(os.environ, pip_proxy=host_pip.proxy, bypass=[gateway])
+        return drive(_with_proxies({PIP_URL_ARG: url}, proxies, report))
+
+
+# Docker's predefined proxy ARGs: a RUN sees them without an ARG line, and the classic builder
+# keeps them out of `docker history` and out of the layer cache key, so passing them neither
+# leaks credentials into the image nor turns a changed proxy into a rebuild.
+PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY")
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def proxy_build_args(
+    environ: Mapping[str, str], pip_proxy: str | None = None, bypass: Sequence[str] = ()
+) -> dict[str, str]:
+    """Build args carrying the host's proxy settings into the build.
+
+    The host's HTTP(S)_PROXY/FTP_PROXY/NO_PROXY (either case) pass as they are. pip's own
+    `proxy` setting fills http(s)_proxy where the environment names none (pip gives its
+    `proxy` to every request, the config server's included, while the variables honour
+    no_proxy). With any proxy set, the bypass hosts (the pip config server) join NO_PROXY.
+    """
+    args: dict[str, str] = {}
+    for name in PROXY_ARGS:
+        for key in (name, name.lower()):
+            if environ.get(key):
+                args[key] = environ[key]
+    if pip_proxy:
+        for key in ("http_proxy", "https_proxy"):
+            if not (args.get(key) or args.get(key.upper())):
+                args[key] = pip_proxy
+    if bypass and any(k.lower() != "no_proxy" for k in args):
+        hosts = [h.strip() for k in ("NO_PROXY", "no_proxy") for h in args.get(k, "").split(",")]
+        merged = ",".join(dict.fromkeys(h for h in [*hosts, *bypass] if h))
+        args["NO_PROXY"] = args["no_proxy"] = merged
+    return args
+
+
+def _with_proxies(
+    buildargs: dict[str, str], proxies: Mapping[str, str], report: Reporter
+) -> dict[str, str]:
+    loopback = []
+    for key, value in proxies.items():
+        url = value if "://" in value else f"http://{value}"  # `host:port` is common too
+        if key.lower() != "no_proxy" and urlparse(url).hostname in _LOOPBACK:
+            loopback.append(key)
+    if loopback:
+        report(
+            "info",
+            "base",
+            f"{'/'.join(loopback)} name a loopback address, which build containers cannot reach "
+            "(use an address of this host they can reach, e.g. the Docker bridge gateway)",
+        )
+    return {**buildargs, **proxies}
 
 
 def _image_arch(api: Any, image: str) -> str:

@@ -11,21 +11,27 @@ HTTP server bound to the Docker bridge gateway, which build containers can reach
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.server
 import os
 import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from hvd_container.errors import UserError
 
 # A fixed port keeps the build arg (and so the layer cache) the same from build to build:
 # the classic builder treats a changed build-arg value as a cache miss for every later RUN.
 DEFAULT_PORT = 47310
 PORT_ENV = "HVD_PIP_CONFIG_PORT"
+# When the port is taken, the next few are tried in order (not a random one), so a port that
+# stays taken by another service still gives the same URL, and so cache hits, build after build.
+FALLBACK_PORTS = 9
 
 # Keys copied from the host configuration as they are (anything else pip knows is left out).
 _PASSTHROUGH = ("index-url", "timeout", "default-timeout", "retries", "trusted-host", "no-index")
@@ -40,6 +46,10 @@ class HostPipConfig:
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
     cert: str | None = None
+    # pip's `proxy`: not written into the served pip.conf, because pip sends every request to
+    # it (no_proxy ignored), also those for the config server; the build gets it as the
+    # http(s)_proxy variables instead (containers.build.proxy_build_args).
+    proxy: str | None = None
     other: dict[str, str] = field(default_factory=dict)
 
 
@@ -69,6 +79,7 @@ def parse_pip_config_list(text: str) -> HostPipConfig:
         extra_index_urls=values.pop("extra-index-url", "").split(),
         find_links=values.pop("find-links", "").split(),
         cert=values.pop("cert", None),
+        proxy=values.pop("proxy", None) or None,
     )
     config.other = {k: v for k, v in values.items() if k in _PASSTHROUGH}
     return config
@@ -199,12 +210,46 @@ def bridge_gateway(client: object | None = None) -> str:
     return "172.17.0.1"
 
 
+NO_HOST_PIP_FLAG = "--no-host-pip"
+
+
 def _bind(host: str, port: int, handler: type) -> http.server.ThreadingHTTPServer:
-    try:
-        return http.server.ThreadingHTTPServer((host, port), handler)
-    except OSError:
-        # Port taken: any free port works, at the price of a cache miss for pip layers.
-        return http.server.ThreadingHTTPServer((host, 0), handler)
+    """Bind host:port, or the next free one of the FALLBACK_PORTS after it (port 0: any)."""
+    candidates = [port] if port == 0 else range(port, min(port + FALLBACK_PORTS + 1, 65536))
+    last: OSError | None = None
+    for candidate in candidates:
+        try:
+            return http.server.ThreadingHTTPServer((host, candidate), handler)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise UserError(_bind_problem(host, candidate, exc)) from None
+            last = exc
+    assert last is not None
+    raise UserError(_bind_problem(host, port, last)) from None
+
+
+def _bind_problem(host: str, port: int, exc: OSError) -> str:
+    what = f"cannot serve the host's pip configuration on {host}:{port}"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        reason = (
+            f"{host} (the Docker bridge gateway) is not an address of this machine, "
+            "so the Docker engine is probably remote"
+        )
+    elif exc.errno == errno.EADDRINUSE:
+        reason = f"ports {port}-{port + FALLBACK_PORTS} are all in use (set ${PORT_ENV})"
+    else:
+        reason = exc.strerror or type(exc).__name__
+    return f"{what}: {reason}; build with {NO_HOST_PIP_FLAG} to use the image's own pip setup"
+
+
+def configured_port(environ: Mapping[str, str] = os.environ) -> int:
+    """The port asked for: $HVD_PIP_CONFIG_PORT, else DEFAULT_PORT."""
+    raw = environ.get(PORT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PORT
+    if not raw.isdigit() or int(raw) > 65535:
+        raise UserError(f"${PORT_ENV}={raw!r}: expected a port number (0-65535, 0: any free)")
+    return int(raw)
 
 
 @contextlib.contextmanager
@@ -213,7 +258,7 @@ def serve_host_pip_config(
 ) -> Iterator[str]:
     """Serve the host's pip configuration on host:port while the block runs; yield its URL."""
     config = config or read_host_pip_config()
-    port = port if port is not None else int(os.environ.get(PORT_ENV, DEFAULT_PORT))
+    port = port if port is not None else configured_port()
     handler = type("PipConfigHandler", (_Handler,), {})
     server = _bind(host, port, handler)
     actual = server.server_address[1]
@@ -236,6 +281,8 @@ def describe(config: HostPipConfig) -> Sequence[str]:
         return u if not p.password else shlex.quote(u.replace(p.password, "***"))
 
     out = []
+    if config.proxy:
+        out.append(f"proxy {clean(config.proxy)}")
     if config.index_url:
         out.append(f"index-url {clean(config.index_url)}")
     out += [f"extra-index-url {clean(u)}" for u in config.extra_index_urls]

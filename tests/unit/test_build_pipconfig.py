@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -9,11 +10,16 @@ from pathlib import Path
 import pytest
 
 from containers.pipconfig import (
+    DEFAULT_PORT,
+    NO_HOST_PIP_FLAG,
     HostPipConfig,
+    configured_port,
+    describe,
     parse_pip_config_list,
     serve_host_pip_config,
     serve_plan,
 )
+from hvd_container.errors import UserError
 
 PIP_CONFIG_LIST = """\
 :env:.cert='/etc/ssl/certs/ca-certificates.crt'
@@ -85,3 +91,52 @@ def test_server_serves_config_wheelhouse_and_index_but_nothing_else(
             assert info.value.code == 404
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}/pip.conf", timeout=2)
+
+
+def test_pips_proxy_is_read_but_kept_out_of_the_served_pip_conf() -> None:
+    cfg = parse_pip_config_list("global.proxy='http://user:pw@proxy.example:3128'\n")
+    assert cfg.proxy == "http://user:pw@proxy.example:3128"
+    assert "proxy" not in serve_plan(cfg, "http://10.0.0.1:1", "10.0.0.1").pip_conf
+    assert "pw" not in " ".join(describe(cfg))
+
+
+def test_gateway_that_is_not_local_is_a_one_line_error_naming_the_flag() -> None:
+    # 192.0.2.1 (TEST-NET-1) is nobody's address here
+    with (
+        pytest.raises(UserError) as info,
+        serve_host_pip_config("192.0.2.1", 47310, HostPipConfig()),
+    ):
+        pass
+    assert str(info.value) == (
+        "cannot serve the host's pip configuration on 192.0.2.1:47310: 192.0.2.1 (the Docker "
+        "bridge gateway) is not an address of this machine, so the Docker engine is probably "
+        "remote; build with --no-host-pip to use the image's own pip setup"
+    )
+
+
+def test_the_suggested_flag_is_a_real_build_option() -> None:
+    import typer.main
+
+    from hvd_container.cli import app
+
+    build = typer.main.get_command(app).commands["build"]  # type: ignore[attr-defined]
+    assert NO_HOST_PIP_FLAG in [opt for param in build.params for opt in param.opts]
+
+
+def test_port_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert configured_port({}) == DEFAULT_PORT
+    assert configured_port({"HVD_PIP_CONFIG_PORT": "0"}) == 0
+    with pytest.raises(UserError, match=r"^\$HVD_PIP_CONFIG_PORT='x': expected a port number"):
+        configured_port({"HVD_PIP_CONFIG_PORT": "x"})
+
+
+def test_fallback_port_is_the_same_each_time() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        urls = []
+        for _ in range(2):
+            with serve_host_pip_config("127.0.0.1", port, HostPipConfig()) as url:
+                urls.append(url)
+    assert urls == [f"http://127.0.0.1:{port + 1}"] * 2

@@ -1,0 +1,268 @@
+"""build_recipe end to end against a FAKE Docker client and a FAKE build engine (no daemon).
+
+The fakes below stand in for docker.APIClient and the BuildEngine only in these fast tests; the
+real engine is exercised by tests/e2e/test_build_*.py. They implement just the calls the build,
+verify and push steps make, and record what those steps did (tags, removals, build args).
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from containers.build import BuildOptions, build_recipe, proxy_build_args
+from containers.engine import BuildEvent
+from containers.pipconfig import HostPipConfig
+from containers.recipe import load_recipe
+from hvd_container.errors import StepFailed, UserError
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
+BASE = "hvd-base/debian:bookworm"
+NEW_ID = "sha256:" + "ab" * 32
+VERSIONS = 'HVD-VERSIONS {"python": "3.11.2", "torch": "2.13.0+cpu", "horovod": "0.28.1"}'
+
+Runner = Callable[[list[str]], tuple[int, str]]
+
+
+def good_image(argv: list[str]) -> tuple[int, str]:
+    """What the commands print in a correct CPU image."""
+    if argv[:2] == ["horovodrun", "--check-build"]:
+        return 0, GOLDEN.read_text()
+    if argv[:2] == ["python", "-c"] and "HVD-VERSIONS" in argv[2]:
+        return 0, VERSIONS
+    return 0, "0\n"
+
+
+class FakeDockerAPI:
+    """A FAKE docker.APIClient: images in a dict, containers that run a Python function."""
+
+    def __init__(self, images: dict[str, dict[str, Any]], run: Runner = good_image) -> None:
+        self.images = images
+        self.run = run
+        self.gateway = "127.0.0.1"
+        self.live: dict[str, list[str]] = {}
+        self.removed_images: list[str] = []
+        self.label_builds = 0
+        self.start_error: Exception | None = None
+        self.wait_error: Exception | None = None
+        self.pushed: list[tuple[str, str]] = []
+        self.push_stream: list[dict[str, Any]] = []
+        self.distribution: dict[str, Any] | Exception = {}
+        self._exit: dict[str, tuple[int, str]] = {}
+
+    # images
+    def inspect_image(self, ref: str) -> dict[str, Any]:
+        if ref not in self.images:
+            raise docker.errors.ImageNotFound(f"No such image: {ref}")
+        return self.images[ref]
+
+    def remove_image(self, ref: str, noprune: bool = False) -> None:
+        self.removed_images.append(ref)
+        self.images.pop(ref, None)
+
+    def tag(self, image: str, repo: str, tag: str) -> None:
+        self.images[f"{repo}:{tag}"] = self.images[image]
+
+    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.label_builds += 1  # the labelling build: only reached after verification
+        self.images[kwargs["tag"]] = {"Id": "sha256:labelled", "RepoTags": [kwargs["tag"]]}
+        yield {"aux": {"ID": "sha256:labelled"}}
+
+    # networks
+    def networks(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        return [{"IPAM": {"Config": [{"Gateway": self.gateway}]}}]
+
+    # containers
+    def create_container(self, image: str, command: list[str], **_: Any) -> dict[str, str]:
+        cid = f"c{len(self.live) + len(self._exit)}"
+        self.live[cid] = command
+        return {"Id": cid}
+
+    def start(self, cid: str) -> None:
+        if self.start_error:
+            raise self.start_error
+        self._exit[cid] = self.run(self.live[cid])
+
+    def wait(self, cid: str, timeout: int | None = None) -> dict[str, int]:
+        if self.wait_error:
+            raise self.wait_error
+        return {"StatusCode": self._exit[cid][0]}
+
+    def logs(self, cid: str, **_: Any) -> bytes:
+        return self._exit[cid][1].encode()
+
+    def remove_container(self, cid: str, force: bool = False) -> None:
+        del self.live[cid]
+
+    # registry
+    def push(self, repo: str, tag: str, **_: Any) -> Iterator[dict[str, Any]]:
+        self.pushed.append((repo, tag))
+        yield from self.push_stream
+
+    def inspect_distribution(self, image: str, auth_config: Any = None) -> dict[str, Any]:
+        if isinstance(self.distribution, Exception):
+            raise self.distribution
+        return self.distribution
+
+
+class FakeEngine:
+    """A FAKE BuildEngine: records the build args; the build 'succeeds' with image NEW_ID.
+
+    While the build runs it fetches pip.conf from the pip config server, as hvd-pip would.
+    """
+
+    def __init__(self, api: FakeDockerAPI) -> None:
+        self.api = api
+        self.buildargs: dict[str, str] = {}
+        self.pip_conf: str | None = None
+
+    def build(
+        self,
+        context: Mapping[str, bytes],
+        tag: str,
+        buildargs: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Iterator[BuildEvent]:
+        self.buildargs = dict(buildargs or {})
+        url = self.buildargs.get("HVD_PIP_CONFIG_URL")
+        if url:
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            self.pip_conf = direct.open(f"{url}/pip.conf", timeout=10).read().decode()
+        yield BuildEvent("step", "FROM x", 1, 1)
+        self.api.images[NEW_ID] = {"Id": NEW_ID, "RepoTags": [], "Architecture": "amd64"}
+        yield BuildEvent("done", NEW_ID, 1, 1, image_id=NEW_ID)
+
+
+@pytest.fixture
+def api() -> FakeDockerAPI:
+    return FakeDockerAPI({BASE: {"Id": "sha256:base"}})
+
+
+@pytest.fixture(autouse=True)
+def no_host_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+def build(
+    api: FakeDockerAPI, options: BuildOptions, messages: list[tuple[str, str, str]] | None = None
+) -> tuple[FakeEngine, Any]:
+    engine = FakeEngine(api)
+    sink = messages if messages is not None else []
+    result = build_recipe(
+        load_recipe("cpu-bookworm"),
+        lambda kind, phase, text: sink.append((kind, phase, text)),
+        options,
+        engine=engine,
+        client=api,
+    )
+    return engine, result
+
+
+def test_a_correct_image_is_labelled_and_tagged(api: FakeDockerAPI) -> None:
+    # The control case for the next test: the same flow with a correct image gets its tag.
+    _, result = build(api, BuildOptions(use_host_pip=False))
+    assert result.tag == "cpu-bookworm:1" and "cpu-bookworm:1" in api.images
+    assert api.label_builds == 1 and api.live == {}
+
+
+def test_failed_verification_after_a_successful_build_withholds_the_tag(
+    api: FakeDockerAPI,
+) -> None:
+    api.run = lambda argv: (
+        (0, GOLDEN.read_text().replace("[X] Gloo", "[ ] Gloo"))
+        if argv[0] == "horovodrun"
+        else good_image(argv)
+    )
+    with pytest.raises(StepFailed) as info:
+        build(api, BuildOptions(use_host_pip=False))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message == (
+        "verification of cpu-bookworm:1 failed: controllers missing: gloo; tensor ops missing: gloo"
+    )
+    assert "cpu-bookworm:1" not in api.images  # no tag
+    assert api.label_builds == 0  # the labelling (tagging) build never ran
+    assert api.removed_images == [NEW_ID]  # the untagged build result is gone
+    assert api.live == {}  # every verification container removed
+
+
+def test_host_proxies_and_pips_proxy_reach_the_build(
+    api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://corp:8080")
+    monkeypatch.setenv("no_proxy", ".corp")
+    monkeypatch.setattr(
+        "containers.pipconfig.read_host_pip_config",
+        lambda: HostPipConfig(index_url="https://pypi.example/simple", proxy="http://pp:3128"),
+    )
+    engine, _ = build(api, BuildOptions(pip_config_port=0))
+    args = engine.buildargs
+    assert args["HVD_PIP_CONFIG_URL"].startswith("http://127.0.0.1:")
+    assert args["HTTPS_PROXY"] == "http://corp:8080"
+    assert args["http_proxy"] == "http://pp:3128"  # pip's `proxy`, for plain http
+    assert "https_proxy" not in args  # the host's HTTPS_PROXY already covers https
+    # the pip config server on the gateway is reached directly, never through the proxy
+    assert args["NO_PROXY"] == args["no_proxy"] == ".corp,127.0.0.1"
+    assert engine.pip_conf is not None
+    assert "index-url = https://pypi.example/simple" in engine.pip_conf
+    assert "proxy" not in engine.pip_conf  # pip's --proxy would ignore no_proxy
+
+
+def test_proxy_build_args_pass_host_variables_as_they_are() -> None:
+    env = {"http_proxy": "http://p:1", "HTTP_PROXY": "http://P:1", "PATH": "/bin"}
+    assert proxy_build_args(env) == {"HTTP_PROXY": "http://P:1", "http_proxy": "http://p:1"}
+    assert proxy_build_args({}) == {}
+    # NO_PROXY alone, without a proxy, is passed but not extended
+    assert proxy_build_args({"NO_PROXY": "a"}, bypass=["gw"]) == {"NO_PROXY": "a"}
+
+
+def test_loopback_proxy_is_reported(api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("http_proxy", "127.0.0.1:3128")
+    messages: list[tuple[str, str, str]] = []
+    engine, _ = build(api, BuildOptions(use_host_pip=False), messages)
+    assert engine.buildargs == {"http_proxy": "127.0.0.1:3128"}
+    assert [m for m in messages if "loopback" in m[2]] == [
+        (
+            "info",
+            "base",
+            "http_proxy name a loopback address, which build containers cannot reach (use an "
+            "address of this host they can reach, e.g. the Docker bridge gateway)",
+        )
+    ]
+
+
+def test_taken_port_moves_to_the_next_one_and_says_the_cache_misses(
+    api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("containers.pipconfig.read_host_pip_config", lambda: HostPipConfig())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        messages: list[tuple[str, str, str]] = []
+        engine, _ = build(api, BuildOptions(pip_config_port=port), messages)
+    assert engine.buildargs["HVD_PIP_CONFIG_URL"] == f"http://127.0.0.1:{port + 1}"
+    infos = [m[2] for m in messages if m[0] == "info"]
+    assert infos == [
+        f"port {port} is taken: the pip config is served on port {port + 1}, so pip layers "
+        "cached with another port are rebuilt (set $HVD_PIP_CONFIG_PORT to keep it fixed)"
+    ]
+
+
+def test_missing_base_image_script_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HVD_BASE_IMAGE_SCRIPT", "/nonexistent/base-image.sh")
+    api = FakeDockerAPI({})  # no base image yet: it would be made by the script
+    with pytest.raises(UserError) as info:
+        build(api, BuildOptions(use_host_pip=False))
+    assert str(info.value) == (
+        "$HVD_BASE_IMAGE_SCRIPT=/nonexistent/base-image.sh: no such file "
+        "(unset it to use the default)"
+    )
