@@ -3,7 +3,9 @@
 docker-py reports a failed push only as an `error` key inside an HTTP 200 stream
 (docker-py#3161, #3277), so each chunk is inspected. Credentials come from the Docker config
 (docker-py reads ~/.docker/config.json) or from HVD_REGISTRY_USERNAME / HVD_REGISTRY_PASSWORD;
-they are passed to the engine and never printed.
+they are passed to the engine and never printed. The pushed manifest's digest is then read back
+from the registry through the engine too (`inspect_distribution`), so the read-back uses the same
+credentials, token auth and TLS/insecure-registry settings as the push itself.
 """
 
 from __future__ import annotations
@@ -17,13 +19,6 @@ from typing import Any
 from hvd_container.errors import StepFailed, UserError
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
-MANIFEST_ACCEPT = ", ".join(
-    (
-        MANIFEST_V2,
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    )
-)
 
 
 @dataclass
@@ -32,17 +27,18 @@ class PushResult:
     digest: str | None
 
 
-def remote_ref(image: str, registry: str) -> tuple[str, str]:
-    """(repository, tag) of image under registry.
+def remote_ref(image: str, registry: str, flag: str = "--registry") -> tuple[str, str]:
+    """(repository, tag) of image under registry (flag: the option named in the error).
 
     'cpu-bookworm:1' under 'r:5000' -> ('r:5000/cpu-bookworm', '1').
     """
+    given = registry
     registry = registry.strip().rstrip("/")
     for scheme in ("https://", "http://"):
         if registry.startswith(scheme):
             registry = registry[len(scheme) :]
     if not registry or any(c.isspace() for c in registry) or registry.startswith("/"):
-        raise UserError(f"--registry {registry!r}: expected HOST[:PORT][/NAMESPACE]")
+        raise UserError(f"{flag} {given!r}: expected HOST[:PORT][/NAMESPACE]")
     name, tag = split_tag(image)
     # Re-homing an image that already names a registry: keep only its path.
     first = name.split("/", 1)[0]
@@ -81,15 +77,23 @@ def auth_from_env() -> dict[str, str] | None:
 
 
 def push_image(
-    api: Any, image: str, registry: str, report: Callable[[str], None] | None = None
+    api: Any | None, image: str, registry: str, report: Callable[[str], None] | None = None
 ) -> PushResult:
-    """Tag image as REGISTRY/name:tag and push it; a refused push leaves no new tag behind."""
+    """Tag image as REGISTRY/name:tag, push it and read its digest back from the registry.
+
+    The registry is checked before the engine is contacted (api None: connect only then). A
+    refused push leaves no new tag behind.
+    """
     import docker.errors
     import requests
 
     note = report or (lambda _msg: None)
     repo, tag = remote_ref(image, registry)
     remote = f"{repo}:{tag}"
+    if api is None:
+        from containers.engine.docker_api import docker_client
+
+        api = docker_client()
     try:
         api.inspect_image(image)
     except docker.errors.ImageNotFound:
@@ -103,15 +107,43 @@ def push_image(
             stream = api.push(repo, tag=tag, stream=True, decode=True, auth_config=auth_from_env())
             error, digest = stream_errors(_progress(stream, note))
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            error, digest = (getattr(exc, "explanation", None) or str(exc)).splitlines()[0], None
+            error, digest = _first_line(exc), None
         if error:
             raise StepFailed(f"push of {remote} refused: {error}")
         ok = True
-        return PushResult(remote, digest)
     finally:
         if not ok and not had_tag:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_image(remote, noprune=True)
+    served = read_back_digest(api, remote)
+    if digest and served != digest:
+        raise StepFailed(f"pushed {remote} as {digest}, but the registry serves {served}")
+    return PushResult(remote, served)
+
+
+def read_back_digest(api: Any, remote: str) -> str:
+    """The digest of the manifest the registry serves for remote, asked through the engine."""
+    import docker.errors
+    import requests
+
+    try:
+        info = api.inspect_distribution(remote, auth_config=auth_from_env())
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        raise StepFailed(f"pushed {remote}, but cannot read it back: {_one_line(exc)}") from None
+    digest = (info.get("Descriptor") or {}).get("digest") if isinstance(info, dict) else None
+    if not digest:
+        raise StepFailed(f"pushed {remote}, but the registry reports no manifest digest for it")
+    return str(digest)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The engine's whole explanation (registry errors span lines) on one line."""
+    return " ".join(str(getattr(exc, "explanation", None) or exc).split()) or type(exc).__name__
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "explanation", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _exists(api: Any, ref: str) -> bool:
@@ -132,32 +164,3 @@ def _progress(
         if status in ("Pushed", "Layer already exists") and chunk.get("id"):
             note(f"{chunk['id']}: {status}")
         yield chunk
-
-
-def read_manifest(remote: str, timeout: float = 30) -> dict[str, Any]:
-    """The v2 manifest of REGISTRY/name:tag, with its digest under 'digest'.
-
-    Plain http for a loopback registry (as Docker itself allows), https otherwise.
-    """
-    import requests
-
-    repo, tag = split_tag(remote)
-    registry, _, path = repo.partition("/")
-    host = registry.split(":")[0]
-    scheme = "http" if host in ("localhost", "127.0.0.1", "::1") else "https"
-    url = f"{scheme}://{registry}/v2/{path}/manifests/{tag}"
-    auth = auth_from_env()
-    try:
-        resp = requests.get(
-            url,
-            headers={"Accept": MANIFEST_ACCEPT},
-            timeout=timeout,
-            auth=(auth["username"], auth["password"]) if auth else None,
-        )
-    except requests.exceptions.RequestException as exc:
-        raise StepFailed(f"cannot read the manifest of {remote}: {type(exc).__name__}") from None
-    if resp.status_code != 200:
-        raise StepFailed(f"cannot read the manifest of {remote}: HTTP {resp.status_code}")
-    manifest: dict[str, Any] = resp.json()
-    manifest["digest"] = resp.headers.get("Docker-Content-Digest")
-    return manifest

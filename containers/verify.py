@@ -9,9 +9,10 @@ running the image.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -192,25 +193,41 @@ def verify_image(
     arch: str,
     recipe: Recipe | None = None,
     on_step: Callable[[str], None] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> VerifyResult:
     """Run the checks with run(argv) -> (exit code, output) inside the image.
 
-    Without a recipe, the expectations come from nothing: check-build is parsed and recorded, and
-    each framework it reports gets its hvd.init() run.
+    The expectations come from the recipe; without one, from the facts an earlier verification
+    recorded in the image's labels (check-build result, versions); without those either, from
+    nothing: check-build is parsed and recorded, and each framework it reports gets its
+    hvd.init() run. An image without Horovod (recipe or labels say so) skips check-build.
     """
     note = on_step or (lambda _msg: None)
     result = VerifyResult(image, None, {}, arch)
+    facts = labels if recipe is None and labels and _has_facts(labels) else None
+    expected: CheckBuild | None = None
+    if recipe is not None:
+        expected = expected_check_build(recipe) if recipe.horovod is not None else None
+        wants_horovod = recipe.horovod is not None
+    elif facts is not None:
+        expected = labelled_check_build(facts)
+        wants_horovod = expected is not None
+    else:
+        wants_horovod = True
 
-    note(" ".join(CHECK_BUILD))
-    code, out = run(CHECK_BUILD)
-    try:
-        result.check_build = parse_check_build(out)
-    except ValueError:
-        result.problems.append(f"`horovodrun --check-build` failed (exit {code}): {_last(out)}")
-    if recipe is not None and recipe.arch != arch:
-        result.problems.append(f"image arch {arch}, recipe says {recipe.arch}")
-    if recipe is not None and recipe.horovod is not None and result.check_build is not None:
-        result.problems += compare_check_build(expected_check_build(recipe), result.check_build)
+    if wants_horovod:
+        note(" ".join(CHECK_BUILD))
+        code, out = run(CHECK_BUILD)
+        try:
+            result.check_build = parse_check_build(out)
+        except ValueError:
+            result.problems.append(f"`horovodrun --check-build` failed (exit {code}): {_last(out)}")
+    wanted_arch = recipe.arch if recipe is not None else (facts or {}).get(f"{LABEL_PREFIX}arch")
+    if wanted_arch and wanted_arch != arch:
+        source = "recipe says" if recipe is not None else "its labels say"
+        result.problems.append(f"image arch {arch}, {source} {wanted_arch}")
+    if expected is not None and result.check_build is not None:
+        result.problems += compare_check_build(expected, result.check_build)
 
     code, out = run(["python", "-c", VERSIONS_SCRIPT])
     try:
@@ -219,10 +236,14 @@ def verify_image(
         result.problems.append(f"version probe failed (exit {code}): {_last(out)}")
     if recipe is not None:
         result.problems += compare_versions(recipe, result.versions)
+    elif facts is not None and result.versions:
+        result.problems += compare_labelled_versions(facts, result.versions)
 
     frameworks: Iterable[str]
     if recipe is not None and recipe.horovod is not None:
         frameworks = recipe.horovod.frameworks
+    elif expected is not None:
+        frameworks = sorted(expected.frameworks)
     else:
         frameworks = sorted(result.check_build.frameworks) if result.check_build else []
     for fw in frameworks:
@@ -242,6 +263,43 @@ def verify_image(
         if code != 0:
             result.problems.append(f"check `{check}` failed (exit {code}): {_last(out)}")
     return result
+
+
+def _has_facts(labels: Mapping[str, str]) -> bool:
+    """Whether labels carry what a verification recorded (fact_labels)."""
+    return labels.get(f"{LABEL_PREFIX}verified") == "true"
+
+
+def labelled_check_build(labels: Mapping[str, str]) -> CheckBuild | None:
+    """The check-build result recorded in the labels; None when they record no Horovod."""
+    p = f"{LABEL_PREFIX}horovod."
+    if f"{p}frameworks" not in labels:
+        return None
+
+    def names(key: str) -> frozenset[str]:
+        return frozenset(n for n in labels.get(p + key, "").split(",") if n)
+
+    return CheckBuild(
+        labels.get(f"{LABEL_PREFIX}versions.horovod") or None,
+        names("frameworks"),
+        names("controllers"),
+        names("tensor_ops"),
+    )
+
+
+def compare_labelled_versions(labels: Mapping[str, str], versions: Mapping[str, str]) -> list[str]:
+    """Framework versions in the image against those its labels recorded."""
+    problems = []
+    for key in ("torch", "tensorflow", "horovod", "lightning"):
+        want = labels.get(f"{LABEL_PREFIX}versions.{key}")
+        if not want:
+            continue
+        have = versions.get(key)
+        if have is None:
+            problems.append(f"{key} is not installed, its labels say {want}")
+        elif have != want:
+            problems.append(f"{key} {have} installed, its labels say {want}")
+    return problems
 
 
 def compare_versions(recipe: Recipe, versions: dict[str, str]) -> list[str]:
@@ -281,19 +339,64 @@ def require_ok(result: VerifyResult) -> None:
 
 
 def docker_runner(client: Any, image: str, timeout: int = 600) -> Runner:
-    """run(argv) in a fresh container of image; the container is always removed."""
+    """run(argv) in a fresh container of image; the container is always removed.
+
+    A command the image does not have gives exit 127 and the engine's reason as output (the
+    checks then report it as a problem); a check running longer than timeout seconds, or an
+    engine that stops answering, is a StepFailed.
+    """
+    import docker.errors
+    import requests
 
     def run(argv: list[str]) -> tuple[int, str]:
-        container = client.create_container(
-            image, command=argv, labels={f"{LABEL_PREFIX}verify": "1"}, network_disabled=False
-        )
+        what = f"verification of {image}: `{_short(argv)}`"
+        try:
+            container = client.create_container(
+                image, command=argv, labels={f"{LABEL_PREFIX}verify": "1"}, network_disabled=False
+            )
+        except docker.errors.APIError as exc:
+            raise StepFailed(f"{what} could not be created: {_api_reason(exc)}") from None
+        except requests.exceptions.RequestException as exc:
+            raise StepFailed(f"{what}: the Docker engine did not answer ({_reason(exc)})") from None
         cid = container["Id"]
         try:
-            client.start(cid)
+            try:
+                client.start(cid)
+            except docker.errors.APIError as exc:
+                reason = _api_reason(exc)
+                if _NOT_FOUND.search(reason):
+                    return 127, reason
+                raise StepFailed(f"{what} could not start: {reason}") from None
             status = client.wait(cid, timeout=timeout)
             out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
             return int(status.get("StatusCode", 1)), out
+        except requests.exceptions.ReadTimeout:
+            raise StepFailed(f"{what} did not finish within {timeout} s") from None
+        except requests.exceptions.RequestException as exc:
+            if "timed out" in str(exc).lower():
+                raise StepFailed(f"{what} did not finish within {timeout} s") from None
+            raise StepFailed(f"{what}: the Docker engine did not answer ({_reason(exc)})") from None
         finally:
-            client.remove_container(cid, force=True)
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                client.remove_container(cid, force=True)
 
     return run
+
+
+# How runc/containerd say that the command of a container does not exist in its image.
+_NOT_FOUND = re.compile(r"executable file not found|no such file or directory", re.I)
+
+
+def _api_reason(exc: Any) -> str:
+    text = str(getattr(exc, "explanation", None) or exc)
+    return " ".join(text.split())
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _short(argv: list[str], limit: int = 60) -> str:
+    flat = " ".join(" ".join(argv).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

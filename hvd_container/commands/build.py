@@ -54,12 +54,16 @@ def build_cmd(
     from hvd_container.errors import StepFailed
 
     loaded = load_recipe(recipe)
+    if push is not None:
+        from containers.push import remote_ref
+
+        remote_ref(loaded.image_tag, push, "--push")  # a bad --push fails now, not after the build
     reporter = make_reporter(progress.value, json_output)
     options = BuildOptions(no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip)
     try:
         result = build_recipe(loaded, reporter, options)
         pushed = None
-        if push:
+        if push is not None:
             pushed = _push(result.tag, push, reporter)
     except StepFailed as exc:
         reporter.failure(exc)
@@ -81,13 +85,12 @@ def build_cmd(
 
 
 def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
-    from containers.engine.docker_api import docker_client
-    from containers.push import push_image, read_manifest
+    from containers.push import push_image
 
-    result = push_image(docker_client(), image, registry, lambda m: reporter("info", "push", m))
-    manifest = read_manifest(result.remote)
-    reporter("done", "push", f"pushed {result.remote} ({manifest['digest']})")
-    return {"remote": result.remote, "digest": manifest["digest"]}
+    # No client passed: push_image checks --registry before it connects to the engine.
+    result = push_image(None, image, registry, lambda m: reporter("info", "push", m))
+    reporter("done", "push", f"pushed {result.remote} ({result.digest})")
+    return {"remote": result.remote, "digest": result.digest}
 
 
 def verify_cmd(
@@ -95,7 +98,9 @@ def verify_cmd(
     recipe: Annotated[
         str | None,
         typer.Option(
-            "--recipe", help="Compare with this recipe (default: the one named in its labels)."
+            "--recipe",
+            help="Compare with this recipe (default: the built-in one named in its labels, "
+            "else the facts its labels record).",
         ),
     ] = None,
     json_output: JsonOpt = False,
@@ -104,7 +109,7 @@ def verify_cmd(
     import docker.errors
 
     from containers.engine.docker_api import docker_client
-    from containers.recipe import load_recipe
+    from containers.recipe import list_builtin, load_recipe
     from containers.verify import LABEL_PREFIX, docker_runner, fact_labels, verify_image
     from hvd_container.errors import StepFailed, UserError
 
@@ -114,20 +119,40 @@ def verify_cmd(
     except docker.errors.ImageNotFound:
         raise UserError(f"image {image} does not exist locally") from None
     labels = (info.get("Config") or {}).get("Labels") or {}
-    ref = recipe or labels.get(f"{LABEL_PREFIX}recipe.name")
-    loaded = load_recipe(ref) if ref else None
+    named = labels.get(f"{LABEL_PREFIX}recipe.name")
+    loaded = None
+    if recipe:
+        loaded = load_recipe(recipe)
+    elif named and named in list_builtin():
+        loaded = load_recipe(named)
+    against = (
+        f"recipe {loaded.name} {loaded.version}"
+        if loaded
+        else "the facts recorded in its labels"
+        if labels.get(f"{LABEL_PREFIX}verified") == "true"
+        else "its own check-build"
+    )
+    if named and loaded is None and not json_output:
+        typer.echo(f"{image}: recipe {named} is not built in; verifying against {against}")
     result = verify_image(
         image,
         docker_runner(api, image),
         str(info.get("Architecture") or "unknown"),
         loaded,
         on_step=None if json_output else lambda m: typer.echo(f"[checks] => {m}"),
+        labels=labels,
     )
     facts = fact_labels(result, loaded)
     if json_output:
         typer.echo(
             json.dumps(
-                {"image": image, "ok": result.ok, "problems": result.problems, "facts": facts}
+                {
+                    "image": image,
+                    "ok": result.ok,
+                    "against": against,
+                    "problems": result.problems,
+                    "facts": facts,
+                }
             )
         )
     else:
@@ -136,8 +161,7 @@ def verify_cmd(
     if not result.ok:
         raise StepFailed(f"verification of {image} failed: {'; '.join(result.problems)}")
     if not json_output:
-        what = f"recipe {loaded.name} {loaded.version}" if loaded else "its own check-build"
-        typer.echo(f"{image}: verified against {what}")
+        typer.echo(f"{image}: verified against {against}")
 
 
 def push_cmd(
@@ -149,7 +173,7 @@ def push_cmd(
     ],
     json_output: JsonOpt = False,
 ) -> None:
-    """Push a built image to a registry and read its manifest back."""
+    """Push a built image to a registry and read its digest back from the registry."""
     from containers.build_progress import make_reporter
 
     reporter = make_reporter("plain", json_output)

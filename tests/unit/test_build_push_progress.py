@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import docker.errors
 import pytest
+from test_build_flow import FakeDockerAPI
 
 from containers.build_progress import JsonReporter, PlainReporter, format_json, format_plain
 from containers.engine.docker_api import BuildFailed
-from containers.push import remote_ref, split_tag, stream_errors
-from hvd_container.errors import UserError
+from containers.push import push_image, remote_ref, split_tag, stream_errors
+from hvd_container.errors import StepFailed, UserError
 
 
 def test_error_in_a_200_push_stream_is_found() -> None:
@@ -86,3 +88,61 @@ def test_plain_failure_prints_the_tail(capsys: pytest.CaptureFixture[str]) -> No
     PlainReporter().failure(BuildFailed("boom", 1, 1, "RUN x", ["out1", "out2"]))
     err = capsys.readouterr().err
     assert "last 2 lines of the failing step" in err and "    out2" in err
+
+
+PUSHED = "sha256:" + "cd" * 32
+
+
+def pushing_api() -> FakeDockerAPI:
+    api = FakeDockerAPI({"cpu-bookworm:1": {"Id": "sha256:1"}})
+    api.push_stream = [
+        {"status": "Pushed", "id": "abc"},
+        {"aux": {"Tag": "1", "Digest": PUSHED, "Size": 529}},
+    ]
+    api.distribution = {"Descriptor": {"mediaType": "x", "digest": PUSHED, "size": 529}}
+    return api
+
+
+def test_push_reads_the_digest_back_through_the_engine() -> None:
+    api = pushing_api()
+    result = push_image(api, "cpu-bookworm:1", "registry.example/team")
+    assert result.remote == "registry.example/team/cpu-bookworm:1"
+    assert result.digest == PUSHED
+    assert api.pushed == [("registry.example/team/cpu-bookworm", "1")]
+
+
+def test_read_back_refused_by_the_registry_is_one_line() -> None:
+    api = pushing_api()
+    api.distribution = docker.errors.APIError(
+        "401", explanation="errors:\nunauthorized: authentication required\n"
+    )
+    with pytest.raises(StepFailed) as info:
+        push_image(api, "cpu-bookworm:1", "r.example")
+    assert str(info.value) == (
+        "pushed r.example/cpu-bookworm:1, but cannot read it back: "
+        "errors: unauthorized: authentication required"
+    )
+
+
+def test_registry_serving_another_digest_fails() -> None:
+    api = pushing_api()
+    api.distribution = {"Descriptor": {"digest": "sha256:other"}}
+    with pytest.raises(StepFailed, match="but the registry serves sha256:other$"):
+        push_image(api, "cpu-bookworm:1", "r.example")
+
+
+def test_bad_registry_flag_fails_before_the_engine_is_contacted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hvd_container.cli import main
+
+    def no_engine() -> None:
+        raise AssertionError("the Docker engine was contacted")
+
+    monkeypatch.setattr("containers.engine.docker_api.docker_client", no_engine)
+    assert main(["push", "cpu-bookworm:1", "--registry", " "]) == 2
+    assert main(["build", "cpu-bookworm", "--push", "a b"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]",
+        "hvd-container: error: --push 'a b': expected HOST[:PORT][/NAMESPACE]",
+    ]

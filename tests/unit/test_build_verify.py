@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import docker.errors
 import pytest
+import requests
+from test_build_flow import FakeDockerAPI, good_image
 
 from containers.recipe import load_recipe
 from containers.verify import (
@@ -12,13 +17,16 @@ from containers.verify import (
     VerifyResult,
     compare_check_build,
     compare_versions,
+    docker_runner,
     expected_check_build,
     fact_labels,
+    labelled_check_build,
     mpi_version,
     parse_check_build,
     parse_versions,
     verify_image,
 )
+from hvd_container.errors import StepFailed
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
 
@@ -129,3 +137,136 @@ def test_arch_mismatch_is_a_problem() -> None:
     recipe = load_recipe("cpu-bookworm")
     result = verify_image("img", lambda argv: (0, GOLDEN.read_text()), "arm64", recipe)
     assert "image arch arm64, recipe says amd64" in result.problems
+
+
+NOT_FOUND = (
+    "failed to create shim: OCI runtime create failed: container_linux.go:380: starting container "
+    'process caused: exec: "horovodrun": executable file not found in $PATH: unknown'
+)
+
+
+def test_command_missing_in_the_image_is_a_problem_not_a_traceback() -> None:
+    # e.g. `verify hvd-base/debian:bookworm`: neither horovodrun nor python exist there
+    api = FakeDockerAPI({})
+    api.start_error = docker.errors.APIError("500 Server Error", explanation=NOT_FOUND)
+    result = verify_image("hvd-base/debian:bookworm", docker_runner(api, "x"), "amd64")
+    assert result.problems == [
+        f"`horovodrun --check-build` failed (exit 127): {NOT_FOUND}",
+        f"version probe failed (exit 127): {NOT_FOUND}",
+    ]
+    assert api.live == {}
+
+
+def test_other_start_failure_is_one_line() -> None:
+    api = FakeDockerAPI({})
+    api.start_error = docker.errors.APIError("500", explanation="cgroup setup failed:\n  details")
+    with pytest.raises(StepFailed) as info:
+        docker_runner(api, "img")(["horovodrun", "--check-build"])
+    assert str(info.value) == (
+        "verification of img: `horovodrun --check-build` could not start: "
+        "cgroup setup failed: details"
+    )
+    assert api.live == {}
+
+
+def test_check_running_too_long_is_one_line_and_leaves_no_container() -> None:
+    api = FakeDockerAPI({})
+    api.wait_error = requests.exceptions.ReadTimeout(
+        "UnixHTTPConnectionPool(host='localhost', port=None): Read timed out. (read timeout=5)"
+    )
+    with pytest.raises(StepFailed) as info:
+        docker_runner(api, "img", timeout=5)(["sh", "-c", "sleep 100"])
+    assert str(info.value) == "verification of img: `sh -c sleep 100` did not finish within 5 s"
+    assert api.live == {}
+
+
+def test_recipe_without_horovod_skips_check_build() -> None:
+    recipe = load_recipe("lightning-pt113")
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        calls.append(argv)
+        if "HVD-VERSIONS" in argv[-1]:
+            return 0, 'HVD-VERSIONS {"torch": "1.13.0+cu117", "lightning": "2.0.2"}'
+        return 0, ""
+
+    result = verify_image("img", run, "amd64", recipe)
+    assert result.ok, result.problems
+    assert all(argv[0] != "horovodrun" for argv in calls)
+
+
+LABELS = {
+    "org.hvd-container.verified": "true",
+    "org.hvd-container.recipe.name": "my-own-recipe",
+    "org.hvd-container.arch": "amd64",
+    "org.hvd-container.horovod.frameworks": "pytorch",
+    "org.hvd-container.horovod.controllers": "gloo,mpi",
+    "org.hvd-container.horovod.tensor_ops": "gloo,mpi",
+    "org.hvd-container.versions.torch": "2.13.0+cpu",
+    "org.hvd-container.versions.horovod": "0.28.1",
+}
+
+
+def test_labels_are_the_expectations_without_a_recipe() -> None:
+    assert labelled_check_build(LABELS) == parse_check_build(GOLDEN.read_text())
+    gloo_off = GOLDEN.read_text().replace("[X] Gloo", "[ ] Gloo")
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        if argv[0] == "horovodrun":
+            return 0, gloo_off
+        if "HVD-VERSIONS" in argv[-1]:
+            return 0, 'HVD-VERSIONS {"torch": "2.12.0+cpu", "horovod": "0.28.1"}'
+        return 0, "0"
+
+    result = verify_image("img", run, "arm64", None, labels=LABELS)
+    assert result.problems == [
+        "image arch arm64, its labels say amd64",
+        "controllers missing: gloo",
+        "tensor ops missing: gloo",
+        "torch 2.12.0+cpu installed, its labels say 2.13.0+cpu",
+    ]
+    assert result.checks_run == ["hvd.init pytorch"]
+
+
+def image_with(labels: dict[str, str]) -> dict[str, Any]:
+    return {"Id": "sha256:1", "Architecture": "amd64", "Config": {"Labels": labels}}
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, api: FakeDockerAPI, *argv: str) -> int:
+    from hvd_container.cli import main
+
+    monkeypatch.setattr("containers.engine.docker_api.docker_client", lambda: api)
+    return main(list(argv))
+
+
+def test_verify_command_falls_back_to_labels_for_a_recipe_file_image(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = FakeDockerAPI({"mine:1": image_with(LABELS)})
+    assert cli(monkeypatch, api, "verify", "mine:1") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "mine:1: recipe my-own-recipe is not built in; "
+        "verifying against the facts recorded in its labels"
+    )
+    assert out[-1] == "mine:1: verified against the facts recorded in its labels"
+
+
+def test_verify_command_reports_a_label_mismatch_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = FakeDockerAPI(
+        {"mine:1": image_with(LABELS)},
+        run=lambda argv: (
+            (0, GOLDEN.read_text().replace("[X] MPI", "[ ] MPI"))
+            if argv[0] == "horovodrun"
+            else good_image(argv)
+        ),
+    )
+    assert cli(monkeypatch, api, "verify", "mine:1", "--json") == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["against"] == "the facts recorded in its labels"
+    assert captured.err.splitlines() == [
+        "hvd-container: error: verification of mine:1 failed: "
+        "controllers missing: mpi; tensor ops missing: mpi"
+    ]
