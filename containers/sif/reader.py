@@ -136,7 +136,16 @@ def _labels_from(fh: Any, descriptors: tuple[SifDescriptor, ...], path: Path) ->
     for desc in descriptors:
         if desc.datatype == fmt.DATA_GENERIC_JSON and "oci-config" in desc.name:
             config = _json_object(_read_object(fh, desc, path), desc, path)
-            labels = config.get("Labels") or config.get("config", {}).get("Labels") or {}
+            inner = config.get("config")
+            if inner is not None and not isinstance(inner, dict):
+                raise UserError(
+                    f"{path}: object {desc.id} ({desc.name}): `config` is not an object"
+                )
+            labels = config.get("Labels") or (inner or {}).get("Labels") or {}
+            if not isinstance(labels, dict):
+                raise UserError(
+                    f"{path}: object {desc.id} ({desc.name}): `Labels` is not an object"
+                )
             return {str(k): str(v) for k, v in labels.items()}
     return {}
 

@@ -59,7 +59,10 @@ def _number(field: bytes) -> int:
         value = int.from_bytes(field[1:], "big")
         return value
     text = field.split(b"\0", 1)[0].strip()
-    return int(text, 8) if text else 0
+    try:
+        return int(text, 8) if text else 0
+    except ValueError:
+        raise TarFormatError(f"bad octal number {text[:20]!r} in a tar header") from None
 
 
 def _checksum(header: bytearray) -> None:
@@ -74,16 +77,36 @@ def _clamp_header(header: bytearray, epoch: int) -> None:
 
 
 def _parse_pax(data: bytes) -> list[tuple[bytes, bytes]]:
+    """`LEN key=value\n` records; TarFormatError for anything else (never loops forever)."""
     records = []
     pos = 0
     while pos < len(data) and data[pos] != 0:
-        space = data.index(b" ", pos)
-        length = int(data[pos:space])
-        record = data[space + 1 : pos + length - 1]
-        key, _, value = record.partition(b"=")
+        space = data.find(b" ", pos)
+        digits = data[pos:space]
+        if space < 0 or not digits.isdigit():
+            raise TarFormatError(f"bad PAX header record at byte {pos}: no length")
+        length = int(digits)
+        end = pos + length
+        if end <= space + 1 or end > len(data) or data[end - 1 : end] != b"\n":
+            raise TarFormatError(f"bad PAX header record at byte {pos}: length {length}")
+        key, sep, value = data[space + 1 : end - 1].partition(b"=")
+        if not sep or not key:
+            raise TarFormatError(f"bad PAX header record at byte {pos}: no key=value")
         records.append((key, value))
-        pos += length
+        pos = end
     return records
+
+
+def _pax_number(key: bytes, value: bytes, kind: type[int] | type[float] = int) -> float:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise TarFormatError(
+            f"bad PAX {key.decode(errors='replace')} value {value[:20]!r}"
+        ) from None
+    if number < 0:
+        raise TarFormatError(f"negative PAX {key.decode(errors='replace')} value {value[:20]!r}")
+    return number
 
 
 def _pax_record(key: bytes, value: bytes) -> bytes:
@@ -98,7 +121,7 @@ def _clamp_pax(header: bytearray, data: bytes, epoch: int) -> tuple[bytearray, b
     records = _parse_pax(data)
     changed = False
     for i, (key, value) in enumerate(records):
-        if key in _TIME_KEYS and float(value) > epoch:
+        if key in _TIME_KEYS and _pax_number(key, value, float) > epoch:
             records[i] = (key, b"%d" % epoch)
             changed = True
     if not changed:
@@ -172,7 +195,7 @@ def filter_tar(
                 if b"path" in records:
                     pax_path = records[b"path"].decode(errors="surrogateescape")
                 if b"size" in records:
-                    pax_size = int(records[b"size"])
+                    pax_size = int(_pax_number(b"size", records[b"size"]))
                 if clamp_mtime is not None:
                     header, data = _clamp_pax(header, data, clamp_mtime)
             elif typeflag == b"L":

@@ -74,14 +74,33 @@ def test_reader_round_trip(tmp_path: Path) -> None:
     assert as_json["rootfs"] == {"offset": info.rootfs_offset, "size": len(payload)}
 
 
-def test_same_inputs_give_same_bytes() -> None:
-    one = sif_prefix(
-        objects(), partition_size=123, arch="arm64", created=5, image_id=uuid.UUID(int=1)
+def test_partition_descriptor_fields() -> None:
+    """The root filesystem descriptor as Apptainer reads it: PrimSys squashfs, arch, group 1,
+    4096-aligned after the objects, padding counted from the end of the last object."""
+    objs = objects()
+    prefix = sif_prefix(
+        objs, partition_size=123, arch="arm64", created=5, image_id=uuid.UUID(int=1)
     )
-    two = sif_prefix(
-        objects(), partition_size=123, arch="arm64", created=5, image_id=uuid.UUID(int=1)
+    offset = partition_offset(objs)
+    assert len(prefix) == offset
+    raw = prefix[fmt.DESCRIPTORS_OFFSET + 3 * fmt.DESCRIPTOR.size :][: fmt.DESCRIPTOR.size]
+    (dtype, used, obj_id, group, link, d_offset, size, padded, ctime, mtime, uid, gid, name,
+     extra) = fmt.DESCRIPTOR.unpack(raw)  # fmt: skip
+    objects_end = fmt.DATA_OFFSET + sum(len(o.data) for o in objs)
+    assert (dtype, used, obj_id, group, link) == (fmt.DATA_PARTITION, True, 4, 0xF0000001, 0)
+    assert (d_offset, size, padded) == (offset, 123, offset - objects_end + 123)
+    assert (ctime, mtime, uid, gid, name.rstrip(b"\0")) == (5, 5, 0, 0, b"")
+    assert extra[:11] == b"\x01\x00\x00\x00\x02\x00\x00\x0004\x00"  # Squashfs, PrimSys, "04"
+    assert extra[11:] == bytes(384 - 11)
+    # The objects themselves sit back to back from DATA_OFFSET, zero-padded up to the rootfs.
+    assert prefix[fmt.DATA_OFFSET : objects_end] == b"".join(o.data for o in objs)
+    assert prefix[objects_end:] == bytes(offset - objects_end)
+    # Unused descriptor slots are zero; the header counts them as free.
+    assert prefix[fmt.DESCRIPTORS_OFFSET + 4 * fmt.DESCRIPTOR.size : fmt.DATA_OFFSET] == bytes(
+        44 * fmt.DESCRIPTOR.size
     )
-    assert one == two
+    header = fmt.HEADER.unpack_from(prefix)
+    assert header[4] == uuid.UUID(int=1).bytes and header[5:8] == (5, 5, 44)
 
 
 def test_labels_fall_back_to_the_oci_config_of_apptainer_images(tmp_path: Path) -> None:
@@ -145,3 +164,24 @@ def test_insert_front_shifts_content(
     assert method in (("move",) if force_move else ("insert-range", "move"))
     assert path.read_bytes()[8192:] == data
     assert path.stat().st_size == len(data) + 8192
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"config": "oops"}, "`config` is not an object"),
+        ({"config": {"Labels": ["a"]}}, "`Labels` is not an object"),
+        ({"Labels": "x"}, "`Labels` is not an object"),
+    ],
+)
+def test_malformed_oci_config_is_a_one_line_error(
+    tmp_path: Path, config: dict[str, object], message: str
+) -> None:
+    objs = [DataObject(fmt.DATA_GENERIC_JSON, json.dumps(config).encode(), name="oci-config.json")]
+    prefix = sif_prefix(objs, partition_size=10, arch="amd64", created=1, image_id=uuid.uuid4())
+    sif = tmp_path / "a.sif"
+    sif.write_bytes(prefix + bytes(10))
+    with pytest.raises(UserError, match=message) as exc:
+        read_sif(sif)
+    assert str(exc.value).startswith(f"{sif}: object 1 (oci-config.json): ")
+    assert "\n" not in str(exc.value)

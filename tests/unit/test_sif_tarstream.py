@@ -101,3 +101,57 @@ def test_tar_entries_sizes_and_padding() -> None:
     assert len(raw) % 512 == 0
     with tarfile.open(fileobj=io.BytesIO(raw + bytes(1024))) as tar:
         assert tar.extractfile("a").read() == b"abc"  # type: ignore[union-attr]
+
+
+def one_file_pax_tar(pax: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("etc/f")
+        info.size = 3
+        info.mtime = 1000
+        info.pax_headers = pax
+        tar.addfile(info, io.BytesIO(b"abc"))
+    return buf.getvalue()
+
+
+def crafted(pax: dict[str, str], good: bytes, bad: bytes) -> bytes:
+    """A tar whose PAX record text `good` is replaced by `bad` (same length: offsets hold)."""
+    assert len(good) == len(bad)
+    data = one_file_pax_tar(pax)
+    assert data.count(good) == 1
+    return data.replace(good, bad)
+
+
+@pytest.mark.parametrize(
+    ("data", "clamp", "message"),
+    [
+        (crafted({"comment": "hi"}, b"14 comment=hi\n", b"1x comment=hi\n"), None, "no length"),
+        (crafted({"comment": "hi"}, b"14 comment=hi\n", b"99 comment=hi\n"), None, "length 99"),
+        (crafted({"comment": "hi"}, b"14 comment=hi\n", b"14 comment hi\n"), None, "key=value"),
+        (crafted({"comment": "hi"}, b"14 comment=hi\n", b"14 comment=hi "), None, "length 14"),
+        (crafted({"mtime": "1000.5"}, b"mtime=1000.5", b"mtime=10x0.5"), 5, "bad PAX mtime"),
+        (crafted({"size": "3"}, b"size=3", b"size=x"), None, "bad PAX size"),
+        (crafted({"size": "33"}, b"size=33", b"size=-3"), None, "negative PAX size"),
+    ],
+    ids=["length", "too-long", "no-equals", "no-newline", "mtime", "size", "negative-size"],
+)
+def test_malformed_pax_headers_are_tar_format_errors(
+    data: bytes, clamp: int | None, message: str
+) -> None:
+    # TarFormatError is what the SIF writer turns into a one-line error; a plain ValueError
+    # would escape it as a traceback.
+    with pytest.raises(TarFormatError, match=message) as exc:
+        run_filter(data, clamp=clamp)
+    assert type(exc.value) is TarFormatError
+    assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("start", "field"), [(124, b"00000x00003\0"), (136, b"0000000017z\0")], ids=["size", "mtime"]
+)
+def test_bad_octal_header_fields_are_tar_format_errors(start: int, field: bytes) -> None:
+    data = bytearray(make_tar(tarfile.GNU_FORMAT))
+    data[start : start + 12] = field  # the first entry's size or mtime field
+    with pytest.raises(TarFormatError, match="bad octal number") as exc:
+        run_filter(bytes(data), clamp=10)
+    assert type(exc.value) is TarFormatError
