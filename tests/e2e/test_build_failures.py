@@ -118,7 +118,11 @@ def test_refused_push_is_one_line_and_leaves_no_tag(api: Any, cpu_image: str) ->
     assert not image_exists(api, f"{registry}/{cpu_image}")
 
 
-def test_bad_registry_flag(cpu_image: str) -> None:
-    proc = hvd("push", cpu_image, "--registry", " ")
-    assert proc.returncode == 2
-    assert "--registry" in proc.stderr
+def test_bad_registry_flag(tmp_path: Path) -> None:
+    # Checked before the engine is contacted: the same line even with no daemon at all.
+    for env in ({}, {"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}):
+        proc = hvd("push", "cpu-bookworm:1", "--registry", " ", env=env)
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines() == [
+            "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]"
+        ]

@@ -63,8 +63,15 @@ class FakeDockerAPI:
         return self.images[ref]
 
     def remove_image(self, ref: str, noprune: bool = False) -> None:
+        """Untag a tag (the image goes with its last tag) or delete an image id."""
         self.removed_images.append(ref)
-        self.images.pop(ref, None)
+        info = self.images.pop(ref)
+        tags = info.get("RepoTags") or []
+        if ref in tags and len(tags) > 1:
+            info["RepoTags"] = [t for t in tags if t != ref]
+            return
+        for key in [k for k, v in self.images.items() if v is info]:
+            del self.images[key]
 
     def tag(self, image: str, repo: str, tag: str) -> None:
         self.images[f"{repo}:{tag}"] = self.images[image]
