@@ -12,7 +12,10 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterable
 
+from containers.convert.image_refs import shifter_image_ref
 from hvd_container.errors import StepFailed, UserError
+
+__all__ = ["follow_pull", "lookup_argv", "pull_and_lookup", "pull_argv", "shifter_image_ref"]
 
 STATUSES = (
     "INIT",
@@ -29,25 +32,6 @@ STATUSES = (
 )
 _STATUS = re.compile(r"status:\s*([A-Z]+)")
 _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def shifter_image_ref(image: str) -> str:
-    """`docker:repo/name:tag` as shifterimg wants it: no docker.io/ prefix, explicit tag."""
-    if image.startswith("docker:"):
-        image = image[len("docker:") :]
-    for prefix in (
-        "docker.io/library/",
-        "index.docker.io/library/",
-        "docker.io/",
-        "index.docker.io/",
-    ):
-        if image.startswith(prefix):
-            image = image[len(prefix) :]
-            break
-    last = image.rpartition("/")[2]
-    if ":" not in last and "@" not in last:
-        image += ":latest"
-    return f"docker:{image}"
 
 
 def remote(argv: list[str], login_host: str | None) -> list[str]:

@@ -6,8 +6,9 @@ Options stop at the first non-option, so every flag goes before the command; a s
 
 from __future__ import annotations
 
+from containers.convert.image_refs import shifter_image_ref
 from hvd_container.errors import UserError
-from launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+from launcher.runtimes import Invocation, Wrapped, is_file_ref
 
 
 def image_ref(ref: str) -> str:
@@ -15,7 +16,8 @@ def image_ref(ref: str) -> str:
         raise UserError(
             f"--image: shifter runs images from its gateway, not files ({ref!r}): push the image to a registry, `shifterimg pull docker:<user>/<image>:<tag>`, and pass that reference"
         )
-    return "docker:" + strip_docker_scheme(ref)
+    # The same reference `convert --to shifter` pulled: no docker.io/ prefix, explicit tag.
+    return shifter_image_ref(ref)
 
 
 def wrap(inv: Invocation) -> Wrapped:

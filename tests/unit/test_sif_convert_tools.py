@@ -13,20 +13,6 @@ from containers.convert.site_images import remote_name
 from containers.convert.source import default_output
 
 
-@pytest.mark.parametrize(
-    ("image", "ref"),
-    [
-        ("docker.io/library/ubuntu", "docker:ubuntu:latest"),
-        ("docker.io/me/cpu:1", "docker:me/cpu:1"),
-        ("registry.nersc.gov/proj/cpu:1", "docker:registry.nersc.gov/proj/cpu:1"),
-        ("127.0.0.1:5000/cpu", "docker:127.0.0.1:5000/cpu:latest"),
-        ("docker:me/x:2", "docker:me/x:2"),
-    ],
-)
-def test_shifter_reference(image: str, ref: str) -> None:
-    assert shifter.shifter_image_ref(image) == ref
-
-
 def test_shifter_commands_local_and_over_ssh() -> None:
     assert shifter.pull_argv("docker:a/b:1") == ["shifterimg", "pull", "docker:a/b:1"]
     assert shifter.lookup_argv("docker:a/b:1", "login1") == [

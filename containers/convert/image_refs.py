@@ -1,0 +1,25 @@
+"""Image references as each site tool wants them. Pure string work, no imports: the launcher
+uses these on its fast path (`run --dry-run`), so they must not pull in docker/requests/spython."""
+
+from __future__ import annotations
+
+
+def shifter_image_ref(image: str) -> str:
+    """`docker:repo/name:tag` as shifterimg wants it: no docker.io/ prefix, explicit tag."""
+    for scheme in ("docker://", "docker:"):
+        if image.startswith(scheme):
+            image = image[len(scheme) :]
+            break
+    for prefix in (
+        "docker.io/library/",
+        "index.docker.io/library/",
+        "docker.io/",
+        "index.docker.io/",
+    ):
+        if image.startswith(prefix):
+            image = image[len(prefix) :]
+            break
+    last = image.rpartition("/")[2]
+    if ":" not in last and "@" not in last:
+        image += ":latest"
+    return f"docker:{image}"
