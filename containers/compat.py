@@ -112,8 +112,11 @@ def horovod_cxx17_patch(recipe: Recipe) -> Problem | None:
     hvd, torch = recipe.horovod, recipe.pytorch
     if hvd is None or torch is None or "pytorch" not in hvd.frameworks:
         return None
-    too_old = Version(hvd.version) <= Version("0.28.1")
-    if too_old and Version(torch.version) >= Version("2.1") and "cxx17" not in hvd.patches:
+    hvd_version, torch_version = _v(hvd.version), _v(torch.version)
+    if hvd_version is None or torch_version is None:
+        return None  # not judged; the recipe model only lets PEP 440 versions through
+    too_old = hvd_version <= Version("0.28.1")
+    if too_old and torch_version >= Version("2.1") and "cxx17" not in hvd.patches:
         return (
             ("horovod", "patches"),
             f"horovod {hvd.version} does not compile against torch {torch.version} "

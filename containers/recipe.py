@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from hvd_container import yamlconf
 from hvd_container.errors import UserError
@@ -26,6 +27,86 @@ Pmi = Literal["pmi2", "pmix"]
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
 _TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# `$NAME` and `${NAME}`: the only references Docker (build time) and the definition's
+# %environment (container start) both expand.
+_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+RESERVED_LABEL_PREFIX = "org.hvd-container."
+
+
+def _pip_version(value: str) -> str:
+    """A version pip can pin with `==` (PEP 440), e.g. 2.13.0 or 1.12.0a0+bd13bc6."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(
+            "not a version pip can pin (PEP 440, e.g. 0.28.1, 2.13.0, 1.12.0a0+bd13bc6; "
+            "no wildcards such as 2.x)"
+        ) from None
+    return value
+
+
+def _no_control_characters(value: str) -> None:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("control characters (newline, tab, ...) are not allowed")
+
+
+def _env_name(key: str) -> str:
+    if not _ENV_NAME.match(key):
+        raise ValueError(
+            "not an environment variable name (allowed: letters, digits and _, "
+            "not starting with a digit)"
+        )
+    return key
+
+
+def _env_value(value: str) -> str:
+    """Values that mean the same in the Dockerfile's ENV and the definition's %environment."""
+    _no_control_characters(value)
+    if '"' in value:
+        raise ValueError("a double quote cannot be carried into the Singularity definition")
+    if "`" in value or "$(" in value:
+        raise ValueError(
+            "command substitution (` or $( ) is not allowed: Docker keeps it as text, the "
+            "definition would run it at every container start"
+        )
+    if "$" in _REFERENCE.sub("", value):
+        raise ValueError(
+            "a $ may only start a reference $NAME or ${NAME} (Docker expands it when the image "
+            "is built, Apptainer/Singularity when the container starts)"
+        )
+    return value
+
+
+def _label_key(key: str) -> str:
+    if not _LABEL_KEY.match(key):
+        raise ValueError(
+            "not a label key (allowed: letters, digits, '.', '-', '_', '/'; no spaces, quotes "
+            "or '=')"
+        )
+    if key.startswith(RESERVED_LABEL_PREFIX):
+        raise ValueError(f"keys starting with {RESERVED_LABEL_PREFIX} are set by hvd-container")
+    return key
+
+
+def _label_value(value: str) -> str:
+    _no_control_characters(value)
+    if "$" in value:
+        raise ValueError(
+            "a $ is not allowed in labels: Docker would substitute it at build time, the "
+            "definition keeps it as text"
+        )
+    return value
+
+
+PipVersion = Annotated[str, AfterValidator(_pip_version)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, AfterValidator(_env_value)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
 
 
 class _Strict(BaseModel):
@@ -70,7 +151,7 @@ class Nccl(_Strict):
 
 
 class TensorFlow(_Strict):
-    version: str = Field(pattern=_VERSION_PATTERN)
+    version: PipVersion
     package: Literal["tensorflow", "tensorflow-gpu", "tensorflow-cpu"] = "tensorflow"
     source: Literal["pip", "image"] = Field(
         default="pip", description="pip: installed from wheels; image: the base image has it."
@@ -78,9 +159,9 @@ class TensorFlow(_Strict):
 
 
 class PyTorch(_Strict):
-    version: str = Field(pattern=_VERSION_PATTERN)
-    torchvision: str | None = Field(default=None, pattern=_VERSION_PATTERN)
-    torchaudio: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    version: PipVersion
+    torchvision: PipVersion | None = None
+    torchaudio: PipVersion | None = None
     cuda_tag: str | None = Field(
         default=None,
         pattern=r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$",
@@ -96,12 +177,12 @@ class PyTorch(_Strict):
 
 
 class Lightning(_Strict):
-    version: str = Field(pattern=_VERSION_PATTERN)
+    version: PipVersion
     package: Literal["lightning", "pytorch-lightning"] = "lightning"
 
 
 class Horovod(_Strict):
-    version: str = Field(pattern=_VERSION_PATTERN)
+    version: PipVersion
     frameworks: list[Framework] = Field(min_length=1)
     controllers: list[Controller] = Field(
         default_factory=lambda: list[Controller](["mpi", "gloo"]), min_length=1
@@ -134,8 +215,11 @@ class Recipe(_Strict):
     horovod: Horovod | None = None
     apt: list[str] = Field(default_factory=list)
     pip: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict,
+        description="$NAME/${NAME} expand at build time (Docker) and at container start (definition).",
+    )
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     checks: list[str] = Field(default_factory=list)
 
     @property
@@ -221,9 +305,18 @@ def _load_layers(
     parent_ref = data.pop("extends", None)
     if parent_ref is None:
         return data, [doc]
+    where = doc.where(("extends",))
     if not isinstance(parent_ref, str) or not parent_ref:
-        raise UserError(f"{doc.where(('extends',))}: extends: must be a recipe name or a path")
-    parent_path = _resolve_ref(parent_ref, relative_to=path)
+        raise UserError(f"{where}: extends: must be a recipe name or a path")
+    try:
+        parent_path = _resolve_ref(parent_ref, relative_to=path)
+    except UserError as exc:
+        raise UserError(f"{where}: extends: {exc}") from None
+    if not parent_path.exists():
+        raise UserError(
+            f"{where}: extends: {parent_ref!r}: no such file (relative paths are looked up next "
+            f"to {path.name}, then in the current directory)"
+        )
     parent_data, parent_docs = _load_layers(parent_path, (*seen, resolved))
     return _deep_merge(parent_data, data), [doc, *parent_docs]
 

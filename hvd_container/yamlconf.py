@@ -46,16 +46,27 @@ class Document:
         return f"{self.source}:{line}" if line else self.source
 
 
-def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int], source: str) -> None:
     out.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        first: dict[tuple[str, str], int] = {}
         for key, value in node.value:
+            line = key.start_mark.line + 1
             sub = (*path, str(key.value))
-            out[sub] = key.start_mark.line + 1
-            _index_lines(value, sub, out)
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":  # `<<` merges are fine
+                identity = (key.tag, key.value)
+                if identity in first:
+                    dotted = ".".join(str(p) for p in sub)
+                    raise UserError(
+                        f"{source}:{line}: {dotted}: key appears twice (first on line "
+                        f"{first[identity]}): keep one"
+                    )
+                first[identity] = line
+            out[sub] = line
+            _index_lines(value, sub, out, source)
     elif isinstance(node, yaml.SequenceNode):
         for i, value in enumerate(node.value):
-            _index_lines(value, (*path, i), out)
+            _index_lines(value, (*path, i), out, source)
 
 
 def parse(text: str, source: str) -> Document:
@@ -77,7 +88,7 @@ def parse(text: str, source: str) -> Document:
         )
     lines: dict[Path_, int] = {}
     if node is not None:
-        _index_lines(node, (), lines)
+        _index_lines(node, (), lines, source)
     return Document(data, lines, source)
 
 
@@ -134,7 +145,9 @@ def allowed_keys(model: Any) -> list[str]:
 def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
     """One line for the first error of a pydantic ValidationError."""
     err = exc.errors()[0]
-    loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+    # pydantic marks a bad mapping key with a trailing "[key]" in the location
+    bad_key = bool(err["loc"]) and err["loc"][-1] == "[key]"
+    loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p != "[key]")
     dotted = ".".join(str(p) for p in loc) or "(top level)"
     if err["type"] == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
@@ -145,6 +158,9 @@ def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    if bad_key:
+        parent = ".".join(str(p) for p in loc[:-1]) or "(top level)"
+        return f"{doc.where(loc)}: {parent}: key {loc[-1]!r}: {msg}"
     value = err.get("input")
     shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
     return f"{doc.where(loc)}: {dotted}: {msg}{shown}"

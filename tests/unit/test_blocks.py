@@ -258,10 +258,10 @@ def test_extras_apt_then_pip_quoted(tmp_path: Path) -> None:
 
 
 def test_env_and_labels_one_per_instruction(tmp_path: Path) -> None:
-    data = merged(CPU_RECIPE, env={"A": "1", "B": 'say "hi"'}, labels={"maintainer": "me"})
+    data = merged(CPU_RECIPE, env={"A": "1", "B": "a\\b"}, labels={"maintainer": 'me "x"'})
     recipe = recipe_of(tmp_path, data)
     lines = instructions(env_labels.render(recipe))
-    assert lines[:3] == ['ENV A="1"', 'ENV B="say \\"hi\\""', 'LABEL maintainer="me"']
+    assert lines[:3] == ['ENV A="1"', 'ENV B="a\\\\b"', 'LABEL maintainer="me \\"x\\""']
     assert f'LABEL org.hvd-container.recipe.digest="{recipe.digest()}"' in lines
     assert 'LABEL org.hvd-container.recipe.name="t"' in lines
     assert all(re.fullmatch(r'(ENV|LABEL) [^ =]+=".*"', line) for line in lines)

@@ -167,8 +167,18 @@ def test_extends_cycle(tmp_path: Path) -> None:
 
 
 def test_extends_missing_parent(tmp_path: Path) -> None:
-    child = write(tmp_path, "extends: gone.yaml\nname: c\n", "child.yaml")
-    assert error_of(child) == "gone.yaml: no such file"
+    child = write(tmp_path, "name: c\nextends: gone.yaml\n", "child.yaml")
+    assert error_of(child) == (
+        f"{child}:2: extends: 'gone.yaml': no such file (relative paths are looked up next to "
+        "child.yaml, then in the current directory)"
+    )
+
+
+def test_extends_unknown_builtin_points_at_the_extends_line(tmp_path: Path) -> None:
+    child = write(tmp_path, "name: c\nextends: no-such-parent\n", "child.yaml")
+    msg = error_of(child)
+    assert msg.startswith(f"{child}:2: extends: recipe 'no-such-parent': no such file")
+    assert "cpu-bookworm" in msg
 
 
 def test_extends_wrong_type(tmp_path: Path) -> None:
@@ -182,3 +192,110 @@ def test_digest_ignores_layout(tmp_path: Path) -> None:
     assert load_recipe(a).digest() == load_recipe(b).digest()
     c = write(tmp_path, merged(CPU_RECIPE, pip=["rich"]), "c.yaml")
     assert load_recipe(c).digest() != load_recipe(a).digest()
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "bad"),
+    [
+        ("horovod", "version", "0.28.x"),
+        ("pytorch", "version", "2.x"),
+        ("pytorch", "torchvision", "0.15.*"),
+        ("lightning", "version", "latest"),
+    ],
+)
+def test_versions_pip_cannot_pin_are_refused(
+    tmp_path: Path, section: str, key: str, bad: str
+) -> None:
+    data = merged(CPU_RECIPE, lightning={"version": "2.4.0"})
+    data[section] = {**data[section], key: bad}
+    path = write(tmp_path, data)
+    assert error_of(path) == (
+        f"{path}:{line_of(path, section, key)}: {section}.{key}: not a version pip can pin "
+        "(PEP 440, e.g. 0.28.1, 2.13.0, 1.12.0a0+bd13bc6; no wildcards such as 2.x) "
+        f"(got {bad!r})"
+    )
+
+
+def test_local_and_prerelease_versions_are_fine(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, pytorch={**CPU_RECIPE["pytorch"], "version": "2.13.0+cpu"})
+    assert load_recipe(write(tmp_path, data)).pytorch.version == "2.13.0+cpu"  # type: ignore[union-attr]
+
+
+def test_validate_command_reports_a_bad_version_as_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hvd_container.cli import main
+
+    path = write(tmp_path, "extends: cpu-bookworm\nhorovod:\n  version: 0.28.x\n")
+    assert main(["recipes", "validate", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"FAIL {path}:3: horovod.version: not a version pip can pin (PEP 440, e.g. 0.28.1, "
+        "2.13.0, 1.12.0a0+bd13bc6; no wildcards such as 2.x) (got '0.28.x')"
+    ]
+
+
+@pytest.mark.parametrize("key", ["BAD KEY", "1ST", "A-B", "A=B", 'A"', ""])
+def test_env_names_are_checked(tmp_path: Path, key: str) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, env={"OK": "1", key: "x"}))
+    line = line_of(path, "env", "OK") + 1
+    assert error_of(path) == (
+        f"{path}:{line}: env: key {key!r}: not an environment variable name (allowed: letters, "
+        "digits and _, not starting with a digit)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('say "hi"', "a double quote cannot be carried into the Singularity definition"),
+        ("a`id`", "command substitution (` or $( ) is not allowed"),
+        ("$(id)", "command substitution (` or $( ) is not allowed"),
+        ("cost: 5$", "a $ may only start a reference $NAME or ${NAME}"),
+        ("${HOME:-/root}", "a $ may only start a reference $NAME or ${NAME}"),
+        ("a\nb", "control characters (newline, tab, ...) are not allowed"),
+    ],
+)
+def test_env_values_that_differ_between_docker_and_the_definition(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, env={"V": value}))
+    msg = error_of(path)
+    assert msg.startswith(f"{path}:{line_of(path, 'env', 'V')}: env.V: {problem}")
+
+
+@pytest.mark.parametrize("value", ["/opt/x/bin:$PATH", "${HOME}/data", "a\\b", "it's; #1", ""])
+def test_env_values_both_outputs_agree_on_are_fine(tmp_path: Path, value: str) -> None:
+    assert load_recipe(write(tmp_path, merged(CPU_RECIPE, env={"V": value}))).env == {"V": value}
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("a b", "not a label key"),
+        ('a"b', "not a label key"),
+        ("a=b", "not a label key"),
+        ("org.hvd-container.recipe.name", "keys starting with org.hvd-container. are set by"),
+    ],
+)
+def test_label_keys_are_checked(tmp_path: Path, key: str, problem: str) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, labels={key: "x"}))
+    msg = error_of(path)
+    line = line_of(path, "labels") + 1
+    assert msg.startswith(f"{path}:{line}: labels: key {key!r}: {problem}")
+
+
+def test_label_values_with_dollar_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, labels={"home": "$HOME"}))
+    assert error_of(path).startswith(
+        f"{path}:{line_of(path, 'labels', 'home')}: labels.home: a $ is not allowed in labels"
+    )
+
+
+def test_duplicate_keys_are_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "extends: cpu-bookworm\nenv:\n  A: '1'\n  A: '2'\n")
+    assert error_of(path) == f"{path}:4: env.A: key appears twice (first on line 3): keep one"
+
+
+def test_duplicate_top_level_keys_are_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: a\nversion: '1'\nname: b\n")
+    assert error_of(path) == f"{path}:3: name: key appears twice (first on line 1): keep one"

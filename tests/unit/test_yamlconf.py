@@ -67,3 +67,41 @@ def test_top_level_must_be_mapping() -> None:
 def test_missing_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UserError, match="no such file"):
         yamlconf.load(tmp_path / "absent.yaml")
+
+
+def test_duplicate_key_is_an_error_with_both_lines() -> None:
+    with pytest.raises(UserError) as err:
+        yamlconf.parse("name: a\ninner:\n  flavor: mpich\n  flavor: openmpi\n", "f.yaml")
+    assert str(err.value) == "f.yaml:4: inner.flavor: key appears twice (first on line 3): keep one"
+
+
+def test_duplicate_key_in_a_flow_mapping() -> None:
+    with pytest.raises(UserError) as err:
+        yamlconf.parse("items: [{flavor: a, flavor: b}]\n", "f.yaml")
+    assert str(err.value).startswith("f.yaml:1: items.0.flavor: key appears twice")
+
+
+def test_same_key_in_different_mappings_and_merge_keys_are_fine() -> None:
+    text = "base: &b {count: 1}\ninner:\n  <<: *b\n  count: 2\nitems:\n  - {count: 1}\n  - {count: 2}\n"
+    doc = yamlconf.parse(text, "f.yaml")
+    assert doc.data["inner"] == {"count": 2}
+
+
+def test_bad_mapping_key_names_the_key() -> None:
+    from typing import Annotated
+
+    from pydantic import AfterValidator
+
+    def upper(key: str) -> str:
+        if not key.isupper():
+            raise ValueError("keys must be upper case")
+        return key
+
+    class _Env(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        env: dict[Annotated[str, AfterValidator(upper)], str]
+
+    doc = yamlconf.parse("env:\n  OK: x\n  bad key: y\n", "f.yaml")
+    with pytest.raises(UserError) as err:
+        yamlconf.validate(_Env, doc)
+    assert str(err.value) == "f.yaml:3: env: key 'bad key': keys must be upper case"
