@@ -221,3 +221,65 @@ def test_build_context_has_dockerfile_and_hvd_pip(rich: Recipe) -> None:
     assert set(context) == {"Dockerfile", "hvd-pip"}
     assert context["Dockerfile"].decode() == render_dockerfile(rich)
     assert context["hvd-pip"] == hvd_pip_script()
+
+
+def _docker_env(dockerfile: str, env: dict[str, str]) -> dict[str, str]:
+    """Apply the Dockerfile's `ENV K="v"`/`ENV K=v` lines as the Dockerfile reference says.
+
+    Inside double quotes a backslash escapes `"`, `\\` and `$`; `$NAME`/`${NAME}` are replaced
+    by the value the variable has at that point of the build (empty when unset).
+    """
+    env = dict(env)
+    for inst in instructions(dockerfile):
+        match = re.fullmatch(r'ENV ([A-Za-z_][A-Za-z0-9_]*)=(?:"(.*)"|([^\s"\\]*))', inst)
+        if match is None:
+            assert not inst.startswith("ENV "), inst
+            continue
+        raw, out, i = match.group(2) or match.group(3) or "", [], 0
+        while i < len(raw):
+            ch = raw[i]
+            if ch == "\\" and i + 1 < len(raw) and raw[i + 1] in '"\\$':
+                out.append(raw[i + 1])
+                i += 2
+            elif ch == "$":
+                ref = re.match(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})", raw[i:])
+                assert ref is not None, raw
+                out.append(env.get(ref.group(1) or ref.group(2), ""))
+                i += ref.end()
+            else:
+                out.append(ch)
+                i += 1
+        env[match.group(1)] = "".join(out)
+    return env
+
+
+def _definition_env(definition: str, env: dict[str, str], names: list[str]) -> dict[str, str]:
+    """What a shell makes of the definition's %environment, as the container runtime sources it."""
+    import subprocess
+
+    script = "\n".join(sections(definition)["environment"])
+    script += "\nfor n in " + " ".join(names) + '; do eval "printf \'%s\\0\' \\"\\$$n\\""; done'
+    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    return dict(zip(names, done.stdout.split("\0")[:-1], strict=True))
+
+
+def test_env_values_mean_the_same_in_the_dockerfile_and_the_definition(tmp_path: Path) -> None:
+    values = {
+        "A_PATH": "/opt/tools/bin:$PATH",
+        "A_BRACED": "${VIRTUAL_ENV}/share",
+        "A_BACKSLASH": "C:\\dir\\$PATH",
+        "A_QUOTE": "it's; #1 & <x>",
+        "A_SPACES": "  two  spaces ",
+        "A_EMPTY": "",
+        "A_UNICODE": "ümlaut",
+        "A_LATER": "$A_PATH:x",
+    }
+    recipe = load_recipe(write(tmp_path, merged(CPU_RECIPE, env=values)))
+    image_env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # the base image's ENV
+    docker = _docker_env(render_dockerfile(recipe), image_env)
+    names = ["PATH", "VIRTUAL_ENV", *values]
+    definition = _definition_env(render_definition(recipe), image_env, names)
+    assert {n: docker[n] for n in names} == definition
+    assert definition["A_PATH"] == "/opt/tools/bin:/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
+    assert definition["A_BACKSLASH"] == "C:\\dir\\" + definition["PATH"]
+    assert definition["A_LATER"] == definition["A_PATH"] + ":x"
