@@ -16,6 +16,7 @@ from containers.pipconfig import (
     configured_port,
     describe,
     parse_pip_config_list,
+    read_host_pip_config,
     serve_host_pip_config,
     serve_plan,
 )
@@ -140,3 +141,14 @@ def test_fallback_port_is_the_same_each_time() -> None:
             with serve_host_pip_config("127.0.0.1", port, HostPipConfig()) as url:
                 urls.append(url)
     assert urls == [f"http://127.0.0.1:{port + 1}"] * 2
+
+
+def test_pip_environment_variables_reach_the_served_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI sets PIP_EXTRA_INDEX_URL for the CPU torch wheel: the real `pip config list` sees it.
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://download.pytorch.org/whl/cpu")
+    monkeypatch.setenv("PIP_PROXY", "http://proxy.example:3128")
+    cfg = read_host_pip_config()
+    assert cfg.extra_index_urls == ["https://download.pytorch.org/whl/cpu"]
+    assert cfg.proxy == "http://proxy.example:3128"
+    conf = serve_plan(cfg, "http://10.0.0.1:1", "10.0.0.1").pip_conf
+    assert "extra-index-url =\n    https://download.pytorch.org/whl/cpu" in conf
