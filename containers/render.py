@@ -34,19 +34,38 @@ def build_context(recipe: Recipe) -> dict[str, bytes]:
 
 
 def write_context(recipe: Recipe, directory: Path) -> list[Path]:
-    """Write the build context into directory (created if missing), each file atomically."""
+    """Write the build context into directory (created if missing).
+
+    All files are written to temporary names first and renamed at the end; on failure nothing
+    is left: no temporary files, and no directory this call created.
+    """
+    import contextlib
+    import shutil
+
     from hvd_container.atomic import atomic_output
     from hvd_container.errors import UserError
 
     if directory.exists() and not directory.is_dir():
         raise UserError(f"--context {directory}: exists and is not a directory")
-    directory.mkdir(parents=True, exist_ok=True)
+    created = None  # the outermost directory this call creates
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        created, probe = probe, probe.parent
     written = []
-    for name, data in build_context(recipe).items():
-        target = directory / name
-        with atomic_output(target, mode=0o755 if name == "hvd-pip" else 0o644) as fh:
-            fh.write(data)
-        written.append(target)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            for name, data in build_context(recipe).items():
+                target = directory / name
+                mode = 0o755 if name == "hvd-pip" else 0o644
+                stack.enter_context(atomic_output(target, mode=mode)).write(data)
+                written.append(target)
+    except BaseException as exc:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise UserError(f"--context {directory}: cannot write: {exc.strerror or exc}") from None
+        raise
     return written
 
 

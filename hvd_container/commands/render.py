@@ -54,7 +54,10 @@ def render_cmd(
         raise UserError(f"--output {output}: is a directory, expected a file path")
     if not output.parent.exists():
         raise UserError(f"--output {output}: directory {output.parent} does not exist")
-    write_text(output, text)
+    try:
+        write_text(output, text)
+    except OSError as exc:  # the temporary file is gone already: nothing half-written
+        raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     typer.echo(f"wrote {output}", err=True)
     if fmt is Format.docker:
         typer.echo("note: `docker build` also needs hvd-pip next to it: see --context", err=True)

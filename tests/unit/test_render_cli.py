@@ -132,3 +132,49 @@ def test_unknown_recipe_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "no-such"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "no built-in recipe of that name" in err
+
+
+def test_render_output_that_cannot_be_created(capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc exists but no file can be created in it (not even by root)
+    assert main(["render", "cpu-bookworm", "-o", "/proc/hvd-x.txt"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "hvd-container: error: --output /proc/hvd-x.txt: cannot write: No such file or directory"
+    ]
+    assert not list(Path("/proc").glob(".hvd-x.txt*"))
+
+
+def test_render_context_that_cannot_be_created(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "cpu-bookworm", "--context", "/proc/hvd-ctx/sub"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "hvd-container: error: --context /proc/hvd-ctx/sub: cannot write: No such file or directory"
+    ]
+
+
+def _failing_second_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    import containers.render
+
+    def context(recipe: object) -> dict[str, bytes]:
+        # the second file's temporary name lands in a missing directory: it fails after the first
+        return {"Dockerfile": b"FROM x\n", "missing/hvd-pip": b"#!/bin/sh\n"}
+
+    monkeypatch.setattr(containers.render, "build_context", context)
+
+
+def test_render_context_failing_midway_removes_the_directory_it_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _failing_second_file(monkeypatch)
+    target = tmp_path / "new" / "ctx"
+    assert main(["render", "cpu-bookworm", "--context", str(target)]) == 2
+    assert "cannot write: No such file or directory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_context_failing_midway_keeps_an_existing_directory_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _failing_second_file(monkeypatch)
+    (tmp_path / "Dockerfile").write_text("old\n")
+    assert main(["render", "cpu-bookworm", "--context", str(tmp_path)]) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["Dockerfile"]
+    assert (tmp_path / "Dockerfile").read_text() == "old\n"
