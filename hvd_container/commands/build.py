@@ -125,13 +125,12 @@ def verify_cmd(
         loaded = load_recipe(recipe)
     elif named and named in list_builtin():
         loaded = load_recipe(named)
-    against = (
-        f"recipe {loaded.name} {loaded.version}"
-        if loaded
-        else "the facts recorded in its labels"
-        if labels.get(f"{LABEL_PREFIX}verified") == "true"
-        else "its own check-build"
-    )
+    if loaded is not None:
+        against = f"recipe {loaded.name} {loaded.version}"
+    elif labels.get(f"{LABEL_PREFIX}verified") == "true":
+        against = "the facts recorded in its labels"
+    else:
+        against = "its own check-build"
     if named and loaded is None and not json_output:
         typer.echo(f"{image}: recipe {named} is not built in; verifying against {against}")
     result = verify_image(
