@@ -5,6 +5,7 @@ Pure functions of the recipe: the same recipe always renders to the same bytes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,7 +75,12 @@ def render_definition(recipe: Recipe) -> str:
     from containers.singularity_def import dockerfile_to_definition
 
     context = build_context(recipe)
-    return dockerfile_to_definition(context["Dockerfile"].decode(), context, recipe)
+    # spython copies `--platform=...` into `From:`; Apptainer/Singularity build for the machine
+    # they run on, so the definition names the image only (the arch stays in the labels).
+    dockerfile = re.sub(
+        r"^FROM --platform=\S+ ", "FROM ", context["Dockerfile"].decode(), flags=re.M
+    )
+    return dockerfile_to_definition(dockerfile, context, recipe)
 
 
 def render(recipe: Recipe, fmt: str) -> str:

@@ -116,6 +116,20 @@ def test_base_docker_reference(gpu: Recipe) -> None:
     assert "FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04\n" in base.render(gpu)
 
 
+@pytest.mark.parametrize("arch", ["arm64", "ppc64le"])
+def test_base_names_the_platform_of_other_arches(tmp_path: Path, arch: str) -> None:
+    data = merged(CPU_RECIPE, arch=arch, base={"image": "debian:bookworm"})
+    if arch == "ppc64le":  # no torch wheels on PyPI for ppc64le: the base image has it
+        data["pytorch"] = {**data["pytorch"], "source": "image"}
+    assert instructions(base.render(recipe_of(tmp_path, data)))[0] == (
+        f"FROM --platform=linux/{arch} debian:bookworm"
+    )
+
+
+def test_base_amd64_is_a_plain_from(cpu: Recipe) -> None:
+    assert "--platform" not in base.render(cpu)
+
+
 def test_python_system_venv(cpu: Recipe) -> None:
     text = python.render(cpu)
     assert "apt-get install -y --no-install-recommends ca-certificates python3.11 " in text

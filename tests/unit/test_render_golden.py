@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from containers.recipe import list_builtin, load_recipe
+from containers.recipe import Recipe, list_builtin, load_recipe
 from containers.render import render_definition, render_dockerfile
 from containers.singularity_def import instructions
 
@@ -38,8 +39,25 @@ def test_definition(name: str) -> None:
     check(GOLDEN / f"{name}.def", render_definition(load_recipe(name)))
 
 
+# Every built-in recipe is amd64: this arm64 variant keeps `FROM --platform=...` under review.
+ARM64_VARIANT = "extends: cpu-bookworm\nname: cpu-bookworm-arm64\narch: arm64\n"
+
+
+@pytest.mark.parametrize(
+    ("ext", "render"), [("Dockerfile", render_dockerfile), ("def", render_definition)]
+)
+def test_arm64_variant(tmp_path: Path, ext: str, render: Callable[[Recipe], str]) -> None:
+    path = tmp_path / "cpu-bookworm-arm64.yaml"
+    path.write_text(ARM64_VARIANT)
+    check(GOLDEN / f"cpu-bookworm-arm64.{ext}", render(load_recipe(path)))
+
+
 def test_no_stale_golden_files() -> None:
-    expected = {f"{n}.{ext}" for n in list_builtin() for ext in ("Dockerfile", "def")}
+    expected = {
+        f"{n}.{ext}"
+        for n in [*list_builtin(), "cpu-bookworm-arm64"]
+        for ext in ("Dockerfile", "def")
+    }
     assert {p.name for p in GOLDEN.iterdir()} == expected
 
 

@@ -283,3 +283,12 @@ def test_env_values_mean_the_same_in_the_dockerfile_and_the_definition(tmp_path:
     assert definition["A_PATH"] == "/opt/tools/bin:/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
     assert definition["A_BACKSLASH"] == "C:\\dir\\" + definition["PATH"]
     assert definition["A_LATER"] == definition["A_PATH"] + ":x"
+
+
+def test_platform_flag_stays_out_of_the_definition_header(tmp_path: Path) -> None:
+    data = merged(CPU_RECIPE, arch="arm64", base={"image": "debian:bookworm"})
+    recipe = load_recipe(write(tmp_path, data))
+    assert "FROM --platform=linux/arm64 debian:bookworm\n" in render_dockerfile(recipe)
+    header = sections(render_definition(recipe))["header"]
+    assert header == ["Bootstrap: docker", "From: debian:bookworm"]
+    assert "From: --platform" in _spython_convert(render_dockerfile(recipe))  # what spython does

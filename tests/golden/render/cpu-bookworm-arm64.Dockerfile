@@ -1,0 +1,58 @@
+# Rendered by hvd-container from recipe cpu-bookworm-arm64 1.
+# Do not edit: change the recipe and render again.
+# hvd-container phase: base
+FROM --platform=linux/arm64 hvd-base/debian:bookworm
+ARG DEBIAN_FRONTEND=noninteractive
+
+# hvd-container phase: base
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-dev python3.11-venv \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3.11 -m venv /opt/venv \
+    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
+ENV VIRTUAL_ENV=/opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+# hvd-container phase: mpi
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN mpirun --version | grep -F 4.1.4
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
+
+# hvd-container phase: frameworks
+RUN hvd-pip install --no-cache-dir torch==2.13.0+cpu
+
+# hvd-container phase: horovod
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+RUN hvd_src=$(mktemp -d) \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod==0.28.1 \
+    && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
+    && cd "$hvd_src/horovod-0.28.1" \
+    && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
+    && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
+    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation . \
+    && cd / \
+    && rm -rf "$hvd_src" \
+    && horovodrun --check-build
+
+# hvd-container phase: extras
+RUN hvd-pip install --no-cache-dir numpy==2.4.6
+
+# hvd-container phase: extras
+ENV OMPI_ALLOW_RUN_AS_ROOT="1"
+ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
+LABEL org.hvd-container.recipe.name="cpu-bookworm-arm64"
+LABEL org.hvd-container.recipe.version="1"
+LABEL org.hvd-container.recipe.digest="33ef06dfe45d8c03362521828cc68faa3f8a405eded992b2a45356f6e2102b2d"
+LABEL org.hvd-container.arch="arm64"
+
+# hvd-container phase: checks
+RUN python -c 'import torch, horovod, horovod.torch; print(torch.__version__, horovod.__version__)'
