@@ -6,7 +6,6 @@ warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Literal
@@ -16,9 +15,7 @@ from launcher import pitfalls
 from launcher.facts import ImageFacts
 from launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
 from launcher.runtimes import Invocation, runtime_module
-from launcher.sites import Site, valid_slurm_time
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from launcher.sites import Site, env_name_problem, valid_slurm_time
 
 
 @dataclass
@@ -85,7 +82,9 @@ def _normalize_bind(bind: str, what: str) -> str:
     return ":".join(parts)
 
 
-def _image(site: Site, request: LaunchRequest, kind: str) -> str | None:
+def resolve_image(site: Site, request: LaunchRequest, kind: str) -> str | None:
+    """The image the launch runs: --image, else the site's images.template filled from the
+    recipe's name and version (None for runtime none without an image)."""
     if request.image:
         return request.image
     facts = request.facts
@@ -103,9 +102,11 @@ def _image(site: Site, request: LaunchRequest, kind: str) -> str | None:
             registry=site.images.registry or "",
             dir=site.images.dir or ".",
         )
-    except (KeyError, IndexError) as exc:
+    except (KeyError, IndexError, AttributeError, ValueError) as exc:
+        # profiles are checked when loaded; this guards sites built in code
+        detail = f"unknown placeholder {exc}" if isinstance(exc, KeyError) else str(exc)
         raise UserError(
-            f"{site.source}: images.template: unknown placeholder {exc} (allowed: name, version, registry, dir)"
+            f"{site.source}: images.template: {detail} (allowed: name, version, registry, dir)"
         ) from None
     if site.images.registry and "{registry}" not in template and not ref.startswith("/"):
         ref = f"{site.images.registry.rstrip('/')}/{ref}"
@@ -140,8 +141,9 @@ def _program(request: LaunchRequest, python: str) -> list[str]:
 def _env(site: Site, request: LaunchRequest) -> dict[str, str]:
     env = dict(site.env)
     for name, value in request.env.items():
-        if not _ENV_NAME.match(name):
-            raise UserError(f"--env: {name!r} is not a variable name (letters, digits, _)")
+        problem = env_name_problem(name)
+        if problem:
+            raise UserError(f"--env: {problem}")
         env[name] = value
     return env
 
@@ -191,8 +193,9 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     pitfalls.apply(findings, warnings)
     pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
 
-    image = _image(site, request, runtime.kind)
+    image = resolve_image(site, request, runtime.kind)
     env = _env(site, request)
+    pitfalls.apply(pitfalls.nccl_interface(site, env, layout.nodes, layout.gpus_per_node), warnings)
     binds = [_normalize_bind(b, f"{site.source}: binds") for b in site.binds]
     binds += [_normalize_bind(b, "--bind") for b in request.binds]
     invocation = Invocation(

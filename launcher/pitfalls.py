@@ -176,8 +176,12 @@ def image_arch(site: Site, partition: str | None, facts: ImageFacts | None) -> l
 def mpi_plugin(
     mpi: str | None, controller: str, facts: ImageFacts | None, runtime_kind: str
 ) -> list[Finding]:
-    """srun's --mpi plugin must be one the image's MPI was built for; MPI must exist at all."""
-    if facts is None or facts.mpi_pmi is None or controller != "mpi":
+    """srun's --mpi plugin must be one the image's MPI was built for; MPI must exist at all.
+
+    Only for Horovod images: without Horovod (a Lightning image, say) ranks find each other
+    through Slurm's variables, not through MPI.
+    """
+    if facts is None or facts.mpi_pmi is None or facts.controllers is None or controller != "mpi":
         return []
     if facts.mpi_pmi == ():
         gloo = facts.controllers is not None and "gloo" in facts.controllers
@@ -232,3 +236,17 @@ def image_ignored(runtime_kind: str, image: str | None) -> list[Finding]:
             )
         ]
     return []
+
+
+def nccl_interface(
+    site: Site, env: dict[str, str], nodes: int | None, gpus_per_node: int
+) -> list[Finding]:
+    """Across nodes NCCL may bootstrap over the wrong interface (docker0, lo) unless told."""
+    if (nodes or 1) < 2 or gpus_per_node <= 0 or "NCCL_SOCKET_IFNAME" in env:
+        return []
+    return [
+        warning(
+            "nccl-socket-ifname",
+            f"site {site.name} sets no NCCL_SOCKET_IFNAME for this {nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>",
+        )
+    ]

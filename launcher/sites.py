@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ RuntimeKind = Literal[
 ]
 RUNTIME_KINDS = typing.get_args(RuntimeKind)
 MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
+MPI_PLUGINS = typing.get_args(MpiPlugin)
 GpuRequest = Literal["gres", "gpus-per-node", "none"]
 
 SITE_ENV_VAR = "HVD_CONTAINER_SITE"
@@ -36,6 +38,10 @@ BUILTIN_DIR = Path(__file__).with_name("sites")
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 _SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 _MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+# An environment variable name: what `--env` and a profile's `env:` accept. Anything else
+# would end up unquoted in `export NAME=...` lines of batch scripts.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TEMPLATE_FIELDS = ("name", "version", "registry", "dir")
 
 
 def _name_ok(value: str) -> str | None:
@@ -69,6 +75,31 @@ def _bind_ok(value: list[str]) -> str | None:
         if len(parts) == 3 and parts[2] not in ("ro", "rw"):
             return f"bind option must be ro or rw in {bind!r}"
     return None
+
+
+def _template_ok(value: str | None) -> str | None:
+    """images.template may use the documented placeholders, plainly: {name}, {version}, ..."""
+    if value is None:
+        return None
+    allowed = ", ".join("{" + name + "}" for name in TEMPLATE_FIELDS)
+    try:
+        for _text, field_name, spec, conversion in string.Formatter().parse(value):
+            if field_name is None:
+                continue
+            if field_name not in TEMPLATE_FIELDS or conversion or spec:
+                shown = "{" + field_name + (f"!{conversion}" if conversion else "")
+                shown += (f":{spec}" if spec else "") + "}"
+                return f"not a usable template: unknown placeholder {shown} (allowed: {allowed})"
+    except ValueError as exc:  # unbalanced braces
+        return f"not a usable template: {exc} (allowed: {allowed})"
+    return None
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why name cannot be an environment variable, or None if it can."""
+    if ENV_NAME.match(name):
+        return None
+    return f"{name!r} is not a variable name (letters, digits, _)"
 
 
 @dataclass(frozen=True)
@@ -129,7 +160,7 @@ class Runtime:
 @dataclass(frozen=True)
 class Images:
     dir: str | None = None
-    template: str | None = None
+    template: str | None = field(default=None, metadata={"check": _template_ok})
     registry: str | None = None
 
 
@@ -194,6 +225,10 @@ def _where_in(source: str) -> Callable[[schema.Path_], str]:
 def validate_site(data: Any, where: Callable[[schema.Path_], str], source: str) -> Site:
     """Validate profile data; `arch: host` becomes this machine's architecture."""
     site = schema.validate(Site, data, where)
+    for key in site.env:
+        problem = env_name_problem(key)
+        if problem:
+            raise UserError(f"{where(('env', key))}: env: {problem}")
     if site.runtime.kind == "shifter":
         for flag in site.runtime.flags:
             if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
@@ -344,5 +379,11 @@ def choose_site(flag: str | None = None) -> tuple[str, str]:
 
 def select_site(flag: str | None = None) -> Site:
     """The site to use: --site, $HVD_CONTAINER_SITE, user config, Slurm cluster name, local."""
-    name, _why = choose_site(flag)
-    return load_site(name)
+    name, why = choose_site(flag)
+    if why == "--site":
+        return load_site(name)
+    try:
+        return load_site(name)
+    except UserError as exc:
+        # say where the name came from: the user did not type it on this command line
+        raise UserError(f"{why}: {exc}") from None

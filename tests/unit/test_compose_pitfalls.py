@@ -32,7 +32,10 @@ NO_MPI = ImageFacts(
     controllers=("gloo",),
 )
 NO_MPI_NO_GLOO = ImageFacts(
-    source="recipe bare", name="bare", version="1", arch="amd64", mpi_pmi=(), controllers=None
+    source="recipe bare", name="bare", version="1", arch="amd64", mpi_pmi=(), controllers=("mpi",)
+)
+NO_HOROVOD = ImageFacts(
+    source="recipe pl", name="pl", version="1", arch="amd64", mpi_pmi=(), controllers=None
 )
 GLOO_ONLY = ImageFacts(
     source="recipe gl",
@@ -152,8 +155,9 @@ def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
 
 def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
     result = plan(
-        "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="pytorch"
-    )
+        "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="pytorch",
+        env={"NCCL_SOCKET_IFNAME": "ib0"},
+    )  # fmt: skip
     assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
     assert not any(a.startswith("--gpus-per-task") for a in result.argv)
     assert result.warnings == [
@@ -262,6 +266,21 @@ def test_horovod_without_mpi_under_srun() -> None:
         plan("local", image="i.sqfs", facts=NO_MPI, ntasks=2, controller="gloo", mpi="none").argv[1]
         == "--mpi=none"
     )
+    # No Horovod at all (a Lightning image): ranks come from Slurm's variables, not from MPI.
+    assert plan("local", image="i.sqfs", facts=NO_HOROVOD, ntasks=2).argv[:2] == [
+        "srun",
+        "--mpi=pmix",
+    ]
+
+
+def test_the_shipped_lightning_recipe_is_not_refused_for_lacking_mpi() -> None:
+    facts = facts_from_recipe("lightning-pt113")
+    assert facts.controllers is None and facts.mpi_pmi == ()
+    result = plan(
+        "neuron", facts=facts, nodes=2, ntasks_per_node=4, comment="pytorch", lightning=True
+    )
+    assert result.argv[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
+    assert "-N" in result.argv and "--ntasks-per-node=4" in result.argv
 
 
 def test_a_single_task_is_not_refused_for_its_mpi_plugin() -> None:
@@ -381,17 +400,47 @@ def test_request_errors(message: str, site: str, fields: dict[str, Any]) -> None
     fails(message, site, **fields)
 
 
-def test_template_with_unknown_placeholder(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{nom}.sif", "unknown placeholder {nom}"),
+        ("{name!x}.sif", "unknown placeholder {name!x}"),
+        ("{name.upper}.sif", "unknown placeholder {name.upper}"),
+        ("{0}.sif", "unknown placeholder {0}"),
+        ("{}.sif", "unknown placeholder {}"),
+        ("{name:>{version}}.sif", "unknown placeholder {name:>{version}}"),
+        ("{name.sif", "expected '}' before end of string"),
+    ],
+)
+def test_unusable_template_is_refused_when_the_profile_loads(
+    tmp_path: Path, template: str, problem: str
+) -> None:
     path = write(
         tmp_path / "t.yaml",
-        "name: t\nruntime: {kind: apptainer}\nimages: {template: '{nom}.sif'}\n",
+        f"name: t\nruntime: {{kind: apptainer}}\nimages: {{template: '{template}'}}\n",
     )
-    facts = ImageFacts(source="recipe r", name="r", version="1")
-    with pytest.raises(
-        UserError,
-        match=r"t\.yaml: images\.template: unknown placeholder 'nom' \(allowed: name, version, registry, dir\)",
-    ):
-        plan_launch(
-            load_site(str(path)),
-            LaunchRequest(script="t.py", facts=facts, ntasks=1, lightning=False),
-        )
+    with pytest.raises(UserError) as info:
+        load_site(str(path))
+    assert str(info.value) == (
+        f"{path}:3: images.template: not a usable template: {problem} "
+        f"(allowed: {{name}}, {{version}}, {{registry}}, {{dir}}) (got {template!r})"
+    )
+
+
+def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
+    warning = (
+        "site neuron sets no NCCL_SOCKET_IFNAME for this 2-node GPU launch: NCCL may pick the "
+        "wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) "
+        "to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
+    )
+    fields: dict[str, Any] = dict(image="x.sif", nodes=2, ntasks_per_node=8, comment="pytorch")
+    assert plan("neuron", **fields).warnings == [warning]
+    # -n alone: the layout spreads 16 ranks over 2 nodes of 8 GPUs
+    assert plan("neuron", image="x.sif", ntasks=16, comment="pytorch").warnings == [warning]
+    # set by the user, or by the profile (Perlmutter: the Slingshot NICs)
+    assert plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0"}).warnings == []
+    assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
+    assert plan("perlmutter", image="u/i:t", nodes=2, account="m1_g").warnings == []
+    # one node, or no GPUs: NCCL does not cross the network
+    assert plan("neuron", image="x.sif", nodes=1, comment="pytorch").warnings == []
+    assert plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2).warnings == []

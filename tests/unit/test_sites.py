@@ -194,6 +194,16 @@ INVALID = [
     ("- a\n- b\n", r"1: the top level must be a mapping of keys, not list"),
     ("name: [unclosed\n", r"2: not valid YAML"),
     (MINIMAL + "images:\n  template: 3\n", r"5: images.template: expected a string \(got 3\)"),
+    # names that would be shell code in a batch script's `export NAME=...` line
+    (
+        MINIMAL + "env:\n  OK: 1x\n  'A;rm -rf ~': x\n",
+        r"6: env: 'A;rm -rf ~' is not a variable name \(letters, digits, _\)",
+    ),
+    (MINIMAL + "env:\n  1X: x\n", r"5: env: '1X' is not a variable name \(letters, digits, _\)"),
+    (
+        MINIMAL + "images:\n  template: '{name!x}.sif'\n",
+        r"5: images.template: not a usable template: unknown placeholder \{name!x\}",
+    ),
 ]
 
 
@@ -275,6 +285,25 @@ def test_config_errors(isolated: Path) -> None:  # noqa: F811
         UserError, match=re.escape(f"{config}:1: site: expected a site name or path")
     ):
         choose_site(None)
+
+
+def test_a_bad_site_name_from_the_environment_says_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "nowhere")
+    with pytest.raises(UserError) as info:
+        select_site(None)
+    assert str(info.value).startswith("$HVD_CONTAINER_SITE: unknown site 'nowhere' (allowed: ")
+    with pytest.raises(UserError) as info:
+        select_site("nowhere")  # typed on the command line: no origin needed
+    assert str(info.value).startswith("unknown site 'nowhere'")
+
+
+def test_a_bad_site_name_from_the_config_names_its_line(isolated: Path) -> None:  # noqa: F811
+    config = write(isolated / "config" / "hvd-container" / "config.yaml", "site: nowhere\n")
+    with pytest.raises(UserError) as info:
+        select_site(None)
+    assert str(info.value).startswith(f"{config}:1: unknown site 'nowhere' (allowed: ")
 
 
 def test_config_without_site_falls_through(isolated: Path) -> None:  # noqa: F811
