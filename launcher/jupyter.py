@@ -13,12 +13,21 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hvd_container.errors import StepFailed, UserError
 
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
+    from launcher.sites import Site
+    from launcher.slurm import Job
+
 PORT_RANGE = (20000, 60000)
-READY = re.compile(r"(Jupyter Server|JupyterLab).*is running at|http://\S+:(\d+)/")
+
+
+def ready_pattern(port: int) -> re.Pattern[str]:
+    """The URL line Jupyter prints once it listens on `port` (not any other server's URL)."""
+    return re.compile(rf"https?://[^\s/:]+:{port}/")
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ def random_port() -> int:
     return PORT_RANGE[0] + secrets.randbelow(PORT_RANGE[1] - PORT_RANGE[0])
 
 
-def jupyter_request(request, port: int, token: str, root_dir: str):  # type: ignore[no-untyped-def]
+def jupyter_request(request: LaunchRequest, port: int, token: str, root_dir: str) -> LaunchRequest:
     """The launch request for one JupyterLab process on one node."""
     args = [
         "-m", "jupyterlab", "--no-browser", "--ip=0.0.0.0", f"--port={port}",
@@ -88,22 +97,41 @@ def _node_addr(node: str) -> str:
     return match.group(1) if match else node
 
 
-def start(site, request, *, timeout: float = 300, poll: float = 0.5) -> JupyterSession:  # type: ignore[no-untyped-def]
-    """Submit the Jupyter job, wait until the server answers in its log, return how to reach it."""
-    import os
+def start(
+    site: Site, request: LaunchRequest, *, timeout: float = 300, poll: float = 0.5
+) -> JupyterSession:
+    """Submit the Jupyter job, wait until the server answers in its log, return how to reach it.
 
+    Ctrl-C while waiting cancels the job (nobody has its URL yet), as does the timeout.
+    """
     from launcher import slurm
+    from launcher.prepare import prepare_launch, working_directory
 
     port = random_port()
     token = secrets.token_urlsafe(32)
-    req = jupyter_request(request, port, token, request.workdir or os.getcwd())
+    req = jupyter_request(request, port, token, request.workdir or working_directory())
     python = site.runtime_for(req.runtime).python
     req = replace(req, script=python if python.startswith("/") else req.script)
-    job_id = slurm.submit_launch(site, req, private=True)  # the log shows the token
+    prepared = prepare_launch(site, req, "launch")
+    # private: the log shows the token
+    with slurm.submitted_job(prepared.site, prepared.request, private=True, ask=False) as (
+        job_id,
+        warnings,
+    ):
+        slurm.print_warnings([*prepared.warnings, *warnings])
+        session = _wait_for_server(site, job_id, port, token, timeout=timeout, poll=poll)
+    return session
+
+
+def _wait_for_server(
+    site: Site, job_id: str, port: int, token: str, *, timeout: float, poll: float
+) -> JupyterSession:
+    from launcher import slurm
+
     deadline = time.monotonic() + timeout
     last_state = None
     while True:
-        job = slurm.job_info(str(job_id))
+        job = slurm.job_info(job_id)
         if job is None:
             raise StepFailed(f"job {job_id}: Slurm lost the Jupyter job")
         if job.state != last_state:
@@ -113,10 +141,10 @@ def start(site, request, *, timeout: float = 300, poll: float = 0.5) -> JupyterS
             raise StepFailed(
                 f"job {job_id} ended ({job.state}) before Jupyter started: see {slurm.output_path(job)}"
             )
-        if job.state == "RUNNING" and _server_ready(job):
+        if job.state == "RUNNING" and server_ready(job, port):
             node = job.nodes
             return JupyterSession(
-                job_id=str(job_id),
+                job_id=job_id,
                 node=node,
                 node_addr=_node_addr(node),
                 port=port,
@@ -125,25 +153,26 @@ def start(site, request, *, timeout: float = 300, poll: float = 0.5) -> JupyterS
                 user=slurm.current_user(),
             )
         if time.monotonic() > deadline:
-            slurm.cancel(str(job_id))
+            slurm.cancel(job_id)
             raise StepFailed(
                 f"job {job_id}: Jupyter did not start within {timeout:.0f} s; cancelled"
             )
         time.sleep(poll)
 
 
-def _server_ready(job) -> bool:  # type: ignore[no-untyped-def]
+def server_ready(job: Job, port: int) -> bool:
+    """True once the job's log shows Jupyter's URL with our port."""
     from launcher import slurm
 
-    for name in {job.stdout, job.stderr}:
-        if not name:
-            continue
-        path = slurm.output_path(replace(job, stdout=name))
+    pattern = ready_pattern(port)
+    for path in slurm.log_paths(job):
         try:
-            text = Path(path).read_text(errors="replace") if path else ""
+            text = path.read_text(errors="replace")
         except FileNotFoundError:
             continue
-        if READY.search(text):
+        except OSError as exc:
+            raise UserError(f"cannot read the Jupyter job's log {path}: {exc.strerror}") from None
+        if pattern.search(text):
             return True
     return False
 

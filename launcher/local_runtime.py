@@ -8,7 +8,11 @@ the launch binds (the working directory) are created in the cached copy beforeha
 
 The image's environment (Docker ENV, kept by the SIF writer in
 /.singularity.d/env/10-docker2singularity.sh, or Charliecloud's /ch/environment) becomes a
-KEY=VALUE file for `ch-run --set-env`.
+KEY=VALUE file for `ch-run --set-env` (empty when the image declares none, so that the
+launch line does not depend on what is inside the image).
+
+`planned` names the directory and env file a launch will use without touching anything
+(for dry runs: the SIF header is enough); `prepare` makes them exist.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -32,12 +37,10 @@ CH_ENVIRONMENT = "ch/environment"
 @dataclass(frozen=True)
 class PreparedImage:
     root: Path  # the directory ch-run runs
-    env_file: Path | None  # KEY=VALUE lines for --set-env, None if the image declares none
+    env_file: Path  # KEY=VALUE lines for --set-env (empty if the image declares none)
     source: str  # what the user passed
 
     def ch_run_flags(self) -> list[str]:
-        if self.env_file is None:
-            return []
         # values are literal (Docker expanded them at build time): no $-expansion by ch-run
         return ["--env-no-expand", f"--set-env={self.env_file}"]
 
@@ -62,22 +65,46 @@ def sif_digest(path: Path) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
+def _cache_problem(path: Path, exc: OSError) -> UserError:
+    return UserError(
+        f"image cache {path}: {exc.strerror or exc}: set $HVD_CONTAINER_CACHE to a writable "
+        "directory (unpacked images go to $HVD_CONTAINER_CACHE/images)"
+    )
+
+
 def _unpack_sif(sif: Path, target: Path) -> None:
+    """Unpack the SIF's root filesystem into target; another process doing the same is fine."""
     from containers.sif.reader import read_sif
 
     info = read_sif(sif)
     if shutil.which("unsquashfs") is None:
         raise UserError("unsquashfs not found: install squashfs-tools (testbed/sif-tools.sh)")
-    partial = target.with_name(target.name + ".part")
-    shutil.rmtree(partial, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_problem(target.parent, exc) from None
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise _cache_problem(target.parent, PermissionError(13, "Permission denied"))
+    # Concurrent runs each unpack into their own directory; the first rename wins.
+    partial = target.with_name(f"{target.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
     argv = ["unsquashfs", "-q", "-n", "-o", str(info.rootfs_offset), "-d", str(partial), str(sif)]
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            raise StepFailed(
+                f"unsquashfs {sif}: {detail[-1] if detail else f'exit {proc.returncode}'}"
+            )
+        try:
+            os.rename(partial, target)
+        except OSError:
+            if not target.is_dir():
+                raise
+            # another run finished first: its copy is the same image
+    except OSError as exc:
+        raise _cache_problem(target.parent, exc) from None
+    finally:
         shutil.rmtree(partial, ignore_errors=True)
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise StepFailed(f"unsquashfs {sif}: {detail[-1] if detail else f'exit {proc.returncode}'}")
-    os.replace(partial, target)
 
 
 def image_env(root: Path) -> dict[str, str]:
@@ -101,14 +128,13 @@ def image_env(root: Path) -> dict[str, str]:
     return env
 
 
-def _env_file(root: Path, key: str) -> Path | None:
-    env = image_env(root)
-    if not env:
-        return None
-    target = root.parent / f"{key}.env"
-    lines = [f"{k}={v}" for k, v in env.items() if "\n" not in v]
-    write_text(target, "\n".join(lines) + "\n")
-    return target
+def _write_env_file(target: Path, env: dict[str, str]) -> None:
+    lines = "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text(target, lines)
+    except OSError as exc:
+        raise _cache_problem(target.parent, exc) from None
 
 
 # What ch-run binds into every container: it fails when the image lacks them.
@@ -141,45 +167,58 @@ def ensure_mount_points(root: Path, paths: list[str]) -> None:
             ) from None
 
 
-def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedImage:
-    """A directory ch-run can run for a SIF file or an image directory."""
+def _image_path(image: str) -> Path:
     path = Path(image).expanduser()
     if not path.exists():
         raise UserError(
             f"--image {image}: no such file or directory (build and convert it first: `hvd-container convert ... --to sif`)"
         )
-    if path.is_dir():
-        root = path.resolve()
-        key = hashlib.sha256(str(root).encode()).hexdigest()[:24]
-        env = image_env(root)
-        env_file = None
-        if env:
-            env_dir = cache_dir()
-            env_dir.mkdir(parents=True, exist_ok=True)
-            env_file = env_dir / f"dir-{key}.env"
-            write_text(env_file, "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v))
-        ensure_mount_points(root, mount_points or [])
-        return PreparedImage(root, env_file, image)
-    with path.open("rb") as fh:
-        magic = fh.read(64)
+    return path
+
+
+def _is_sif(path: Path, image: str) -> bool:
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(64)
+    except OSError as exc:
+        raise UserError(f"--image {image}: cannot read it ({exc.strerror})") from None
     if b"SIF_MAGIC" not in magic:
         raise UserError(
             f"--image {image}: not a SIF file or an image directory (allowed: .sif files, directories)"
         )
+    return True
+
+
+def planned(image: str) -> PreparedImage:
+    """The directory and env file `prepare(image)` will use, computed without side effects."""
+    path = _image_path(image)
+    if path.is_dir():
+        root = path.resolve()
+        key = hashlib.sha256(str(root).encode()).hexdigest()[:24]
+        return PreparedImage(root, cache_dir() / f"dir-{key}.env", image)
+    _is_sif(path, image)
     key = sif_digest(path)
-    root = cache_dir() / key
-    if not root.is_dir():
-        _unpack_sif(path, root)
-    env_file = root.parent / f"{key}.env"
-    if not env_file.is_file():
-        env_file = _env_file(root, key)  # type: ignore[assignment]
-    ensure_mount_points(root, mount_points or [])
-    return PreparedImage(root, env_file, image)
+    return PreparedImage(cache_dir() / key, cache_dir() / f"{key}.env", image)
+
+
+def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedImage:
+    """A directory ch-run can run for a SIF file or an image directory (unpacked if needed)."""
+    plan = planned(image)
+    if Path(image).expanduser().is_dir():
+        # the directory may change between runs: its environment is read every time
+        _write_env_file(plan.env_file, image_env(plan.root))
+    else:
+        if not plan.root.is_dir():
+            _unpack_sif(Path(image).expanduser(), plan.root)
+        if not plan.env_file.is_file():
+            _write_env_file(plan.env_file, image_env(plan.root))
+    ensure_mount_points(plan.root, mount_points or [])
+    return plan
 
 
 def prune(keep: set[str] | None = None) -> list[Path]:
     """Remove cached unpacked images (all, or all but the given keys); return what went."""
-    removed = []
+    removed: list[Path] = []
     base = cache_dir()
     if not base.is_dir():
         return removed

@@ -16,10 +16,14 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hvd_container.errors import UserError
 from launcher.facts import ImageFacts
 from launcher.runtimes import is_file_ref
+
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
 
 PREFIX = "org.hvd-container."
 
@@ -69,6 +73,7 @@ def facts_from_labels(
 
 
 def _docker_labels(ref: str) -> dict[str, str] | None:
+    """The labels of a local Docker image, or None (no SDK, no engine, no such image)."""
     try:
         import docker  # the SDK; only when the image is a Docker reference
 
@@ -79,21 +84,28 @@ def _docker_labels(ref: str) -> dict[str, str] | None:
     return dict((image.attrs.get("Config") or {}).get("Labels") or {})
 
 
-def image_facts(image: str) -> ImageFacts | None:
-    """The build facts of a SIF file, an image directory or a local Docker image."""
+def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
+    """The build facts of a SIF file, an image directory or (`ask_docker`) a local Docker image.
+
+    Files are read here and now; asking the Docker engine imports its SDK and may wait for a
+    daemon, so a dry run (which must stay fast and work anywhere) does not.
+    """
     path = Path(image).expanduser()
     if path.is_dir():
         labels_file = path / ".singularity.d" / "labels.json"
         if labels_file.is_file():
             try:
                 labels = json.loads(labels_file.read_text())
-            except json.JSONDecodeError:
+            except (OSError, json.JSONDecodeError):
                 return None
             return facts_from_labels(labels, f"image {image}")
         return None
     if path.is_file():
-        with path.open("rb") as fh:
-            head = fh.read(64)
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(64)
+        except OSError as exc:
+            raise UserError(f"image {image}: cannot read it ({exc.strerror})") from None
         if b"SIF_MAGIC" not in head:
             return None
         from containers.sif.reader import read_sif
@@ -101,23 +113,34 @@ def image_facts(image: str) -> ImageFacts | None:
         info = read_sif(path)
         arch = info.arch if info.arch != "unknown" else None
         return facts_from_labels(info.labels, f"image {image}", arch)
-    if is_file_ref(image):
+    if is_file_ref(image) or not ask_docker:
         return None
     labels = _docker_labels(image)
     return facts_from_labels(labels, f"image {image}") if labels else None
 
 
-def require_image_file(image: str | None, runtime_kind: str) -> None:
-    """A file or directory image must exist before anything is queued."""
+def missing_image(image: str | None, runtime_kind: str, origin: str = "--image") -> str | None:
+    """Why a file or directory image cannot be run (it does not exist), or None.
+
+    `origin` says where the name came from, e.g. "--image" or "site local's images.template".
+    """
     if not image or runtime_kind in ("shifter", "podman-hpc", "pyxis", "none"):
-        return
+        return None
     if (is_file_ref(image) or runtime_kind == "charliecloud") and not Path(
         image
     ).expanduser().exists():
-        raise UserError(
-            f"--image {image}: no such file or directory (make it with `hvd-container build` "
+        return (
+            f"{origin} {image}: no such file or directory (make it with `hvd-container build` "
             "then `hvd-container convert --to sif`)"
         )
+    return None
+
+
+def require_image_file(image: str | None, runtime_kind: str, origin: str = "--image") -> None:
+    """A file or directory image must exist before anything is queued."""
+    problem = missing_image(image, runtime_kind, origin)
+    if problem:
+        raise UserError(problem)
 
 
 def parse_mpi_list(text: str) -> list[str]:
@@ -160,11 +183,13 @@ def gpu_warnings(facts: ImageFacts | None, gpus_per_node: int) -> list[str]:
     return []
 
 
-def with_image_facts(request):  # type: ignore[no-untyped-def]
-    """The request with facts from its image's labels (they win over the recipe's)."""
-    if not request.image:
+def with_image_facts(
+    request: LaunchRequest, image: str | None, *, ask_docker: bool = True
+) -> LaunchRequest:
+    """The request with facts from the image's labels (they win over the recipe's)."""
+    if not image:
         return request
-    facts = image_facts(request.image)
+    facts = image_facts(image, ask_docker=ask_docker)
     if facts is None:
         return request
     if request.facts is not None:
@@ -173,13 +198,3 @@ def with_image_facts(request):  # type: ignore[no-untyped-def]
         }
         facts = ImageFacts(**merged)
     return replace(request, facts=facts)
-
-
-def preflight(site, request) -> tuple[object, list[str]]:  # type: ignore[no-untyped-def]
-    """(request with image facts, warnings); raises UserError with the fix for a bad launch."""
-    runtime = site.runtime_for(request.runtime)
-    require_image_file(request.image, runtime.kind)
-    request = with_image_facts(request)
-    if request.controller == "mpi":
-        check_mpi_plugin(request.mpi or site.mpi, srun_mpi_plugins())
-    return request, gpu_warnings(request.facts, request.gpus_per_node or 0)

@@ -11,15 +11,21 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from hvd_container.errors import StepFailed, UserError
+
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
+    from launcher.sites import Site
 
 TERMINAL_STATES = frozenset(
     {
@@ -83,6 +89,28 @@ def require_slurm(command: str = "sbatch") -> str:
     return path
 
 
+def _sigint_blocked() -> bool:
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _child_setup(umask: int | None) -> Callable[[], None] | None:
+    """What the child must do before exec: the umask, and take Ctrl-C again if we hold it
+    back (a blocked signal stays blocked across exec, and sbatch must stay interruptible)."""
+    unblock = _sigint_blocked()
+    if umask is None and not unblock:
+        return None
+
+    def setup() -> None:
+        if umask is not None:
+            os.umask(umask)
+        if unblock:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    return setup
+
+
 def _run(
     argv: list[str], *, input_text: str | None = None, check: bool = True, umask: int | None = None
 ) -> str:
@@ -92,7 +120,7 @@ def _run(
         input=input_text,
         capture_output=True,
         text=True,
-        preexec_fn=(lambda: os.umask(umask)) if umask is not None else None,  # noqa: PLW1509
+        preexec_fn=_child_setup(umask),  # noqa: PLW1509
     )
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
@@ -240,14 +268,28 @@ def current_user() -> str:
     return os.environ.get("USER") or pwd.getpwuid(os.getuid()).pw_name
 
 
-def output_path(job: Job) -> Path | None:
-    """The job's stdout file, made absolute against its working directory."""
-    if not job.stdout:
+def _absolute(name: str | None, job: Job) -> Path | None:
+    if not name:
         return None
-    path = Path(job.stdout)
+    path = Path(name)
     if not path.is_absolute() and job.workdir:
         path = Path(job.workdir) / path
     return path
+
+
+def output_path(job: Job) -> Path | None:
+    """The job's stdout file, made absolute against its working directory."""
+    return _absolute(job.stdout, job)
+
+
+def log_paths(job: Job) -> list[Path]:
+    """The job's stdout file, then its stderr file when that is another file."""
+    paths = [_absolute(job.stdout, job), _absolute(job.stderr, job)]
+    return list(dict.fromkeys(p for p in paths if p is not None))
+
+
+def _unreadable(path: Path, exc: OSError) -> UserError:
+    return UserError(f"cannot read the job's log {path}: {exc.strerror or exc}")
 
 
 class _Tail:
@@ -264,6 +306,8 @@ class _Tail:
                 data = fh.read()
         except FileNotFoundError:
             return ""
+        except OSError as exc:
+            raise _unreadable(self.path, exc) from None
         self.offset += len(data)
         return data.decode(errors="replace")
 
@@ -311,11 +355,8 @@ def follow(
             status(_describe(job))
             last_state = job.state
         if show_output:
-            for name in (job.stdout, job.stderr):
-                if name:
-                    path = output_path(Job(**{**job.__dict__, "stdout": name}))
-                    if path is not None and path not in tails:
-                        tails[path] = _Tail(path)
+            for path in log_paths(job):
+                tails.setdefault(path, _Tail(path))
             for tail in tails.values():
                 text = tail.read_new()
                 if text:
@@ -334,18 +375,25 @@ def follow(
 
 
 def print_log(job_id: str, *, out: TextIO | None = None) -> Job:
-    """Print the job's output file as it is now."""
+    """Print the job's output as it is now: its stdout file, then its stderr file."""
     job = job_info(job_id)
     if job is None:
         raise UserError(
             f"job {job_id}: Slurm does not know this job (allowed: ids from `hvd-container jobs`)"
         )
-    path = output_path(job)
-    if path is None:
+    paths = log_paths(job)
+    if not paths:
         raise UserError(f"job {job_id}: Slurm reports no output file for it")
     out = out if out is not None else sys.stdout
-    with contextlib.suppress(FileNotFoundError):
-        out.write(path.read_text(errors="replace"))
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except FileNotFoundError:
+            continue  # not written yet (pending job) or on a node-local disk
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        out.write(text)
+    out.flush()
     return job
 
 
@@ -374,69 +422,40 @@ def cancel_on_interrupt(job_id: str, *, ask: bool | None = None) -> Iterator[Non
         raise
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[Callable[[], None]]:
+    """Hold Ctrl-C (SIGINT) back here; the yielded function lets it through (also on exit).
+
+    A Ctrl-C that lands between sbatch printing the job id and the caller guarding that job
+    is not lost: it arrives on release, inside the guard, which cancels the job. (sbatch
+    itself still takes Ctrl-C: `_run` unblocks it in the child.)
+    """
+    usable = (
+        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield lambda: None
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    try:
+        yield release
+    finally:
+        release()
+
+
 # ---------------------------------------------------------------------------------------------
 # Running a launch for real
 
 
-def _prepare(site, request):  # type: ignore[no-untyped-def]
-    """Site and request ready to compose: image facts, local image, Gloo wrapper, workdir."""
-    from dataclasses import replace
-
-    from launcher.preflight import preflight
-
-    request, warnings = preflight(site, request)
-    runtime = site.runtime_for(request.runtime)
-    env = dict(request.env)
-    if runtime.kind == "charliecloud":
-        from launcher import local_runtime
-
-        env.setdefault("USER", current_user())  # ch-run refuses to start without $USER
-        cwd = os.getcwd()
-        workdir = request.workdir or cwd
-        binds = list(request.binds)
-        wanted = [cwd]
-        script = Path(request.script)
-        if script.suffix == ".py" and script.is_file():
-            # a script outside the working directory must be visible in the container too
-            parent = str(script.resolve().parent)
-            if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
-                wanted.append(parent)
-                request = replace(request, script=str(script.resolve()))
-        for path in wanted:
-            if not any(b.split(":")[0] == path for b in binds):
-                binds.append(f"{path}:{path}")
-        if request.image:
-            dests = [b.split(":")[1] if ":" in b else b for b in binds]
-            prepared = local_runtime.prepare(request.image, mount_points=dests)
-            flags = [*runtime.flags, *prepared.ch_run_flags()]
-            new_runtime = replace(runtime, flags=flags)
-            if runtime is site.runtime:
-                site = replace(site, runtime=new_runtime)
-            else:
-                others = [new_runtime if r is runtime else r for r in site.other_runtimes]
-                site = replace(site, other_runtimes=others)
-            request = replace(request, image=str(prepared.root))
-        request = replace(request, workdir=workdir, binds=binds)
-    if request.controller == "gloo":
-        from launcher import gloo
-
-        problem = gloo.check_layout(request.ntasks, request.nodes, request.ntasks_per_node)
-        if problem:
-            raise UserError(problem)
-        lightning = request.lightning
-        if lightning is None:
-            from launcher.lightning import uses_lightning
-
-            lightning = uses_lightning(request.script)
-        if request.script.endswith(".py"):
-            script, args = gloo.wrap_program(runtime.python, request.script, request.args)
-            name = request.job_name or Path(request.script).stem
-            request = replace(request, script=script, args=args, lightning=lightning, job_name=name)
-        request = replace(request, mpi=request.mpi or "none")
-    return site, replace(request, env=env), warnings
-
-
-def _warn(messages: list[str]) -> None:
+def print_warnings(messages: list[str]) -> None:
     for message in dict.fromkeys(messages):
         print(f"hvd-container: warning: {message}", file=sys.stderr)
 
@@ -454,10 +473,8 @@ def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
         raise
 
 
-def salloc_argv(site, request) -> tuple[list[str], dict[str, str], list[str]]:  # type: ignore[no-untyped-def]
+def salloc_argv(site: Site, request: LaunchRequest) -> tuple[list[str], dict[str, str], list[str]]:
     """`salloc <the #SBATCH options> srun ...`: an interactive allocation running the step."""
-    from dataclasses import replace
-
     from launcher.batch import render_batch_plan
     from launcher.compose import plan_launch
 
@@ -472,29 +489,45 @@ def salloc_argv(site, request) -> tuple[list[str], dict[str, str], list[str]]:  
     return ["salloc", *options, *plan.argv], plan.env, warnings
 
 
-def submit_request(site, request, *, private: bool = False) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def submit_request(
+    site: Site, request: LaunchRequest, *, private: bool = False
+) -> tuple[str, list[str]]:
     """Submit a prepared launch as a batch job from the current directory; (job id, warnings)."""
-    from dataclasses import replace
-
     from launcher.batch import render_batch_plan
+    from launcher.prepare import working_directory
 
     text, warnings = render_batch_plan(site, replace(request, inside_allocation=False))
-    return submit(text, workdir=os.getcwd(), private=private), warnings
+    return submit(text, workdir=working_directory(), private=private), warnings
 
 
-def submit_launch(site, request, *, private: bool = False) -> str:  # type: ignore[no-untyped-def]
-    """Preflight, prepare and submit a launch as a batch job; print warnings; the job id."""
-    site, request, warnings = _prepare(site, request)
+@contextlib.contextmanager
+def submitted_job(
+    site: Site, request: LaunchRequest, *, private: bool = False, ask: bool | None = None
+) -> Iterator[tuple[str, list[str]]]:
+    """Submit a prepared launch; a Ctrl-C from sbatch's start to the end of the block
+    cancels the job (`ask`: offer it first, as cancel_on_interrupt does). Yields (job id,
+    warnings)."""
     require_slurm("sbatch")
-    job_id, more = submit_request(site, request, private=private)
-    _warn([*warnings, *more])
+    with _interrupts_held() as release:
+        job_id, warnings = submit_request(site, request, private=private)
+        with cancel_on_interrupt(job_id, ask=ask):
+            release()  # a Ctrl-C held back during sbatch arrives here, inside the guard
+            yield job_id, warnings
+
+
+def submit_launch(site: Site, request: LaunchRequest, *, private: bool = False) -> str:
+    """Preflight, prepare and submit a launch as a batch job; print warnings; the job id."""
+    from launcher.prepare import prepare_launch
+
+    prepared = prepare_launch(site, request, "launch")
+    with submitted_job(prepared.site, prepared.request, private=private) as (job_id, more):
+        print_warnings([*prepared.warnings, *more])
     return job_id
 
 
-def execute(  # type: ignore[no-untyped-def]
-    site,
-    request,
-    plan=None,
+def execute(
+    site: Site,
+    request: LaunchRequest,
     *,
     detach: bool = False,
     salloc: bool = False,
@@ -507,36 +540,39 @@ def execute(  # type: ignore[no-untyped-def]
     streaming through. Outside one the launch is submitted as a batch job and followed to its
     end (`detach`: return once submitted), or with `salloc` run in an interactive allocation.
     `batch` submits even from inside an allocation (`hvd-container batch --submit`).
-    `plan` (from a dry composition) is ignored: the image may need preparing first.
     """
-    from dataclasses import replace
-
     from launcher.compose import plan_launch
+    from launcher.prepare import prepare_launch
 
-    del plan
-    site, request, warnings = _prepare(site, request)
     inside = bool(os.environ.get("SLURM_JOB_ID")) and not salloc and not batch
+    if detach and salloc:
+        raise UserError("--detach and --salloc exclude each other: --salloc runs interactively")
+    if detach and inside:
+        raise UserError(
+            f"--detach: inside an allocation (job {os.environ['SLURM_JOB_ID']}) the step runs "
+            "here and cannot detach; run from a login shell, or use `hvd-container batch --submit --detach`"
+        )
+    prepared = prepare_launch(site, request, "launch")
+    site, request, warnings = prepared.site, prepared.request, prepared.warnings
     if inside:
         launch = plan_launch(site, replace(request, inside_allocation=True))
-        _warn([*warnings, *launch.warnings])
+        print_warnings([*warnings, *launch.warnings])
         require_slurm("srun")
         return _run_foreground(launch.argv, launch.env)
     if salloc:
         argv, env, more = salloc_argv(site, request)
-        _warn([*warnings, *more])
+        print_warnings([*warnings, *more])
         require_slurm("salloc")
         return _run_foreground(argv, env)
-    require_slurm("sbatch")
-    job_id, more = submit_request(site, request)
-    _warn([*warnings, *more])
-    print(f"submitted batch job {job_id}", file=sys.stderr, flush=True)
-    if detach:
-        print(
-            f"follow it with `hvd-container logs -f {job_id}`, cancel with `scancel {job_id}`",
-            file=sys.stderr,
-        )
-        return 0
-    with cancel_on_interrupt(job_id):
+    with submitted_job(site, request) as (job_id, more):
+        print_warnings([*warnings, *more])
+        print(f"submitted batch job {job_id}", file=sys.stderr, flush=True)
+        if detach:
+            print(
+                f"follow it with `hvd-container logs -f {job_id}`, cancel with `scancel {job_id}`",
+                file=sys.stderr,
+            )
+            return 0
         job = follow(job_id, poll=poll)
     path = output_path(job)
     if path is not None:

@@ -7,11 +7,15 @@ path imports docker, requests or spython.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hvd_container.errors import UserError
+
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
+    from launcher.sites import Site
 
 _LAUNCH = "Launch"
 _RES = "Resources"
@@ -132,7 +136,11 @@ ArgsArg = Annotated[
     list[str] | None, typer.Argument(help="Arguments for the script, passed as given.")
 ]
 
-_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
+# Options stop at SCRIPT: everything after it is the script's, even `--dry-run` or `-n`.
+# Unknown options before it are errors: were `--ntask 8` taken as the script, a `--dry-run`
+# after it would go to the script and a real job would start. A script whose name starts
+# with '-' goes after `--`.
+_CONTEXT = {"allow_interspersed_args": False}
 
 
 def _parse_env(values: list[str] | None) -> dict[str, str]:
@@ -145,12 +153,16 @@ def _parse_env(values: list[str] | None) -> dict[str, str]:
     return env
 
 
-def build_request(**options: object) -> tuple[object, object]:
+def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
     """(site, LaunchRequest) from the CLI options; recipe facts loaded only when asked for."""
     from launcher.compose import LaunchRequest
-    from launcher.sites import select_site
+    from launcher.sites import MPI_PLUGINS, select_site
 
-    site = select_site(options.pop("site"))  # type: ignore[arg-type]
+    mpi = options.get("mpi")
+    if mpi is not None and mpi not in MPI_PLUGINS:
+        raise UserError(f"--mpi: {mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})")
+
+    site = select_site(options.pop("site"))
     recipe = options.get("recipe")
     facts = None
     if recipe:
@@ -160,20 +172,20 @@ def build_request(**options: object) -> tuple[object, object]:
     controller = options.pop("controller")
     if controller not in ("mpi", "gloo"):
         raise UserError(f"--controller: {controller!r} is not allowed (allowed: mpi, gloo)")
-    options["env"] = _parse_env(options.pop("env"))  # type: ignore[arg-type]
+    options["env"] = _parse_env(options.pop("env"))
     for key in ("binds", "modules", "args"):
-        options[key] = list(options.get(key) or [])  # type: ignore[call-overload]
+        options[key] = list(options.get(key) or [])
     request = LaunchRequest(
         facts=facts,
-        controller=controller,  # type: ignore[arg-type]
+        controller=controller,
         inside_allocation=bool(os.environ.get("SLURM_JOB_ID")),
-        **options,  # type: ignore[arg-type]
+        **options,
     )
     return site, request
 
 
 def _warn(messages: list[str]) -> None:
-    for message in messages:
+    for message in dict.fromkeys(messages):
         typer.echo(f"hvd-container: warning: {message}", err=True)
 
 
@@ -227,8 +239,6 @@ def run(
     Inside an allocation the srun line runs here; outside one the launch is submitted as a
     batch job and followed. --dry-run prints the command line instead.
     """
-    from launcher.compose import plan_launch
-
     site_obj, request = build_request(
         site=site, script=script, args=args, image=image, recipe=recipe, ntasks=ntasks,
         nodes=nodes, ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node,
@@ -238,8 +248,13 @@ def run(
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
     if dry_run:
-        plan = plan_launch(site_obj, request)  # type: ignore[arg-type]
-        _warn(plan.warnings)
+        from launcher.compose import plan_launch
+        from launcher.prepare import prepare_launch
+
+        # the same preparation as a real run, minus its side effects
+        prepared = prepare_launch(site_obj, request, "show")
+        plan = plan_launch(prepared.site, prepared.request)
+        _warn([*prepared.warnings, *plan.warnings])
         typer.echo(plan.shell_line())
         return
     from launcher.slurm import execute
@@ -299,8 +314,6 @@ def batch(
     ] = False,
 ) -> None:
     """Write the sbatch script that runs SCRIPT like `run` would (--submit: submit it)."""
-    from launcher.batch import render_batch_plan
-
     site_obj, request = build_request(
         site=site, script=script, args=args, image=image, recipe=recipe, ntasks=ntasks,
         nodes=nodes, ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node,
@@ -313,8 +326,15 @@ def batch(
         from launcher.slurm import execute
 
         raise typer.Exit(execute(site_obj, request, detach=detach, batch=True) or 0)
-    text, warnings = render_batch_plan(site_obj, request)  # type: ignore[arg-type]
-    _warn(warnings)
+    if detach:
+        raise UserError("--detach goes with --submit (without it nothing is submitted)")
+    from launcher.batch import render_batch_plan
+    from launcher.prepare import prepare_launch
+
+    # prepared as for a run (a local image is unpacked), so the script runs as written
+    prepared = prepare_launch(site_obj, request, "write")
+    text, warnings = render_batch_plan(prepared.site, prepared.request)
+    _warn([*prepared.warnings, *warnings])
     if output is None:
         typer.echo(text, nl=False)
         return

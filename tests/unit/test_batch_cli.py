@@ -14,6 +14,16 @@ from launcher.compose import LaunchRequest
 from launcher.sites import load_site
 
 ARGS = ["--site", "zih-alpha", "--image", "x.sif", "-n", "16", "-t", "1:00:00"]
+ARGS += ["-e", "NCCL_SOCKET_IFNAME=ib0"]
+
+
+@pytest.fixture(autouse=True)
+def in_job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from a directory holding the image file the tests name."""
+    job = tmp_path / "job"
+    write(job / "x.sif", "")
+    monkeypatch.chdir(job)
+    return job
 
 
 def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
@@ -22,7 +32,12 @@ def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     expected = render_batch(
         load_site("zih-alpha"),
         LaunchRequest(
-            script="train.py", args=["--epochs", "3"], image="x.sif", ntasks=16, time="1:00:00"
+            script="train.py",
+            args=["--epochs", "3"],
+            image="x.sif",
+            ntasks=16,
+            time="1:00:00",
+            env={"NCCL_SOCKET_IFNAME": "ib0"},
         ),
     )
     assert out == expected

@@ -15,6 +15,16 @@ from hvd_container.cli import main
 HOSTILE = ["--lr", "0.1", "a b", "it's", "x;y", "$HOME", "-n", "--dry-run", "--help"]
 
 
+@pytest.fixture(autouse=True)
+def in_job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from a directory holding the image file the tests name, as user `alice`."""
+    job = tmp_path / "job"
+    write(job / "x.sif", "")
+    monkeypatch.chdir(job)
+    monkeypatch.setenv("USER", "alice")
+    return job
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(["run", *argv])
     out, err = capsys.readouterr()
@@ -29,8 +39,10 @@ def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     assert out.count("\n") == 1
     argv = shlex.split(out)
-    assert argv[:3] == ["env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric"]
-    assert argv[3:6] == ["srun", "--mpi=pmi2", "--account=m1_g"]
+    assert argv[:4] == [
+        "env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric", "NCCL_SOCKET_IFNAME=hsn"
+    ]  # fmt: skip
+    assert argv[4:7] == ["srun", "--mpi=pmi2", "--account=m1_g"]
     # everything after the script belongs to the script, even options of ours
     assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
     assert err == ""
@@ -118,12 +130,20 @@ def test_unknown_site(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "unknown site 'mars' (allowed: local, neuron" in err
 
 
-def test_recipe_names_the_image_and_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
+def test_recipe_names_the_image_and_is_checked(
+    capsys: pytest.CaptureFixture[str], in_job_dir: Path
+) -> None:
+    code, out, err = run(
         capsys, "--site", "local", "--recipe", "cpu-bookworm", "-n", "2", "--dry-run", "t.py"
     )
     assert code == 0
-    assert " ch-run cpu-bookworm_" in out and ".sif -- /opt/venv/bin/python t.py" in out
+    assert out.endswith(" cpu-bookworm_1.sif -- /opt/venv/bin/python t.py\n")
+    # the image the template names is checked, not only --image
+    assert err == (
+        "hvd-container: warning: image of recipe cpu-bookworm (site local's images.template) "
+        "cpu-bookworm_1.sif: no such file or directory (make it with `hvd-container build` then "
+        "`hvd-container convert --to sif`); a launch on this machine would refuse it\n"
+    )
     code, _, err = run(
         capsys, "--site", "zih-ml", "--recipe", "cpu-bookworm", "-n", "6", "--dry-run", "t.py"
     )

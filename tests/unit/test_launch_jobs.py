@@ -1,0 +1,291 @@
+"""Job control without a cluster: logs of both streams, Ctrl-C right after sbatch, detach
+rules, unreadable logs and a deleted working directory as one-line errors, Jupyter's wait,
+and the local image cache under concurrent runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from containers.sif import format as fmt
+from containers.sif.layout import DataObject, sif_prefix
+from hvd_container.cli import main
+from hvd_container.errors import UserError
+from launcher import jupyter, local_runtime, preflight, slurm
+from launcher.compose import LaunchRequest
+from launcher.sites import load_site
+from launcher.slurm import Job
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    job = tmp_path / "job"
+    job.mkdir()
+    monkeypatch.chdir(job)
+    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "cache"))
+    return job
+
+
+@pytest.fixture()
+def image(tmp_path: Path) -> Path:
+    return write(tmp_path / "img" / "etc" / "hostname", "img\n").parent.parent
+
+
+@pytest.fixture()
+def cancelled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Slurm stand-ins for what a launch touches; the list collects scancel'ed job ids."""
+    ids: list[str] = []
+    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
+    monkeypatch.setattr(preflight, "srun_mpi_plugins", lambda: ["pmix", "none"])
+    monkeypatch.setattr(slurm, "cancel", ids.append)
+    return ids
+
+
+# --- logs -------------------------------------------------------------------------------------
+
+
+def _job(job_dir: Path, **fields: Any) -> Job:
+    values: dict[str, Any] = dict(
+        job_id="31", name="train", state="FAILED", exit_status=1, signal=0,
+        stdout="train_31.out", stderr="train_31.err", workdir=str(job_dir),
+    )  # fmt: skip
+    return Job(**{**values, **fields})
+
+
+def test_logs_prints_stdout_then_stderr(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    write(job_dir / "train_31.out", "epoch 1 loss 0.5\n")
+    write(job_dir / "train_31.err", "Traceback: boom\n")
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    code, out, err = cli(capsys, "logs", "31")
+    assert code == 0, err
+    assert out == "epoch 1 loss 0.5\nTraceback: boom\n"
+
+
+def test_logs_with_one_file_for_both_streams_prints_it_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    write(job_dir / "train_31.out", "all\n")
+    job = _job(job_dir, stderr=str(job_dir / "train_31.out"))
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: job)
+    assert cli(capsys, "logs", "31")[1] == "all\n"
+
+
+def test_an_unreadable_log_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    (job_dir / "train_31.out").mkdir()  # reading it fails with an OSError, even for root
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    code, out, err = cli(capsys, "logs", "31")
+    assert code == 2 and out == ""
+    assert err.startswith(
+        f"hvd-container: error: cannot read the job's log {job_dir}/train_31.out: "
+    )
+    assert err.count("\n") == 1
+    with pytest.raises(UserError, match="cannot read the job's log"):
+        slurm.follow("31", poll=0)
+
+
+# --- detach -----------------------------------------------------------------------------------
+
+
+def test_detach_with_salloc_is_refused(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, image: Path
+) -> None:
+    code, _, err = cli(capsys, "run", "--site", "local", "--image", str(image), "--salloc",
+                       "--detach", "t.py")  # fmt: skip
+    assert code == 2
+    assert err == (
+        "hvd-container: error: --detach and --salloc exclude each other: --salloc runs interactively\n"
+    )
+
+
+def test_detach_inside_an_allocation_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    code, _, err = cli(capsys, "run", "--site", "local", "--image", str(image), "--detach", "t.py")
+    assert code == 2
+    assert err.startswith("hvd-container: error: --detach: inside an allocation (job 12) ")
+    assert err.count("\n") == 1
+
+
+def test_batch_detach_needs_submit(capsys: pytest.CaptureFixture[str], job_dir: Path) -> None:
+    code, out, err = cli(capsys, "batch", "--site", "zih-alpha", "--image", "docker:u/i:1",
+                         "--detach", "t.py")  # fmt: skip
+    assert code == 2 and out == ""
+    assert "--detach goes with --submit" in err
+
+
+# --- Ctrl-C right after sbatch -----------------------------------------------------------------
+
+
+def test_ctrl_c_while_sbatch_runs_cancels_the_new_job(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    image: Path,
+    cancelled: list[str],
+) -> None:
+    followed: list[str] = []
+
+    def submit(script: str, **options: Any) -> str:
+        os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C as sbatch answers
+        return "55"
+
+    monkeypatch.setattr(slurm, "submit", submit)
+    monkeypatch.setattr(slurm, "follow", lambda job_id, **o: followed.append(job_id))
+    code, _, err = cli(capsys, "run", "--site", "local", "--image", str(image), "-n", "1", "t.py")
+    assert code == 130
+    assert cancelled == ["55"] and followed == []
+    assert "job 55 cancelled" in err
+
+
+def test_ctrl_c_while_following_cancels_the_job(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    image: Path,
+    cancelled: list[str],
+) -> None:
+    def follow(job_id: str, **options: Any) -> Job:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm, "submit", lambda script, **options: "56")
+    monkeypatch.setattr(slurm, "follow", follow)
+    code, _, _ = cli(capsys, "run", "--site", "local", "--image", str(image), "-n", "1", "t.py")
+    assert code == 130 and cancelled == ["56"]
+
+
+def test_sbatch_itself_still_takes_ctrl_c_while_hvd_container_holds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
+    status = ["grep", "SigBlk", "/proc/self/status"]  # no shell: sh resets its signal mask
+    sigint = 1 << (signal.SIGINT - 1)
+    with slurm._interrupts_held():
+        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        child = int(slurm._run(status).split()[1], 16)
+        private = int(slurm._run(status, umask=0o077).split()[1], 16)
+    assert child & sigint == 0 and private & sigint == 0
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+# --- the working directory was deleted ----------------------------------------------------------
+
+
+def test_a_deleted_working_directory_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
+    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
+    monkeypatch.setattr(preflight, "srun_mpi_plugins", lambda: None)
+    expected = (
+        "hvd-container: error: the current directory no longer exists: "
+        "cd to an existing directory and run again\n"
+    )
+    for site in ("zih-alpha", "local"):
+        code, _, err = cli(capsys, "run", "--site", site, "--image", "/", "-n", "8", "t.py")
+        assert (code, err) == (2, expected), site
+
+
+# --- Jupyter ------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_while_waiting_for_jupyter_cancels_its_job(
+    monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path, cancelled: list[str]
+) -> None:
+    def job_info(job_id: str) -> Job:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm, "submit", lambda script, **options: "77")
+    monkeypatch.setattr(slurm, "job_info", job_info)
+    with pytest.raises(KeyboardInterrupt):
+        jupyter.start(load_site("local"), LaunchRequest(script="jupyter", image=str(image)))
+    assert cancelled == ["77"]
+
+
+def test_jupyter_is_ready_only_with_its_own_port(job_dir: Path) -> None:
+    log = write(job_dir / "jupyter_9.err", "")
+    job = Job("9", "jupyter", "RUNNING", None, None, stderr=str(log), workdir=str(job_dir))
+    write(log, "[I ServerApp] http://node1:8888/lab\n")  # another server's line
+    assert not jupyter.server_ready(job, 23456)
+    write(log, "[I ServerApp] Jupyter Server 2.14 is running at:\n")
+    assert not jupyter.server_ready(job, 23456)
+    write(log, "[I ServerApp] http://node1:23456/lab?token=...\n")
+    assert jupyter.server_ready(job, 23456)
+
+
+# --- the local image cache ---------------------------------------------------------------------
+
+
+def _sif(path: Path) -> Path:
+    objs = [DataObject(fmt.DATA_LABELS, json.dumps({}).encode(), name="labels.json")]
+    payload = bytes(4096)
+    prefix = sif_prefix(
+        objs,
+        partition_size=len(payload),
+        arch="amd64",
+        created=1700000000,
+        image_id=uuid.UUID(int=5),
+    )
+    path.write_bytes(prefix + payload)
+    return path
+
+
+def test_a_concurrent_unpack_of_the_same_image_counts_as_success(
+    monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    sif = _sif(job_dir / "a.sif")
+    target = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    parts: list[str] = []
+
+    def unsquashfs(argv: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+        partial = Path(argv[argv.index("-d") + 1])
+        parts.append(partial.name)
+        write(partial / "etc" / "os-release", "mine\n")
+        if len(parts) == 1:
+            write(target / "etc" / "os-release", "theirs\n")  # another run finished first
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(local_runtime.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(local_runtime.subprocess, "run", unsquashfs)
+    local_runtime._unpack_sif(sif, target)
+    assert (target / "etc" / "os-release").read_text() == "theirs\n"
+    local_runtime._unpack_sif(sif, target.with_name("other"))
+    assert parts[0] != parts[1] and f".part-{os.getpid()}-" in parts[0]
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted(["other", target.name])
+
+
+def test_an_unusable_cache_directory_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path
+) -> None:
+    blocker = write(job_dir / "not-a-dir", "")
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(blocker))
+    monkeypatch.setattr(local_runtime.shutil, "which", lambda name: f"/usr/bin/{name}")
+    for source in (str(_sif(job_dir / "a.sif")), str(image)):
+        with pytest.raises(UserError) as info:
+            local_runtime.prepare(source)
+        message = str(info.value)
+        assert message.startswith(f"image cache {blocker}/images: ") and "\n" not in message
+        assert "set $HVD_CONTAINER_CACHE to a writable directory" in message

@@ -1,0 +1,332 @@
+"""One preparation for every launch path: the dry-run line is the line a run executes, and
+batch scripts (written or submitted) carry the same preparation (Gloo wrapper, --mpi=none,
+local image directory, binds, $USER, preflight of the image the launch really uses)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+
+from containers.sif import format as fmt
+from containers.sif.layout import DataObject, sif_prefix
+from hvd_container.cli import main
+from launcher import local_runtime, preflight, slurm
+from launcher.slurm import Job
+
+GLOO_ARGS = ["--site", "local", "--controller", "gloo", "-N", "2", "--ntasks-per-node", "1"]
+
+
+def write_sif(path: Path, labels: dict[str, str] | None = None) -> Path:
+    """A real SIF header (the project's writer) in front of a stand-in partition."""
+    objs = [DataObject(fmt.DATA_LABELS, json.dumps(labels or {}).encode(), name="labels.json")]
+    payload = b"hsqs" + bytes(4092)
+    prefix = sif_prefix(
+        objs,
+        partition_size=len(payload),
+        arch="amd64",
+        created=1700000000,
+        image_id=uuid.UUID(int=3),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(prefix + payload)
+    return path
+
+
+def image_dir(path: Path) -> Path:
+    """An image directory with an environment file, as the SIF writer leaves it."""
+    write(
+        path / ".singularity.d" / "env" / "10-docker2singularity.sh",
+        "export PATH='/opt/venv/bin:/usr/bin'\n",
+    )
+    return path
+
+
+class Recorder:
+    """Stands in for what would touch Slurm: srun --mpi=list, srun, sbatch, the follow."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.foreground: list[tuple[list[str], dict[str, str]]] = []
+        self.scripts: list[str] = []
+        self.cancelled: list[str] = []
+        self.mpi_list_calls = 0
+        monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
+        monkeypatch.setattr(preflight, "srun_mpi_plugins", self.mpi_list)
+        monkeypatch.setattr(slurm, "_run_foreground", self.run_foreground)
+        monkeypatch.setattr(slurm, "submit", self.submit)
+        monkeypatch.setattr(slurm, "cancel", self.cancelled.append)
+        monkeypatch.setattr(slurm, "follow", self.follow)
+
+    def mpi_list(self) -> list[str]:
+        self.mpi_list_calls += 1
+        return ["pmix", "none", "pmi2"]
+
+    def run_foreground(self, argv: list[str], env: dict[str, str]) -> int:
+        self.foreground.append((argv, env))
+        return 0
+
+    def submit(self, script: str, **options: Any) -> str:
+        self.scripts.append(script)
+        return "4242"
+
+    def follow(self, job_id: str, **options: Any) -> Job:
+        return Job(job_id, "x", "COMPLETED", 0, 0)
+
+
+@pytest.fixture()
+def slurm_stub(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    return Recorder(monkeypatch)
+
+
+@pytest.fixture()
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    job = tmp_path / "job"
+    write(job / "train.py", "import horovod.torch as hvd\nhvd.init()\n")
+    monkeypatch.chdir(job)
+    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "cache"))
+    return job
+
+
+@pytest.fixture()
+def no_unpack(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """unsquashfs stand-in: the target directory appears with an image's env file."""
+    unpacked: list[Path] = []
+
+    def unpack(sif: Path, target: Path) -> None:
+        image_dir(target)
+        unpacked.append(target)
+
+    monkeypatch.setattr(local_runtime, "_unpack_sif", unpack)
+    return unpacked
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shown(argv: list[str], env: dict[str, str]) -> str:
+    return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv)
+
+
+# --- the dry-run line is the executed line ---------------------------------------------------
+
+
+def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    slurm_stub: Recorder,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # inside an allocation: run executes srun here
+    image = image_dir(tmp_path / "img")
+    args = [*GLOO_ARGS, "--image", str(image), "train.py", "--epochs", "2"]
+    code, printed, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    assert slurm_stub.mpi_list_calls == 0  # a dry run asks Slurm nothing
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 0, err
+    ((argv, env),) = slurm_stub.foreground
+    assert printed == shown(argv, env) + "\n"
+    # what the Gloo path and ch-run need, in both
+    assert argv[:2] == ["srun", "--mpi=none"]
+    assert env["USER"] == "alice"
+    assert f"-b {job_dir}:{job_dir}" in printed and f"-c {job_dir}" in printed
+    assert "RendezvousServer" in argv[argv.index("/bin/sh") + 4]
+    assert argv[-3:] == ["train.py", "--epochs", "2"]
+
+
+def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    slurm_stub: Recorder,
+    no_unpack: list[Path],
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    sif = write_sif(job_dir / "cpu_1.sif")
+    args = ["--site", "local", "--image", str(sif), "-N", "2", "--ntasks-per-node", "1", "train.py"]
+    code, printed, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    assert no_unpack == []  # computed from the SIF header, nothing unpacked
+    key = local_runtime.sif_digest(sif)
+    cache = Path(local_runtime.cache_dir())
+    assert f"--set-env={cache / (key + '.env')} {cache / key} -- " in printed
+    assert not cache.exists()
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 0, err
+    assert no_unpack == [cache / key]
+    ((argv, env),) = slurm_stub.foreground
+    assert printed == shown(argv, env) + "\n"
+    assert argv[1] == "--mpi=pmix"
+
+
+# --- batch scripts get the same preparation ---------------------------------------------------
+
+
+def test_batch_script_runs_the_gloo_wrapper_with_mpi_none(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, slurm_stub: Recorder
+) -> None:
+    # the audit's example: /tmp as a directory image
+    code, script, err = cli(capsys, "batch", *GLOO_ARGS, "--image", "/tmp", "x.py")
+    assert code == 0, err
+    srun = shlex.split(script.split("\nsrun ", 1)[1])
+    assert srun[0] == "--mpi=none"
+    assert "/bin/sh" in srun and "RendezvousServer" in script
+    assert srun[-2:] == ["/opt/venv/bin/python", "x.py"]
+    assert "#SBATCH --job-name=x" in script
+    assert "export USER=alice" in script
+    assert slurm_stub.mpi_list_calls == 0
+
+
+def test_batch_submit_sends_the_script_batch_writes(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, slurm_stub: Recorder, tmp_path: Path
+) -> None:
+    image = str(image_dir(tmp_path / "img"))
+    code, written, err = cli(capsys, "batch", *GLOO_ARGS, "--image", image, "train.py")
+    assert code == 0, err
+    code, _, err = cli(capsys, "batch", *GLOO_ARGS, "--image", image, "--submit", "train.py")
+    assert code == 0, err
+    assert slurm_stub.scripts == [written]
+
+
+def test_batch_to_a_file_unpacks_a_local_sif_so_the_script_runs(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, no_unpack: list[Path]
+) -> None:
+    sif = write_sif(job_dir / "cpu_1.sif")
+    code, _, err = cli(
+        capsys, "batch", "--site", "local", "--image", str(sif), "-n", "2", "-o", "job.sh",
+        "train.py",
+    )  # fmt: skip
+    assert code == 0, err
+    root = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    assert no_unpack == [root]
+    script = (job_dir / "job.sh").read_text()
+    assert f" {root} -- /opt/venv/bin/python train.py" in script
+    env_file = root.parent / f"{root.name}.env"
+    assert env_file.read_text() == "PATH=/opt/venv/bin:/usr/bin\n"
+    assert (root / str(job_dir).lstrip("/")).is_dir()  # the bind destination exists in it
+
+
+# --- preflight of the image the launch really uses ----------------------------------------------
+
+
+def test_recipe_without_image_checks_the_templated_image(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, slurm_stub: Recorder
+) -> None:
+    args = ["--site", "local", "--recipe", "cpu-bookworm", "-N", "2", "--ntasks-per-node", "1"]
+    code, _, err = cli(capsys, "run", *args, "train.py")
+    assert code == 2
+    assert err == (
+        "hvd-container: error: image of recipe cpu-bookworm (site local's images.template) "
+        "cpu-bookworm_1.sif: no such file or directory (make it with `hvd-container build` then "
+        "`hvd-container convert --to sif`)\n"
+    )
+    assert slurm_stub.scripts == []
+
+
+def test_recipe_without_image_uses_the_templated_sif(
+    capsys: pytest.CaptureFixture[str],
+    job_dir: Path,
+    slurm_stub: Recorder,
+    no_unpack: list[Path],
+) -> None:
+    sif = write_sif(job_dir / "cpu-bookworm_1.sif", {"org.hvd-container.arch": "amd64"})
+    args = ["--site", "local", "--recipe", "cpu-bookworm", "-N", "2", "--ntasks-per-node", "1"]
+    code, _, err = cli(capsys, "run", "--detach", *args, "train.py")
+    assert code == 0, err
+    root = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    assert no_unpack == [root]
+    (script,) = slurm_stub.scripts
+    assert f" {root} -- /opt/venv/bin/python train.py" in script
+
+
+def test_sif_labels_are_checked_in_a_dry_run(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, no_unpack: list[Path]
+) -> None:
+    sif = write_sif(job_dir / "p9.sif", {"org.hvd-container.arch": "ppc64le"})
+    code, out, err = cli(capsys, "run", "--site", "local", "--image", str(sif), "--dry-run", "t.py")
+    assert code == 2 and out == ""
+    assert "is built for ppc64le but site local runs amd64" in err
+
+
+def test_missing_image_file_warns_in_a_dry_run_and_stops_a_run(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, slurm_stub: Recorder
+) -> None:
+    args = ["--site", "zih-alpha", "--image", "gone.sif", "-n", "8"]
+    code, out, err = cli(capsys, "run", *args, "--dry-run", "t.py")
+    assert code == 0 and out.startswith("srun ")
+    assert "--image gone.sif: no such file or directory" in err
+    code, out, err = cli(capsys, "run", *args, "t.py")
+    assert code == 2 and out == ""
+    assert err.startswith("hvd-container: error: --image gone.sif: no such file or directory")
+    assert slurm_stub.scripts == []
+
+
+def test_the_mpi_plugin_is_checked_against_srun_only_when_launching(
+    capsys: pytest.CaptureFixture[str],
+    job_dir: Path,
+    slurm_stub: Recorder,
+    tmp_path: Path,
+) -> None:
+    image = str(image_dir(tmp_path / "img"))
+    args = ["--site", "local", "--image", image, "--mpi", "cray_shasta", "-n", "2", "train.py"]
+    code, _, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 2
+    assert (
+        "--mpi=cray_shasta: this cluster's srun does not offer it (allowed: pmix, none, pmi2)"
+        in err
+    )
+
+
+# --- usage --------------------------------------------------------------------------------------
+
+
+def test_an_unknown_option_before_the_script_is_refused(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, slurm_stub: Recorder
+) -> None:
+    code, out, err = cli(
+        capsys,
+        "run",
+        "--site",
+        "zih-alpha",
+        "--image",
+        "x.sif",
+        "--ntask",
+        "8",
+        "t.py",
+        "--dry-run",
+    )
+    assert code == 2 and out == ""
+    assert err.startswith("hvd-container: error: No such option: --ntask") and err.count("\n") == 1
+    assert slurm_stub.scripts == [] and slurm_stub.foreground == []
+
+
+def test_a_script_starting_with_a_dash_goes_after_double_dash(
+    capsys: pytest.CaptureFixture[str], job_dir: Path
+) -> None:
+    code, out, err = cli(
+        capsys, "run", "--site", "zih-alpha", "--image", "docker:u/i:1", "-n", "8", "--dry-run",
+        "--", "-odd.py", "--dry-run",
+    )  # fmt: skip
+    assert code == 0, err
+    assert shlex.split(out)[-3:] == ["python", "./-odd.py", "--dry-run"]
+
+
+def test_mpi_plugin_names_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "run", "--site", "local", "--mpi", "pmi3", "--dry-run", "t.py")
+    assert code == 2
+    assert err == (
+        "hvd-container: error: --mpi: 'pmi3' is not allowed "
+        "(allowed: pmi2, pmix, pmix_v3, pmix_v4, pmix_v5, cray_shasta, none)\n"
+    )
