@@ -66,10 +66,15 @@ def host_venv(image: Path) -> Path:
         shutil.copytree(prepared.root / "opt" / "venv", partial, symlinks=True)
         os.replace(partial, venv)
     # Horovod's MPI ops link against Debian's Open MPI, as in the image
-    if subprocess.run(["dpkg", "-s", "libopenmpi3"], capture_output=True).returncode != 0:
-        sh("apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq",
-           "--no-install-recommends", "libopenmpi3")  # fmt: skip
+    apt_install("libopenmpi3")
     return venv
+
+
+def apt_install(*packages: str) -> None:
+    """Install Debian packages through the testbed's helper (apt-get update first on a fresh
+    machine, waits on the dpkg lock, installs only what is missing)."""
+    lib = ROOT / "testbed" / "_lib.sh"
+    sh("sh", "-c", '. "$1"; shift; tb_apt_install "$@"', "apt_install", str(lib), *packages)
 
 
 def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:

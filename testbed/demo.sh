@@ -24,19 +24,23 @@ sh testbed/sif-tools.sh up
 step "build the $RECIPE recipe"
 $HVD build "$RECIPE"
 
-mkdir -p "$OUT/demo"
-SIF=$(cd "$OUT" && pwd)/$RECIPE.sif
-step "convert it to $SIF"
-$HVD convert "$RECIPE" --to sif -o "$SIF"
-
-step "train on 2 nodes x 1 rank: $HVD run --site local --image $SIF -N 2 --ntasks-per-node 1 examples/pytorch_synthetic.py"
 EXAMPLE=$(pwd)/examples/pytorch_synthetic.py
+# a recipe given as a file must still be found from the run directory
+[ -f "$RECIPE" ] && RECIPE=$(cd "$(dirname "$RECIPE")" && pwd)/$(basename "$RECIPE")
+mkdir -p "$OUT/demo"
 cd "$OUT/demo"
-$HVD run --site local --image "$SIF" -N 2 --ntasks-per-node 1 \
+# `convert` names the SIF <name>_<version>.sif, which is what the local site's
+# images.template gives for --recipe: run finds it in the working directory.
+step "convert it to a SIF in $(pwd)"
+$HVD convert "$RECIPE" --to sif
+
+step "train on 2 nodes x 1 rank: $HVD run --site local --recipe $RECIPE -N 2 --ntasks-per-node 1 examples/pytorch_synthetic.py"
+$HVD run --site local --recipe "$RECIPE" -N 2 --ntasks-per-node 1 \
     "$EXAMPLE" --epochs "$EPOCHS" --checkpoint checkpoints/model.pt
 
 here=$(pwd)
 step "done"
+echo "image:      $(ls -t "$here"/*.sif | head -n 1)"
 echo "checkpoint: $here/checkpoints/model.pt"
 echo "job logs:   $(ls -t "$here"/pytorch_synthetic_*.out | head -n 1) (and .err)"
 echo "jobs:       $HVD jobs"

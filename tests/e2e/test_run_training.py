@@ -54,10 +54,11 @@ def _check_training(stdout: str, controller: str, checkpoint: Path) -> None:
     assert checkpoint.is_file() and checkpoint.stat().st_size > 1000
 
 
-def _train(*extra: str, checkpoint: Path, image: Path, cwd: Path, command: str = "run"):  # type: ignore[no-untyped-def]
+def _train(*extra: str, checkpoint: Path, image: Path | None, cwd: Path, command: str = "run"):  # type: ignore[no-untyped-def]
     return cli(
         *([command] if command == "run" else ["batch"]),
-        "--site", "local", "--image", str(image), "-N", "2", "--ntasks-per-node", "1",
+        "--site", "local", *(["--image", str(image)] if image else []),
+        "-N", "2", "--ntasks-per-node", "1",
         *extra,
         *(["--submit"] if command == "batch" else []),
         str(EXAMPLE), "--epochs", "4", "--checkpoint", str(checkpoint),
@@ -81,13 +82,18 @@ def test_two_node_training_over_gloo(cluster: None, cpu_sif: Path, job_dir: Path
     assert not list((job_dir / ".hvd-container").glob("gloo-*"))  # rendezvous file removed
 
 
-def test_two_node_training_through_batch_submit(
+def test_two_node_training_through_batch_submit_with_the_recipes_sif(
     cluster: None,
     cpu_sif: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
+    # `--recipe` without `--image`: the local site's images.template names the SIF the way
+    # `convert --to sif` does by default (<name>_<version>.sif, in the working directory).
+    (job_dir / "cpu-bookworm_1.sif").symlink_to(cpu_sif)
     checkpoint = job_dir / "batch.pt"
-    result = _train(checkpoint=checkpoint, image=cpu_sif, cwd=job_dir, command="batch")
+    result = _train(
+        "--recipe", "cpu-bookworm", checkpoint=checkpoint, image=None, cwd=job_dir, command="batch"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     job_id = re.search(r"submitted batch job (\d+)", result.stderr).group(1)  # type: ignore[union-attr]
     _check_training(result.stdout, "mpi", checkpoint)
