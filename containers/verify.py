@@ -364,8 +364,9 @@ def docker_runner(client: Any, image: str, timeout: int = 600) -> Runner:
                 client.start(cid)
             except docker.errors.APIError as exc:
                 reason = _api_reason(exc)
-                if _NOT_FOUND.search(reason):
-                    return 127, reason
+                missing = _NOT_FOUND.search(reason)
+                if missing:
+                    return 127, f"{missing[1]}: {missing[2]}" if missing[1] else reason
                 raise StepFailed(f"{what} could not start: {reason}") from None
             status = client.wait(cid, timeout=timeout)
             out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
@@ -384,7 +385,9 @@ def docker_runner(client: Any, image: str, timeout: int = 600) -> Runner:
 
 
 # How runc/containerd say that the command of a container does not exist in its image.
-_NOT_FOUND = re.compile(r"executable file not found|no such file or directory", re.I)
+_NOT_FOUND = re.compile(
+    r'(?:exec: "([^"]+)": )?(executable file not found in \$PATH|no such file or directory)', re.I
+)
 
 
 def _api_reason(exc: Any) -> str:

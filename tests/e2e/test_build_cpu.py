@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -131,3 +132,26 @@ def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry
     manifest = resp.json()
     assert manifest["mediaType"] == MANIFEST_V2 and len(manifest["layers"]) > 3
     assert resp.headers["Docker-Content-Digest"] == result["digest"]
+
+
+def test_verify_image_of_a_recipe_file_uses_its_labels(
+    api: Any, cpu_image: str, tmp_path: Path
+) -> None:
+    recipe = tmp_path / "hvd-test-file.yaml"
+    recipe.write_text(f"extends: {CPU_RECIPE}\nname: hvd-test-file\nchecks:\n  - 'true'\n")
+    try:
+        proc = hvd("build", str(recipe), "--progress", "plain")
+        assert proc.returncode == 0, proc.stderr
+        proc = hvd("verify", "hvd-test-file:1")
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0] == (
+            "hvd-test-file:1: recipe hvd-test-file is not built in; "
+            "verifying against the facts recorded in its labels"
+        )
+        assert lines[-1] == "hvd-test-file:1: verified against the facts recorded in its labels"
+    finally:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            api.remove_image("hvd-test-file:1")

@@ -151,8 +151,9 @@ def test_command_missing_in_the_image_is_a_problem_not_a_traceback() -> None:
     api.start_error = docker.errors.APIError("500 Server Error", explanation=NOT_FOUND)
     result = verify_image("hvd-base/debian:bookworm", docker_runner(api, "x"), "amd64")
     assert result.problems == [
-        f"`horovodrun --check-build` failed (exit 127): {NOT_FOUND}",
-        f"version probe failed (exit 127): {NOT_FOUND}",
+        "`horovodrun --check-build` failed (exit 127): "
+        "horovodrun: executable file not found in $PATH",
+        "version probe failed (exit 127): horovodrun: executable file not found in $PATH",
     ]
     assert api.live == {}
 
