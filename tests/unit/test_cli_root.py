@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -147,3 +149,64 @@ def test_signal_during_write_leaves_nothing_behind(
     assert proc.returncode == code
     assert err.strip().splitlines()[-1] == message
     assert list(context.iterdir()) == []
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_shell_lines(tmp_path: Path) -> list[str]:
+    """The lines of the README's ```sh blocks; `cat > F <<'END'` here-documents are written."""
+    lines: list[str] = []
+    in_block, heredoc, target, body = False, None, Path(), []
+    for line in README.read_text().splitlines():
+        if heredoc is not None:
+            if line == heredoc:
+                target.write_text("".join(f"{b}\n" for b in body))
+                heredoc, body = None, []
+            else:
+                body.append(line)
+        elif line.startswith("```"):
+            in_block = line == "```sh"
+        elif in_block:
+            match = re.fullmatch(r"cat > (\S+) <<'(\w+)'", line)
+            if match:
+                target, heredoc = tmp_path / match.group(1), match.group(2)
+            else:
+                lines.append(line)
+    return lines
+
+
+def _runs_without_engines(argv: list[str]) -> bool:
+    if "--dry-run" in argv or argv[1] in ("render", "recipes", "sites"):
+        return True
+    return argv[1] == "batch" and ("-o" in argv or "--output" in argv)
+
+
+def test_readme_tour_commands_work(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Every engine-free command in the README runs; the others at least parse."""
+    import typer.main
+
+    from hvd_container.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    commands = [
+        shlex.split(line, comments=True)
+        for line in _readme_shell_lines(tmp_path)
+        if line.startswith("hvd-container ")
+    ]
+    runnable = [argv for argv in commands if _runs_without_engines(argv)]
+    assert len(runnable) >= 9 and len(commands) > len(runnable)
+    for argv in runnable:
+        assert main(argv[1:]) == 0, f"{shlex.join(argv)}: {capsys.readouterr().err}"
+        for flag in ("-o", "--output"):
+            if flag in argv:
+                assert (tmp_path / argv[argv.index(flag) + 1]).is_file(), shlex.join(argv)
+    group = typer.main.get_command(app)
+    for argv in commands:
+        if argv not in runnable:  # needs engines: check its command, options and their values
+            ctx = group.make_context("hvd-container", argv[1:])
+            command = group.get_command(ctx, argv[1])  # type: ignore[attr-defined]
+            assert command is not None, shlex.join(argv)
+            command.make_context(argv[1], argv[2:], parent=ctx)
+    dry_runs = [argv for argv in runnable if "--dry-run" in argv]
+    assert dry_runs and all(argv.index("--dry-run") < len(argv) - 1 for argv in dry_runs)
