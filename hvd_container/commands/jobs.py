@@ -40,7 +40,8 @@ def logs(
         bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
     ] = False,
 ) -> None:
-    """Print a job's output file; with -f follow it to the job's end and exit with its code."""
+    """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
+    and exits with its code."""
     from hvd_container.errors import UserError
     from launcher import slurm
 
