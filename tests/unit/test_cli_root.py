@@ -133,6 +133,7 @@ def test_signal_during_write_leaves_nothing_behind(
     tmp_path, signum: int, code: int, message: str
 ) -> None:  # type: ignore[no-untyped-def]
     context = tmp_path / "ctx"
+    context.mkdir()  # kept (it was there before); a directory the call made would be removed
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
         [sys.executable, "-c", _STALLED_WRITE, str(context)],
