@@ -27,6 +27,8 @@ if [ $FORCE = 0 ] && "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
     exit 0
 fi
 command -v debootstrap >/dev/null 2>&1 || tb_apt_install debootstrap
+# Debian's release keys: on other distributions (Ubuntu CI runners) debootstrap needs them.
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || tb_apt_install debian-archive-keyring
 
 ROOT=$(mktemp -d "$HVD_TESTBED_DIR/rootfs-$SUITE.XXXXXX")
 trap 'rm -rf "$ROOT"' EXIT INT TERM
