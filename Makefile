@@ -3,7 +3,8 @@ PYTHON ?= python3
 RECIPE ?= cpu-bookworm
 SITE ?= local
 OUT ?= out
-SIF ?= $(OUT)/$(notdir $(basename $(RECIPE))).sif
+# convert's own name for a recipe's SIF (<name>_<version>.sif), which the local site expects
+SIF ?= $(OUT)/$(shell $(PYTHON) -c "from containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
 
 .PHONY: help install test test-fast test-e2e lint format image sif demo services services-down bench
 

@@ -9,7 +9,7 @@ Prints, for the same 2-rank Horovod job (examples/pytorch_synthetic.py, one rank
     an allocation (srun directly) and outside one (sbatch, then following the job).
 
 Needs the CPU image as a SIF (`make sif`). Usage:
-    python bench/launch.py [--image out/cpu-bookworm.sif] [--repeat 3] [--max-ratio 1.05]
+    python bench/launch.py [--image out/cpu-bookworm_1.sif] [--repeat 3] [--max-ratio 1.05]
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def shlex_join(argv: list[str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm.sif"))
+    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm_1.sif"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-ratio", type=float, default=1.05)
     opts = parser.parse_args()

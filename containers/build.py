@@ -70,7 +70,8 @@ def build_digest(context: Mapping[str, bytes]) -> str:
 def base_image_of(dockerfile: str) -> str:
     for line in dockerfile.splitlines():
         if line.strip().upper().startswith("FROM "):
-            return line.split()[1]
+            # FROM [--platform=...] IMAGE [AS name]
+            return next(word for word in line.split()[1:] if not word.startswith("--"))
     raise UserError("the rendered Dockerfile has no FROM line")
 
 

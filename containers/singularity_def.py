@@ -46,6 +46,7 @@ _HAZARDS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^ENTRYPOINT\s", re.I), "ENTRYPOINT+CMD appends arguments to CMD"),
     (re.compile(r"^CMD\s", re.I), "CMD is handed to bash as a script"),
     (re.compile(r"^WORKDIR\s", re.I), "WORKDIR is not carried into the runscript"),
+    (re.compile(r"^(ENV|ARG|LABEL)\s.*\\[\"']", re.I), "an escaped quote splits the value"),
 ]
 _ENV_LEGACY = re.compile(r"^ENV\s+[A-Za-z_][A-Za-z0-9_]*\s+\S")
 _LABEL_MULTI = re.compile(r'^LABEL\s+(?:[^\s=]+=(?:"(?:[^"\\]|\\.)*"|\S+)\s+)+[^\s=]+=')
@@ -100,8 +101,13 @@ def _spython_convert(dockerfile: str) -> str:
     try:
         parser = DockerParser(None, load=False)
         parser.lines = dockerfile.splitlines(keepends=True)
-        parser.parse()
-        return str(SingularityWriter(parser.recipe).convert())
+        try:
+            parser.parse()
+            return str(SingularityWriter(parser.recipe).convert())
+        except (IndexError, ValueError, KeyError) as exc:  # spython's parser on odd quoting
+            raise UserError(
+                f"Dockerfile cannot be converted: spython failed on it ({type(exc).__name__}: {exc})"
+            ) from None
     finally:
         bot.level = saved
 

@@ -123,3 +123,13 @@ def test_failing_step_names_instruction_and_keeps_last_lines() -> None:
 def test_stream_without_image_is_a_failure() -> None:
     with pytest.raises(BuildFailed, match="without producing an image"):
         list(parse_build_stream(_stream("Step 1/1 : FROM x\n", image=None)))
+
+
+def test_base_image_skips_from_flags() -> None:
+    from containers.build import base_image_of
+
+    assert (
+        base_image_of("# x\nFROM --platform=linux/arm64 debian:bookworm AS base\n")
+        == "debian:bookworm"
+    )
+    assert base_image_of("FROM hvd-base/debian:bookworm\n") == "hvd-base/debian:bookworm"

@@ -192,6 +192,7 @@ HAZARDS = {
     "entrypoint": 'FROM a\nENTRYPOINT ["python"]\n',
     "cmd": "FROM a\nCMD python x.py\n",
     "workdir": "FROM a\nWORKDIR /src\n",
+    "escaped quote": 'FROM a\nENV A="x\\"y" B=2\n',
     "legacy env": "FROM a\nENV PYTHONUNBUFFERED 1\n",
     "multi label": 'FROM a\nLABEL a="x" b="y"\n',
     "relative copy": "FROM a\nCOPY x .\n",
@@ -206,6 +207,11 @@ def test_each_spython_hazard_is_refused(name: str) -> None:
     with pytest.raises(UserError) as info:
         dockerfile_to_definition(dockerfile)
     assert str(info.value) == f"Dockerfile cannot be converted faithfully: {found[0]}"
+
+
+def test_spython_parser_failure_is_one_line() -> None:
+    with pytest.raises(UserError, match=r"^Dockerfile cannot be converted: spython failed on it"):
+        dockerfile_to_definition('FROM a\nENV A="x"y"\n')
 
 
 def test_safe_forms_are_not_hazards() -> None:
