@@ -31,12 +31,21 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="session")
 def jupyter_packages() -> Path:
-    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "jupyter-site"
+    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "jupyter-site-4.6.4"
     if not target.is_dir():
         partial = target.with_name(target.name + ".part")
         shutil.rmtree(partial, ignore_errors=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--target", str(partial), "jupyterlab"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--target",
+                str(partial),
+                "jupyterlab==4.6.4",
+            ],
             check=True,
         )
         os.replace(partial, target)

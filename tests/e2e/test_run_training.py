@@ -108,12 +108,14 @@ def lightning_packages() -> Path:
     import subprocess
     import sys
 
-    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "lightning-site"
+    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "lightning-site-2.6.6"
     if not target.is_dir():
         partial = target.with_name(target.name + ".part")
         shutil.rmtree(partial, ignore_errors=True)
-        packages = ["lightning", "lightning-utilities", "torchmetrics", "fsspec", "tqdm",
-                    "pyyaml", "packaging", "typing-extensions"]  # fmt: skip
+        # Pinned: --no-deps takes no resolver's word, so the set must be known to fit together.
+        packages = ["lightning==2.6.6", "lightning-utilities==0.15.3", "torchmetrics==1.9.0",
+                    "fsspec==2026.9.0", "tqdm==4.70.1", "pyyaml==6.0.3", "packaging==26.3",
+                    "typing-extensions==4.16.0"]  # fmt: skip
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
              str(partial), *packages],
