@@ -137,4 +137,7 @@ def check_layout(ntasks: int | None, nodes: int | None, ntasks_per_node: int | N
     """Gloo ranks take their local size from Slurm: the layout must be uniform."""
     if ntasks is not None and ntasks_per_node is None and (nodes or 1) > 1:
         return "--controller gloo needs the same number of ranks on every node: use -N and --ntasks-per-node instead of -n"
+    if ntasks is not None and ntasks_per_node is not None and ntasks % ntasks_per_node:
+        # Slurm would fill nodes up to --ntasks-per-node and leave the last one short
+        return f"--controller gloo needs the same number of ranks on every node: -n {ntasks} is not a multiple of --ntasks-per-node {ntasks_per_node}"
     return None

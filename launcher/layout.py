@@ -47,9 +47,10 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
     ):
         if value is not None and value < 1:
             raise UserError(f"{flag}: must be 1 or more (got {value})")
-    if n is not None and nodes is not None and per_node is not None and n != nodes * per_node:
+    if n is not None and nodes is not None and per_node is not None and n > nodes * per_node:
+        # fewer is fine: Slurm then reads --ntasks-per-node as a maximum
         raise UserError(
-            f"-n {n} does not equal -N {nodes} x --ntasks-per-node {per_node}: give two of them"
+            f"-n {n} is more than -N {nodes} x --ntasks-per-node {per_node} = {nodes * per_node} tasks: raise -N or --ntasks-per-node, or give only two of them"
         )
     if n is not None and nodes is not None and n < nodes:
         raise UserError(f"-n {n} is fewer tasks than -N {nodes} nodes")
@@ -63,8 +64,9 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
         job_name = job_name or Path(request.script).stem
     elif n is None and per_node is None:
         n = max(site_gpus, 1) * (nodes or 1)
-    elif per_node is not None and nodes is None and n is None:
-        nodes = 1
+    elif per_node is not None and nodes is None:
+        # the ranks per node the user asked for, not the site's GPUs per node, set the nodes
+        nodes = math.ceil(n / per_node) if n is not None else 1
 
     tasks_on_node = per_node or (math.ceil(n / nodes) if n and nodes else n) or 1
     if not request.inside_allocation and nodes is None and n is not None and site_gpus:
@@ -90,10 +92,15 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
             )
         gpus = 0
     elif gpus > site_gpus:
-        where = f"partition {partition}" if partition else f"site {site.name}"
         raise UserError(
-            f"--gpus-per-node {gpus}: {where} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
+            f"--gpus-per-node {gpus}: {_where(site, partition)} has {site_gpus} GPUs per node (allowed: 1..{site_gpus})"
         )
+    elif request.gpus_per_node is None and (per_node is not None or nodes is not None):
+        # like CPUs: more ranks than GPUs on a node is refused (set_device(local_rank) fails);
+        # an explicit --gpus-per-node is the way to share GPUs on purpose
+        problem = _too_many_ranks(site, partition, site_gpus, tasks_on_node, n, nodes, per_node)
+        if problem:
+            raise UserError(problem)
     info = site.scheduler.partition_info(partition)
     node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
     cpus = request.cpus_per_task or (
@@ -105,6 +112,32 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
             f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
         )
     return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
+
+
+def _where(site: Site, partition: str | None) -> str:
+    return f"partition {partition}" if partition else f"site {site.name}"
+
+
+def _too_many_ranks(
+    site: Site,
+    partition: str | None,
+    site_gpus: int,
+    tasks_on_node: int,
+    n: int | None,
+    nodes: int | None,
+    per_node: int | None,
+) -> str | None:
+    """Why tasks_on_node ranks do not fit one per GPU on a node, with the fix; None if they do."""
+    if tasks_on_node <= site_gpus:
+        return None
+    where = _where(site, partition)
+    share = "or pass --gpus-per-node to share GPUs between ranks"
+    if per_node is not None:
+        total = n or per_node * (nodes or 1)
+        fix = f"-N {math.ceil(total / site_gpus)} --ntasks-per-node {site_gpus}"
+        return f"--ntasks-per-node {per_node}: {where} has {site_gpus} GPUs per node, one rank each (allowed: 1..{site_gpus}): use {fix}, {share}"
+    # here -n and -N set the ranks per node (-N alone gets a node's worth of GPUs)
+    return f"-n {n} on -N {nodes} puts {tasks_on_node} ranks on a node but {where} has {site_gpus} GPUs per node, one rank each: use -N {math.ceil((n or 0) / site_gpus)}, {share}"
 
 
 def gpu_flags(style: str, gpus: int) -> list[str]:

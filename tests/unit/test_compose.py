@@ -478,3 +478,58 @@ def test_explicit_gpus_per_node_inside_an_allocation() -> None:
         "neuron", dict(image="x.sif", ntasks=4, gpus_per_node=4, inside_allocation=True)
     ).argv
     assert "--gres=gpu:4" in argv
+
+
+# -n with --ntasks-per-node: the ranks per node asked for set the nodes and the GPUs.
+
+
+@pytest.mark.parametrize(
+    ("site", "fields", "expected"),
+    [
+        (
+            "neuron",
+            dict(image="x.sif", ntasks=8, ntasks_per_node=4, comment="python"),
+            "-N 2 -n 8 --ntasks-per-node=4 --gres=gpu:4 ",
+        ),
+        (
+            "perlmutter",
+            dict(image="u/i:t", ntasks=8, ntasks_per_node=2, account="a_g"),
+            "-N 4 -n 8 --ntasks-per-node=2 --gpus-per-node=2 ",
+        ),
+        # not a multiple: the last node gets the rest (Slurm reads the per-node count as a maximum)
+        (
+            "zih-alpha",
+            dict(image="x.sif", ntasks=10, ntasks_per_node=4),
+            "-N 3 -n 10 --ntasks-per-node=4 --gres=gpu:4 ",
+        ),
+        # all three given, fewer tasks than nodes x per node: kept as asked
+        (
+            "neuron",
+            dict(image="x.sif", ntasks=6, nodes=2, ntasks_per_node=4, comment="python"),
+            "-N 2 -n 6 --ntasks-per-node=4 --gres=gpu:4 ",
+        ),
+        # inside an allocation the nodes are spelled out too (no GPU request on the step)
+        (
+            "neuron",
+            dict(image="x.sif", ntasks=8, ntasks_per_node=4, inside_allocation=True),
+            "srun -N 2 -n 8 --ntasks-per-node=4 singularity ",
+        ),
+    ],
+)
+def test_ntasks_with_ntasks_per_node_sets_the_nodes(
+    site: str, fields: dict[str, Any], expected: str
+) -> None:
+    assert expected in plan(site, fields).shell_line()
+
+
+def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
+    from launcher.batch import render_batch
+
+    req = LaunchRequest(
+        script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python", lightning=False
+    )
+    text = render_batch(load_site("neuron"), req)
+    sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH --n")]
+    assert sbatch == ["#SBATCH --nodes=2", "#SBATCH --ntasks=8", "#SBATCH --ntasks-per-node=4"]
+    assert "#SBATCH --gres=gpu:4" in text.splitlines()
+    assert text.rstrip().splitlines()[-1].startswith("srun -N 2 -n 8 --ntasks-per-node=4 ")

@@ -335,7 +335,7 @@ ERRORS: list[tuple[str, str, dict[str, Any]]] = [
         dict(image="/p/x.sqfs", runtime="podman-hpc", ntasks=1),
     ),
     (
-        r"^-n 8 does not equal -N 2 x --ntasks-per-node 3: give two of them$",
+        r"^-n 8 is more than -N 2 x --ntasks-per-node 3 = 6 tasks: raise -N or --ntasks-per-node, or give only two of them$",
         "zih-alpha",
         dict(image="x.sif", ntasks=8, nodes=2, ntasks_per_node=3),
     ),
@@ -444,3 +444,66 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
     # one node, or no GPUs: NCCL does not cross the network
     assert plan("neuron", image="x.sif", nodes=1, comment="pytorch").warnings == []
     assert plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2).warnings == []
+
+
+@pytest.mark.parametrize(
+    ("message", "site", "fields"),
+    [
+        (
+            r"^--ntasks-per-node 16: partition amd_a100nv_8 has 8 GPUs per node, one rank each \(allowed: 1\.\.8\): use -N 2 --ntasks-per-node 8, or pass --gpus-per-node to share GPUs between ranks$",
+            "neuron",
+            dict(image="x.sif", ntasks=16, ntasks_per_node=16, comment="python"),
+        ),
+        (
+            r"^--ntasks-per-node 6: site perlmutter has 4 GPUs per node, one rank each \(allowed: 1\.\.4\): use -N 3 --ntasks-per-node 4, ",
+            "perlmutter",
+            dict(image="u/i:t", nodes=2, ntasks_per_node=6, account="a_g"),
+        ),
+        (
+            r"^-n 16 on -N 1 puts 16 ranks on a node but partition alpha has 8 GPUs per node, one rank each: use -N 2, or pass --gpus-per-node to share GPUs between ranks$",
+            "zih-alpha",
+            dict(image="x.sif", ntasks=16, nodes=1),
+        ),
+        (
+            r"^--ntasks-per-node 3: partition cas_v100_2 has 2 GPUs per node",
+            "neuron",
+            dict(
+                image="x.sif",
+                nodes=1,
+                ntasks_per_node=3,
+                partition="cas_v100_2",
+                inside_allocation=True,
+            ),
+        ),  # fmt: skip
+        (
+            r"^--ntasks-per-node 12: partition alpha has 8 GPUs per node",
+            "zih-alpha",
+            dict(image="x.sif", nodes=1, ntasks_per_node=12, lightning=True),
+        ),
+    ],
+)
+def test_more_ranks_per_node_than_gpus_is_refused(
+    message: str, site: str, fields: dict[str, Any]
+) -> None:
+    fails(message, site, **fields)
+
+
+def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None:
+    shared = plan("neuron", image="x.sif", nodes=1, ntasks_per_node=16, gpus_per_node=8,
+                  comment="python")  # fmt: skip
+    assert "--gres=gpu:8" in shared.argv and "--ntasks-per-node=16" in shared.argv
+    # a site without GPUs, and -n alone inside an allocation (ranks per node unknown)
+    assert plan("local", image="i.sqfs", nodes=1, ntasks_per_node=4).layout.gpus_per_node == 0
+    assert plan("neuron", image="x.sif", ntasks=16, inside_allocation=True).argv[1:3] == [
+        "-n",
+        "16",
+    ]
+
+
+def test_gloo_refuses_an_uneven_last_node() -> None:
+    from launcher import gloo
+
+    assert gloo.check_layout(8, None, 4) is None
+    assert gloo.check_layout(6, None, 4) == (
+        "--controller gloo needs the same number of ranks on every node: -n 6 is not a multiple of --ntasks-per-node 4"
+    )
