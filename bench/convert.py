@@ -3,7 +3,7 @@
     python bench/convert.py [--image TAG] [--compression gzip] [--threads N] [--workdir DIR]
 
 In one run, on the same image and the same disk:
-  bare:   docker export CID | tar2sqfs -c COMP -j N out.sqfs   (the unavoidable work)
+  bare:   docker export CID | tar2sqfs (the native path's flags) out.sqfs   (the unavoidable work)
   native: hvd-container's convert_image_to_sif (export -> filter -> tar2sqfs -> SIF header)
 and prints both times and their ratio (target <= 1.10), the peak extra disk used in the
 output directory during the native conversion relative to the final SIF (target <= 1.10),
@@ -76,18 +76,23 @@ def _docker() -> str:
     return shutil.which("docker") or "docker"
 
 
-def bare(image: str, out: Path, compression: str, threads: int) -> float:
+def bare(image: str, out: Path, compression: str, threads: int, mtime: int | None = None) -> float:
     """docker export | tar2sqfs, timed from export start to tar2sqfs exit."""
+    from containers.convert.sif_native import tar2sqfs_argv
+
+    # The native path's own tar2sqfs flags, so that the ratio compares the same work.
+    argv = tar2sqfs_argv(
+        str(out),
+        compression=compression,
+        threads=threads,
+        mtime=int(time.time()) if mtime is None else mtime,
+    )
     cid = subprocess.run([_docker(), "create", "--entrypoint", "/", image], capture_output=True,
                          text=True, check=True).stdout.strip()  # fmt: skip
     try:
         started = time.monotonic()
         export = subprocess.Popen([_docker(), "export", cid], stdout=subprocess.PIPE)
-        squash = subprocess.run(
-            ["tar2sqfs", "-q", "-f", "-c", compression, "-j", str(threads), str(out)],
-            stdin=export.stdout,
-            check=True,
-        )
+        squash = subprocess.run(argv, stdin=export.stdout, check=True)
         assert export.stdout is not None
         export.stdout.close()
         export.wait()

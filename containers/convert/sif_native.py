@@ -63,7 +63,14 @@ def source_date_epoch() -> int | None:
 
 
 def tar2sqfs_argv(output: str, *, compression: str, threads: int, mtime: int) -> list[str]:
-    """tar2sqfs reading the tar on stdin; -s: fail on records it cannot read, never skip."""
+    """tar2sqfs reading the tar on stdin (also the bare step of bench/convert.py).
+
+    Files keep their own mtimes (tar2sqfs's default); `--defaults mtime=` only dates what the
+    stream has no entry for: the root directory, implied parent directories and the
+    superblock. --no-skip: fail on records it cannot read, never skip them.
+    """
+    # Never add `-k`: since squashfs-tools-ng 0.7 (bookworm has 1.2.0) it is --no-keep-time,
+    # which stamps every file with the default mtime and so breaks .pyc timestamp checks.
     return [
         "tar2sqfs",
         "--quiet",

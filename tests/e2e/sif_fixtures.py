@@ -105,6 +105,29 @@ def mounted(sif: Path, offset: int, where: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False, capture_output=True)
 
 
+def image_mtimes(client: Any, image: str, path: str) -> dict[str, int]:
+    """Entry name -> mtime of path (a file or a directory tree) in the image's filesystem, read
+    from the tar the engine streams for it (`docker cp`: the same merged view as docker export)."""
+    container = client.containers.create(image, entrypoint=["/"], command=[])
+    try:
+        chunks, _stat = container.get_archive(path)
+        data = b"".join(chunks)
+    finally:
+        container.remove(force=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return {member.name: int(member.mtime) for member in tar.getmembers()}
+
+
+def extract_from_sif(sif: Path, offset: int, paths: list[str], where: Path) -> Path:
+    """unsquashfs the given paths of the SIF's partition into where (which must not exist);
+    unsquashfs restores each file's mtime, so os.stat on the result reads the squashfs inode's."""
+    subprocess.run(
+        ["unsquashfs", "-no-progress", "-o", str(offset), "-d", str(where), str(sif), *paths],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return where
+
+
 def ch_run(
     root: Path, *argv: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

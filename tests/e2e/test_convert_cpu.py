@@ -18,6 +18,8 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     charliecloud,
     cli,
     docker_client,
+    extract_from_sif,
+    image_mtimes,
     mounted,
     sif_tools,
 )
@@ -68,6 +70,34 @@ def test_cpu_sif_layout_and_labels(cpu_tag: str, cpu_native_sif: Path, docker_cl
     ).stdout  # fmt: skip
     assert "squashfs-root/.singularity.d/env/10-docker2singularity.sh" in rootfs
     assert "squashfs-root/opt/venv/bin/python" in rootfs
+
+
+HOROVOD_PKG = "opt/venv/lib/python3.11/site-packages/horovod"
+
+
+def test_python_sources_keep_their_mtime_so_pycs_stay_valid(
+    cpu_tag: str,
+    cpu_native_sif: Path,
+    docker_client: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    source = f"{HOROVOD_PKG}/__init__.py"
+    pyc = f"{HOROVOD_PKG}/__pycache__/__init__.cpython-311.pyc"
+    in_image = image_mtimes(docker_client, cpu_tag, f"/{source}")
+    assert list(in_image) == ["__init__.py"], in_image
+    root = extract_from_sif(cpu_native_sif, read_sif(cpu_native_sif).rootfs_offset,
+                            [source, pyc], tmp_path / "x")  # fmt: skip
+    stat = os.lstat(root / source)
+    assert int(stat.st_mtime) == in_image["__init__.py"]
+    # A timestamp .pyc (PEP 552 flags 0) records its source's mtime and size: they must match
+    # inside the SIF, or Python recompiles on every import (the SIF is read-only).
+    header = (root / pyc).read_bytes()[:16]
+    flags = int.from_bytes(header[4:8], "little")
+    if flags == 0:
+        assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
+    else:
+        assert flags & 1, f"unknown .pyc flags {flags}"  # hash-based: mtime not used
 
 
 def test_two_rank_allreduce_from_the_sif_under_charliecloud(

@@ -4,6 +4,7 @@ squashfuse and Charliecloud's ch-run."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     charliecloud,
     cli,
     docker_client,
+    extract_from_sif,
+    image_mtimes,
     import_image,
     mounted,
     shell_image,
@@ -71,6 +74,20 @@ def test_unsquashfs_reads_the_rootfs_in_place(shell_sif: Path) -> None:
         "bin/sh",
     ):
         assert f"squashfs-root/{path}\n" in listing
+
+
+def test_files_keep_their_own_mtime(
+    shell_sif: Path,
+    shell_image: str,  # noqa: F811
+    docker_client: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # The image's entry as the engine streams it: the fixture's tar recorded 1_600_000_000.
+    assert image_mtimes(docker_client, shell_image, "/bin/sh") == {"sh": 1_600_000_000}
+    root = extract_from_sif(shell_sif, read_sif(shell_sif).rootfs_offset, ["bin/sh"],
+                            tmp_path / "x")  # fmt: skip
+    # Not the conversion time: tar2sqfs keeps the stream's mtimes (no -k/--no-keep-time).
+    assert int(os.lstat(root / "bin/sh").st_mtime) == 1_600_000_000
 
 
 def test_runscript_env_and_labels_work_under_charliecloud(
@@ -131,7 +148,14 @@ def test_reproducible_with_source_date_epoch(
                    env=env).returncode == 0  # fmt: skip
         outputs.append((tmp_path / name).read_bytes())
     assert outputs[0] == outputs[1]
-    assert read_sif(tmp_path / "a.sif").created == 1700000000
+    info = read_sif(tmp_path / "a.sif")
+    assert info.created == 1700000000
+    root = extract_from_sif(tmp_path / "a.sif", info.rootfs_offset,
+                            ["bin/sh", "etc/hostname"], tmp_path / "x")  # fmt: skip
+    # Older than the epoch: kept as in the image. Docker writes /etc/hostname when it creates
+    # the export's container, so its mtime is "now" and the clamp brings it to the epoch.
+    assert int(os.lstat(root / "bin/sh").st_mtime) == 1_600_000_000
+    assert int(os.lstat(root / "etc/hostname").st_mtime) == 1700000000
 
 
 def test_missing_image_and_wrong_arch(shell_image: str, tmp_path: Path) -> None:  # noqa: F811

@@ -1,0 +1,73 @@
+"""The tar2sqfs command line of the native SIF path, and bench/convert.py's bare step using it.
+
+(Its effect on a real squashfs, files keeping their mtimes, is checked end to end in
+tests/e2e/test_convert_sif.py and test_convert_cpu.py.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from containers.convert.sif_native import tar2sqfs_argv
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "convert.py"
+
+
+def test_tar2sqfs_keeps_each_files_mtime() -> None:
+    argv = tar2sqfs_argv("/dev/fd/7", compression="zstd", threads=3, mtime=1_700_000_000)
+    assert argv == [
+        "tar2sqfs", "--quiet", "--force", "--no-skip", "--compressor", "zstd",
+        "--num-jobs", "3", "--defaults", "mtime=1700000000", "/dev/fd/7",
+    ]  # fmt: skip
+    # squashfs-tools-ng >= 0.7: -k is --no-keep-time (every file would get mtime=...).
+    assert "-k" not in argv and "--no-keep-time" not in argv
+
+
+class FakeDockerCli:
+    """FAKE subprocess module for bench/convert.py: records command lines instead of running
+    the docker CLI and tar2sqfs (no engine is reachable in unit tests)."""
+
+    PIPE = subprocess.PIPE
+    DEVNULL = subprocess.DEVNULL
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], **_kw: Any) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, stdout="cid0\n")
+
+    def Popen(self, argv: list[str], **_kw: Any) -> Any:  # noqa: N802 (subprocess's name)
+        self.calls.append(list(argv))
+        export = subprocess.CompletedProcess(argv, 0)
+        export.stdout = io.BytesIO()  # type: ignore[assignment]
+        export.wait = lambda: 0  # type: ignore[attr-defined]
+        return export
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> tuple[ModuleType, FakeDockerCli]:
+    spec = importlib.util.spec_from_file_location("bench_convert", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fake = FakeDockerCli()
+    monkeypatch.setattr(module, "subprocess", fake)
+    return module, fake
+
+
+def test_bench_bare_step_uses_the_native_command_line(
+    bench: tuple[ModuleType, FakeDockerCli], tmp_path: Path
+) -> None:
+    module, fake = bench
+    out = tmp_path / "bare.sqfs"
+    module.bare("img:1", out, "xz", 5, mtime=1_650_000_000)
+    squash = [argv for argv in fake.calls if argv[0] == "tar2sqfs"]
+    assert squash == [tar2sqfs_argv(str(out), compression="xz", threads=5, mtime=1_650_000_000)]
+    assert [argv[1] for argv in fake.calls if argv[0] != "tar2sqfs"] == ["create", "export", "rm"]
