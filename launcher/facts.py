@@ -6,6 +6,7 @@ unknown; unknown facts disable the checks that need them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -18,6 +19,18 @@ class ImageFacts:
     mpi_pmi: tuple[str, ...] | None = None  # PMI flavours the image's MPI speaks; () = no MPI
     controllers: tuple[str, ...] | None = None  # Horovod controllers built in
     gpu: bool | None = None
+    lightning: bool | None = None  # PyTorch Lightning installed
+    horovod: bool | None = None  # Horovod installed
+
+
+def _pip_names(requirements: list[str]) -> set[str]:
+    """Normalized project names of pip requirements ("pytorch_lightning>=2" -> pytorch-lightning)."""
+    names = set()
+    for req in requirements:
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+        if match:
+            names.add(re.sub(r"[-_.]+", "-", match[1]).lower())
+    return names
 
 
 def facts_from_recipe(ref: str) -> ImageFacts:
@@ -25,6 +38,7 @@ def facts_from_recipe(ref: str) -> ImageFacts:
     from containers.recipe import load_recipe
 
     recipe = load_recipe(ref)
+    pip = _pip_names(recipe.pip)
     return ImageFacts(
         source=f"recipe {recipe.name}",
         name=recipe.name,
@@ -33,4 +47,6 @@ def facts_from_recipe(ref: str) -> ImageFacts:
         mpi_pmi=tuple(recipe.mpi.pmi) if recipe.mpi is not None else (),
         controllers=tuple(recipe.horovod.controllers) if recipe.horovod is not None else None,
         gpu=recipe.gpu,
+        lightning=recipe.lightning is not None or bool(pip & {"lightning", "pytorch-lightning"}),
+        horovod=recipe.horovod is not None or "horovod" in pip,
     )

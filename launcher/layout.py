@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hvd_container.errors import UserError
 from launcher import pitfalls
-from launcher.lightning import uses_lightning
+from launcher.lightning import lightning_script
 from launcher.sites import Site
 
 if TYPE_CHECKING:
@@ -35,7 +35,11 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
     """Nodes, ranks and GPUs for request on site; Lightning and GPU pitfalls on the way."""
     partition = request.partition or site.scheduler.partition
     site_gpus = site.gpus_per_node(partition)
-    lightning = uses_lightning(request.script) if request.lightning is None else request.lightning
+    lightning, why = request.lightning, None
+    if lightning is None:
+        lightning, why = lightning_script(request.script, request.facts)
+    # the messages say why a script that could not be read counts as a Lightning one
+    script = f"{request.script} ({why})" if why else request.script
     n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
     for flag, value in (
         ("-n/--ntasks", n),
@@ -57,8 +61,12 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
 
     job_name = request.job_name
     if lightning:
-        pitfalls.apply(pitfalls.lightning_layout(request.script, n, per_node, site_gpus), warnings)
-        pitfalls.apply(pitfalls.lightning_job_name(request.script, job_name), warnings)
+        pitfalls.apply(pitfalls.lightning_layout(script, n, per_node, site_gpus), warnings)
+        pitfalls.apply(pitfalls.lightning_job_name(script, job_name), warnings)
+        if why:
+            warnings.append(
+                f"{script}: launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
+            )
         per_node = per_node or max(site_gpus, 1)
         nodes = nodes or 1
         job_name = job_name or Path(request.script).stem

@@ -61,6 +61,13 @@ def facts_from_labels(
         gpu = bool(facts["versions.cuda"])
     elif recipe_facts is not None:
         gpu = recipe_facts.gpu
+    lightning = horovod = None
+    if "versions.python" in facts:
+        # verification's probe ran: a package it did not report is not installed
+        lightning = bool(facts.get("versions.lightning"))
+        horovod = bool(facts.get("versions.horovod")) or "horovod.controllers" in facts
+    elif recipe_facts is not None:
+        lightning, horovod = recipe_facts.lightning, recipe_facts.horovod
     return ImageFacts(
         source=source,
         name=name,
@@ -69,6 +76,8 @@ def facts_from_labels(
         mpi_pmi=mpi_pmi,
         controllers=_split(facts.get("horovod.controllers")),
         gpu=gpu,
+        lightning=lightning,
+        horovod=horovod,
     )
 
 

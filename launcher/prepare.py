@@ -141,9 +141,9 @@ def _gloo(runtime: Runtime, request: LaunchRequest) -> LaunchRequest:
         raise UserError(problem)
     lightning = request.lightning
     if lightning is None:
-        from launcher.lightning import uses_lightning
+        from launcher.lightning import lightning_script
 
-        lightning = uses_lightning(request.script)
+        lightning = lightning_script(request.script, request.facts)[0]
     if request.script.endswith(".py"):
         # a leading '-' would be read as an option by python
         target = f"./{request.script}" if request.script.startswith("-") else request.script

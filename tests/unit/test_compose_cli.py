@@ -197,3 +197,24 @@ def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path) -> None:
     )  # the first run reads YAML and fills the cache
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert second.stdout.splitlines()[-1] == "0 []"
+
+
+def test_lightning_recipe_with_a_script_only_on_the_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    remote = "/scratch/alice/pl_train.py"
+    code, out, err = run(capsys, "--site", "neuron", "--recipe", "lightning-pt113",
+                         "--comment", "pytorch", "-n", "8", "--dry-run", remote)  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"hvd-container: error: {remote} (not readable here; recipe lightning-pt113 has Lightning and no Horovod) uses PyTorch Lightning")  # fmt: skip
+    code = main(["batch", "--site", "neuron", "--recipe", "lightning-pt113", "--comment",
+                 "pytorch", "-N", "2", "--ntasks-per-node", "4", remote])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "#SBATCH --job-name=pl_train" in out.splitlines()
+    assert (
+        out.rstrip()
+        .splitlines()[-1]
+        .startswith("srun --job-name=pl_train -N 2 --ntasks-per-node=4 singularity run --nv ")
+    )

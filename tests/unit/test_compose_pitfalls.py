@@ -507,3 +507,76 @@ def test_gloo_refuses_an_uneven_last_node() -> None:
     assert gloo.check_layout(6, None, 4) == (
         "--controller gloo needs the same number of ranks on every node: -n 6 is not a multiple of --ntasks-per-node 4"
     )
+
+
+# --- a script not readable here: the image decides whether it is a Lightning one ------------
+
+PL_IMAGE = ImageFacts(
+    source="recipe pl", name="pl", version="1", arch="amd64", mpi_pmi=(), lightning=True,
+    horovod=False,
+)  # fmt: skip
+
+
+def test_an_unreadable_script_in_a_lightning_image_is_a_lightning_script() -> None:
+    remote = "/cluster/only/train.py"
+    fails(
+        r"^/cluster/only/train\.py \(not readable here; recipe pl has Lightning and no Horovod\) uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 2 --ntasks-per-node 4 instead of -n 8$",
+        "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, ntasks=8, lightning=None,
+    )  # fmt: skip
+    result = plan(
+        "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, nodes=2, account="a_g",
+        lightning=None,
+    )  # fmt: skip
+    assert result.layout.lightning and result.layout.job_name == "train"
+    assert "-N 2 --ntasks-per-node=4" in result.shell_line() and "-n" not in result.argv
+    assert result.warnings == [
+        "/cluster/only/train.py (not readable here; recipe pl has Lightning and no Horovod): launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        None,
+        ImageFacts(source="recipe x", lightning=True, horovod=True),  # Horovod may drive it
+        ImageFacts(source="recipe x", lightning=True),  # Horovod unknown
+        ImageFacts(source="recipe x", lightning=False, horovod=False),
+    ],
+)
+def test_an_unreadable_script_is_not_lightning_unless_the_image_says_so(
+    facts: ImageFacts | None,
+) -> None:
+    result = plan(
+        "zih-alpha", script="/cluster/only/t.py", image="x.sif", facts=facts, ntasks=8,
+        lightning=None,
+    )  # fmt: skip
+    assert not result.layout.lightning and "-n" in result.argv
+
+
+def test_a_readable_script_wins_over_the_image_facts(tmp_path: Path) -> None:
+    script = write(tmp_path / "hvd.py", "import horovod.torch as hvd\n")
+    result = plan(
+        "zih-alpha", script=str(script), image="x.sif", facts=PL_IMAGE, ntasks=8, lightning=None
+    )
+    assert not result.layout.lightning and result.warnings == []
+
+
+def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
+    pl = facts_from_recipe("lightning-pt113")
+    assert (pl.lightning, pl.horovod) == (True, False)
+    cpu = facts_from_recipe("cpu-bookworm")
+    assert (cpu.lightning, cpu.horovod) == (False, True)
+    from launcher.preflight import facts_from_labels
+
+    probed = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.10.12"}
+    labels = facts_from_labels(
+        {**probed, "org.hvd-container.versions.lightning": "2.0.2"}, "image pl.sif"
+    )
+    assert labels is not None and (labels.lightning, labels.horovod) == (True, False)
+    labels = facts_from_labels(
+        {**probed, "org.hvd-container.versions.horovod": "0.28.1"}, "image h.sif"
+    )
+    assert labels is not None and (labels.lightning, labels.horovod) == (False, True)
+    # no version probe in the labels: nothing known about either
+    labels = facts_from_labels({"org.hvd-container.arch": "amd64"}, "image u.sif")
+    assert labels is not None and (labels.lightning, labels.horovod) == (None, None)
