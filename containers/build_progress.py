@@ -1,7 +1,9 @@
 """How build progress is shown: rich on a terminal, plain lines otherwise, JSON lines for machines.
 
 Every reporter is a callable report(kind, phase, text) (see containers.build.Reporter) plus
-`failure(exc)` to show a failed step (its instruction and the last lines of its output).
+`failure(exc, phase)` to show any failure: the others print the last lines of a failed step's
+output (the one-line error itself comes from the CLI, on stderr); the JSON reporter writes one
+error record on stdout, so that a reader of the JSON lines learns about every failure.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 import sys
 import time
 from typing import Any, TextIO
+
+from hvd_container.errors import exit_code_of
 
 MODES = ("auto", "rich", "plain", "json")
 
@@ -41,7 +45,7 @@ class PlainReporter:
     def __call__(self, kind: str, phase: str, text: str) -> None:
         print(format_plain(kind, phase, text), file=self.out, flush=True)
 
-    def failure(self, exc: Any) -> None:
+    def failure(self, exc: BaseException, phase: str | None = None) -> None:
         tail = getattr(exc, "tail", None)
         if tail:
             print(f"--- last {len(tail)} lines of the failing step ---", file=sys.stderr)
@@ -52,23 +56,44 @@ class PlainReporter:
         pass
 
 
+# The phase of a failure before the first progress event: loading the recipe, reaching the
+# engine, rendering the context.
+SETUP_PHASE = "setup"
+
+
+def error_record(exc: BaseException, phase: str, elapsed: float) -> dict[str, Any]:
+    """The JSON error record of a failure: the CLI's one-line message and exit status."""
+    code = exit_code_of(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        text = "terminated" if code == 143 else "interrupted"  # what the CLI prints for it
+    else:
+        text = str(exc)
+    return {
+        "event": "error",
+        "phase": phase,
+        "text": text,
+        "exit_code": code,
+        "elapsed": round(elapsed, 3),
+        "step": getattr(exc, "step", None),
+        "instruction": getattr(exc, "instruction", None),
+        "tail": getattr(exc, "tail", []),
+    }
+
+
 class JsonReporter:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
         self.start = time.monotonic()
+        self.phase = SETUP_PHASE
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
+        self.phase = phase
         line = format_json(kind, phase, text, time.monotonic() - self.start)
         print(line, file=self.out, flush=True)
 
-    def failure(self, exc: Any) -> None:
-        record = {
-            "event": "error",
-            "text": str(exc),
-            "step": getattr(exc, "step", None),
-            "instruction": getattr(exc, "instruction", None),
-            "tail": getattr(exc, "tail", []),
-        }
+    def failure(self, exc: BaseException, phase: str | None = None) -> None:
+        """One error record (phase: where it failed; default: the phase of the last event)."""
+        record = error_record(exc, phase or self.phase, time.monotonic() - self.start)
         print(json.dumps(record, ensure_ascii=False), file=self.out, flush=True)
 
     def close(self) -> None:
@@ -107,7 +132,7 @@ class RichReporter:
         else:
             self.console.print(f"   [dim]{escape(text)}[/]")
 
-    def failure(self, exc: Any) -> None:
+    def failure(self, exc: BaseException, phase: str | None = None) -> None:
         from rich.markup import escape
 
         self.status.stop()

@@ -17,11 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from hvd_container import __version__
-from hvd_container.errors import UserError
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that every cleanup path (temp files, srun) runs."""
+from hvd_container.errors import Terminated, UserError, exit_code_of
 
 
 class _Interrupted(Exception):
@@ -150,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
         terminated = isinstance(exc, Terminated)
         typer.echo(f"hvd-container: {'terminated' if terminated else 'interrupted'}", err=True)
-        return 143 if terminated else 130
+        return exit_code_of(exc)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

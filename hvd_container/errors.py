@@ -11,3 +11,14 @@ class StepFailed(UserError):
     """An external step (build, push, conversion, job) failed; exit 1."""
 
     exit_code = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every cleanup path (temp files, srun) runs."""
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit status the CLI gives for exc (130 Ctrl-C, 143 SIGTERM, else its exit_code)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return 143 if isinstance(exc, Terminated) else 130
+    return int(getattr(exc, "exit_code", 1))

@@ -59,6 +59,24 @@ def _unreachable(exc: BaseException) -> str:
     )
 
 
+@contextlib.contextmanager
+def engine_errors() -> Iterator[None]:
+    """Engine errors that no step turned into its own message become one StepFailed line.
+
+    For calls outside the steps' own handling (image lookups, labelling, cleanup), e.g. a daemon
+    that stops while a build runs: the user sees one line, never docker-py's traceback.
+    """
+    import docker.errors
+    import requests
+
+    try:
+        yield
+    except requests.exceptions.ConnectionError as exc:
+        raise StepFailed(_unreachable(exc)) from None
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise StepFailed(f"the Docker engine failed: {_api_message(exc)}") from None
+
+
 def context_tar(files: Mapping[str, bytes]) -> bytes:
     """A reproducible tar of the build context (fixed mtimes/owners, sorted names)."""
     buf = io.BytesIO()
@@ -116,8 +134,8 @@ class DockerAPIEngine:
 
 
 def _api_message(exc: BaseException) -> str:
-    explanation = getattr(exc, "explanation", None)
-    return str(explanation or exc).splitlines()[0]
+    text = str(getattr(exc, "explanation", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]:

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from hvd_container.errors import StepFailed, UserError
+
 
 class Progress(str, Enum):
     auto = "auto"
@@ -31,7 +33,11 @@ def build_cmd(
     json_output: JsonOpt = False,
     push: Annotated[
         str | None,
-        typer.Option("--push", metavar="REGISTRY", help="Push the verified image to REGISTRY."),
+        typer.Option(
+            "--push",
+            metavar="REGISTRY",
+            help="Push the verified image to REGISTRY (credentials as for `push`).",
+        ),
     ] = None,
     no_cache: Annotated[
         bool,
@@ -50,23 +56,32 @@ def build_cmd(
     """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
     from containers.build import BuildOptions, build_recipe
     from containers.build_progress import make_reporter
+    from containers.engine.docker_api import engine_errors
     from containers.recipe import load_recipe
-    from hvd_container.errors import StepFailed
 
-    loaded = load_recipe(recipe)
-    if push is not None:
-        from containers.push import remote_ref
-
-        remote_ref(loaded.image_tag, push, "--push")  # a bad --push fails now, not after the build
+    # Made first, so that every failure (recipe, engine, build, push) reaches reporter.failure:
+    # in JSON mode each one ends the stream with an error record.
     reporter = make_reporter(progress.value, json_output)
-    options = BuildOptions(no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip)
+    phase: str | None = None  # None: the phase of the last progress event
     try:
-        result = build_recipe(loaded, reporter, options)
-        pushed = None
-        if push is not None:
-            pushed = _push(result.tag, push, reporter)
-    except StepFailed as exc:
-        reporter.failure(exc)
+        with engine_errors():
+            loaded = load_recipe(recipe)
+            if push is not None:
+                from containers.push import auth_from_env, remote_ref
+
+                # A bad --push or half-set credentials fail now, not after the build.
+                remote_ref(loaded.image_tag, push, "--push")
+                auth_from_env()
+            options = BuildOptions(
+                no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
+            )
+            result = build_recipe(loaded, reporter, options)
+            pushed = None
+            if push is not None:
+                phase = "push"
+                pushed = _push(result.tag, push, reporter)
+    except (UserError, KeyboardInterrupt) as exc:
+        reporter.failure(exc, phase)
         raise
     finally:
         reporter.close()
@@ -106,12 +121,24 @@ def verify_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
+    from containers.build_progress import JsonReporter
+    from containers.engine.docker_api import engine_errors
+
+    try:
+        with engine_errors():
+            _verify(image, recipe, json_output)
+    except (UserError, KeyboardInterrupt) as exc:
+        if json_output:
+            JsonReporter().failure(exc, "verify")
+        raise
+
+
+def _verify(image: str, recipe: str | None, json_output: bool) -> None:
     import docker.errors
 
     from containers.engine.docker_api import docker_client
     from containers.recipe import list_builtin, load_recipe
     from containers.verify import LABEL_PREFIX, docker_runner, fact_labels, verify_image
-    from hvd_container.errors import StepFailed, UserError
 
     api = docker_client()
     try:
@@ -172,11 +199,24 @@ def push_cmd(
     ],
     json_output: JsonOpt = False,
 ) -> None:
-    """Push a built image to a registry and read its digest back from the registry."""
+    """Push a built image to a registry and read its digest back from the registry.
+
+    Credentials: $HVD_REGISTRY_USERNAME and $HVD_REGISTRY_PASSWORD if both are set, else the Docker config ($DOCKER_CONFIG or ~/.docker/config.json, as `docker login` writes it).
+
+    They go only to the engine and are never printed.
+    """
     from containers.build_progress import make_reporter
+    from containers.engine.docker_api import engine_errors
 
     reporter = make_reporter("plain", json_output)
-    result = _push(_image_of(target), registry, reporter)
+    try:
+        with engine_errors():
+            result = _push(_image_of(target), registry, reporter)
+    except (UserError, KeyboardInterrupt) as exc:
+        reporter.failure(exc, "push")
+        raise
+    finally:
+        reporter.close()
     if json_output:
         typer.echo(json.dumps({"event": "result", **result}))
 

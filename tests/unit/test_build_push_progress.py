@@ -71,13 +71,17 @@ def test_json_lines_are_parseable(capsys: pytest.CaptureFixture[str]) -> None:
         "elapsed": 1.235,
     }
     rep = JsonReporter()
-    rep("step", "base", "FROM x")
+    rep("step", "mpi", "RUN false")
     rep.failure(BuildFailed("boom", 3, 9, "RUN false", ["a", "b"]))
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["event"] == "step"
-    assert lines[1] == {
+    error = lines[1]
+    assert isinstance(error.pop("elapsed"), float)
+    assert error == {
         "event": "error",
+        "phase": "mpi",  # the phase of the failing step
         "text": "build failed at step 3/9 `RUN false`: boom",
+        "exit_code": 1,
         "step": 3,
         "instruction": "RUN false",
         "tail": ["a", "b"],

@@ -266,8 +266,13 @@ def test_verify_command_reports_a_label_mismatch_in_one_line(
     )
     assert cli(monkeypatch, api, "verify", "mine:1", "--json") == 1
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["against"] == "the facts recorded in its labels"
-    assert captured.err.splitlines() == [
-        "hvd-container: error: verification of mine:1 failed: "
-        "controllers missing: mpi; tensor ops missing: mpi"
-    ]
+    message = "verification of mine:1 failed: controllers missing: mpi; tensor ops missing: mpi"
+    result, error = (json.loads(line) for line in captured.out.splitlines())
+    assert result["against"] == "the facts recorded in its labels" and result["ok"] is False
+    assert (error["event"], error["phase"], error["text"], error["exit_code"]) == (
+        "error",
+        "verify",
+        message,
+        1,
+    )
+    assert captured.err.splitlines() == [f"hvd-container: error: {message}"]
