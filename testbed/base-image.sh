@@ -31,7 +31,16 @@ command -v debootstrap >/dev/null 2>&1 || tb_apt_install debootstrap
 [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || tb_apt_install debian-archive-keyring
 
 ROOT=$(mktemp -d "$HVD_TESTBED_DIR/rootfs-$SUITE.XXXXXX")
-trap 'rm -rf "$ROOT"' EXIT INT TERM
+# Imported under a temporary tag first: $IMAGE appears only once the whole root filesystem is
+# in, so a failed or interrupted run never leaves a truncated image that later runs skip.
+PARTIAL="hvd-base/debian:$SUITE-partial-$$"
+cleanup() {
+    rm -rf "$ROOT" "$ROOT.log" "$ROOT.tar-ok"
+    "$DOCKER" image rm "$PARTIAL" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 tb_log "debootstrap --variant=minbase $SUITE from $MIRROR"
 debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$ROOT.log" 2>&1 \
     || { tail -n 20 "$ROOT.log" >&2; rm -f "$ROOT.log"; tb_die "debootstrap failed"; }
@@ -40,8 +49,12 @@ rm -f "$ROOT.log"
 echo "deb $MIRROR $SUITE main" >"$ROOT/etc/apt/sources.list"
 rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/archives/*.deb
 tb_log "importing as $IMAGE"
-tar -C "$ROOT" -c . | "$DOCKER" import \
+# sh has no pipefail: tar leaves a marker file only if it succeeded, checked after the import.
+{ tar -C "$ROOT" -c . && : >"$ROOT.tar-ok"; } | "$DOCKER" import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'CMD ["bash"]' \
-    --message "debootstrap --variant=minbase $SUITE $MIRROR" - "$IMAGE" >/dev/null
+    --message "debootstrap --variant=minbase $SUITE $MIRROR" - "$PARTIAL" >/dev/null \
+    || tb_die "docker import failed; $IMAGE left as it was"
+[ -f "$ROOT.tar-ok" ] || tb_die "tar of the root filesystem failed; $IMAGE left as it was"
+"$DOCKER" tag "$PARTIAL" "$IMAGE"
 tb_log "$IMAGE ready ($("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE") bytes)"
