@@ -18,6 +18,8 @@ from hvd_container.errors import UserError
 
 BUILD_FACT_PREFIX = "org.hvd-container."
 _MAX_JSON_OBJECT = 16 * 1024 * 1024
+# Sylabs' writer defaults to 48; anything near this is not a SIF this reader should trust.
+_MAX_DESCRIPTORS = 65536
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,19 @@ def _read_object(fh: Any, desc: SifDescriptor, path: Path) -> bytes:
     return data
 
 
+def label_text(value: Any) -> str:
+    """A label value as text: strings as they are, anything else (a SIF's labels.json may hold
+    numbers, lists, objects) as compact JSON rather than Python's repr."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _labels_from(fh: Any, descriptors: tuple[SifDescriptor, ...], path: Path) -> dict[str, str]:
     for desc in descriptors:
         if desc.datatype == fmt.DATA_LABELS:
-            return _json_object(_read_object(fh, desc, path), desc, path)
+            labels = _json_object(_read_object(fh, desc, path), desc, path)
+            return {str(k): label_text(v) for k, v in labels.items()}
     # Apptainer-built SIFs carry no labels object; their OCI image config has the labels.
     for desc in descriptors:
         if desc.datatype == fmt.DATA_GENERIC_JSON and "oci-config" in desc.name:
@@ -146,7 +157,7 @@ def _labels_from(fh: Any, descriptors: tuple[SifDescriptor, ...], path: Path) ->
                 raise UserError(
                     f"{path}: object {desc.id} ({desc.name}): `Labels` is not an object"
                 )
-            return {str(k): str(v) for k, v in labels.items()}
+            return {str(k): label_text(v) for k, v in labels.items()}
     return {}
 
 
@@ -157,9 +168,53 @@ def _json_object(data: bytes, desc: SifDescriptor, path: Path) -> dict[str, Any]
         raise UserError(
             f"{path}: object {desc.id} ({desc.name}) is not valid JSON: {exc}"
         ) from None
+    except RecursionError:  # a crafted object nested thousands of levels deep
+        raise UserError(
+            f"{path}: object {desc.id} ({desc.name}) is not valid JSON: nested too deeply"
+        ) from None
     if not isinstance(value, dict):
         raise UserError(f"{path}: object {desc.id} ({desc.name}) is not a JSON object")
     return value
+
+
+def _check_header(
+    path: Path,
+    file_size: int,
+    total: int,
+    free: int,
+    descr_offset: int,
+    descr_size: int,
+    data_offset: int,
+    data_size: int,
+) -> None:
+    """One-line errors for header fields that are impossible or point outside the file (a
+    negative offset would otherwise reach fh.seek and fail with EINVAL)."""
+    corrupt = f"{path}: corrupt SIF header:"
+    if not 0 <= total <= _MAX_DESCRIPTORS:
+        raise UserError(f"{corrupt} descriptors total {total} (allowed: 0..{_MAX_DESCRIPTORS})")
+    if not 0 <= free <= total:
+        raise UserError(f"{corrupt} descriptors free {free} (allowed: 0..{total}, the total)")
+    if descr_size != total * fmt.DESCRIPTOR.size:
+        raise UserError(
+            f"{corrupt} descriptors size {descr_size} (allowed: {total * fmt.DESCRIPTOR.size}, "
+            f"{total} descriptors of {fmt.DESCRIPTOR.size} bytes)"
+        )
+    for name, offset, size in (
+        ("descriptors", descr_offset, descr_size),
+        ("data", data_offset, data_size),
+    ):
+        if offset < 0 or size < 0:
+            raise UserError(f"{corrupt} {name} offset {offset}, size {size} (allowed: 0 or more)")
+    if descr_offset + descr_size > file_size:
+        raise UserError(
+            f"{path}: truncated SIF: the descriptor table ends past end of file "
+            f"(bytes {descr_offset}..{descr_offset + descr_size}, file has {file_size})"
+        )
+    if data_offset + data_size > file_size:
+        raise UserError(
+            f"{path}: truncated SIF: header says {data_offset + data_size} bytes, "
+            f"file has {file_size}"
+        )
 
 
 def read_sif(path: str | os.PathLike[str]) -> SifInfo:
@@ -169,58 +224,54 @@ def read_sif(path: str | os.PathLike[str]) -> SifInfo:
         fh = path.open("rb")
     except OSError as exc:
         raise UserError(f"{path}: cannot open: {exc.strerror}") from None
-    with fh:
-        file_size = os.fstat(fh.fileno()).st_size
-        raw = fh.read(fmt.HEADER.size)
-        if len(raw) < fmt.HEADER.size:
-            raise UserError(f"{path}: not a SIF file (only {len(raw)} bytes, header needs 128)")
-        (_launch, magic, _version, arch_code, image_id, created, modified, _free, total,
-         descr_offset, descr_size, data_offset, data_size) = fmt.HEADER.unpack(raw)  # fmt: skip
-        if fmt.cstr(magic) != fmt.MAGIC:
-            raise UserError(f"{path}: not a SIF file (no SIF_MAGIC in the header)")
-        if total < 0 or total > 65536 or descr_size != total * fmt.DESCRIPTOR.size:
-            raise UserError(f"{path}: corrupt SIF header ({total} descriptors, {descr_size} bytes)")
-        if descr_offset + descr_size > file_size:
-            raise UserError(f"{path}: truncated SIF: the descriptor table ends past end of file")
-        if data_offset + data_size > file_size:
+    try:
+        with fh:
+            return _read(fh, path)
+    except OSError as exc:  # EIO and the like, midway
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read(fh: Any, path: Path) -> SifInfo:
+    file_size = os.fstat(fh.fileno()).st_size
+    raw = fh.read(fmt.HEADER.size)
+    if len(raw) < fmt.HEADER.size:
+        raise UserError(f"{path}: not a SIF file (only {len(raw)} bytes, header needs 128)")
+    (_launch, magic, _version, arch_code, image_id, created, modified, free, total,
+     descr_offset, descr_size, data_offset, data_size) = fmt.HEADER.unpack(raw)  # fmt: skip
+    if fmt.cstr(magic) != fmt.MAGIC:
+        raise UserError(f"{path}: not a SIF file (no SIF_MAGIC in the header)")
+    _check_header(path, file_size, total, free, descr_offset, descr_size, data_offset,
+                  data_size)  # fmt: skip
+    fh.seek(descr_offset)
+    table = fh.read(descr_size)
+    descriptors = tuple(
+        d
+        for i in range(total)
+        if (d := _parse_descriptor(table[i * fmt.DESCRIPTOR.size : (i + 1) * fmt.DESCRIPTOR.size]))
+    )
+    for desc in descriptors:
+        if desc.offset < 0 or desc.size < 0:
             raise UserError(
-                f"{path}: truncated SIF: header says {data_offset + data_size} bytes, "
-                f"file has {file_size}"
+                f"{path}: corrupt SIF descriptor: object {desc.id} ({desc.describe()}) has offset "
+                f"{desc.offset}, size {desc.size} (allowed: 0 or more)"
             )
-        fh.seek(descr_offset)
-        table = fh.read(descr_size)
-        descriptors = tuple(
-            d
-            for i in range(total)
-            if (
-                d := _parse_descriptor(
-                    table[i * fmt.DESCRIPTOR.size : (i + 1) * fmt.DESCRIPTOR.size]
-                )
+        if desc.offset + desc.size > file_size:
+            raise UserError(
+                f"{path}: truncated SIF: object {desc.id} ({desc.describe()}) needs bytes "
+                f"{desc.offset}..{desc.offset + desc.size}, file has {file_size}"
             )
-        )
-        for desc in descriptors:
-            if desc.offset < 0 or desc.size < 0 or desc.offset + desc.size > file_size:
-                raise UserError(
-                    f"{path}: truncated SIF: object {desc.id} ({desc.describe()}) needs bytes "
-                    f"{desc.offset}..{desc.offset + desc.size}, file has {file_size}"
-                )
-        primary = next(
-            (
-                d
-                for d in descriptors
-                if d.datatype == fmt.DATA_PARTITION and d.parttype == "*System"
-            ),
-            None,
-        )
-        definition = next(
-            (
-                _read_object(fh, d, path).decode(errors="replace")
-                for d in descriptors
-                if d.datatype == fmt.DATA_DEFFILE
-            ),
-            None,
-        )
-        labels = _labels_from(fh, descriptors, path)
+    primary = next(
+        (d for d in descriptors if d.datatype == fmt.DATA_PARTITION and d.parttype == "*System"),
+        None,
+    )
+    definition = next(
+        (
+            _read_object(fh, d, path).decode(errors="replace")
+            for d in descriptors
+            if d.datatype == fmt.DATA_DEFFILE
+        ),
+        None,
+    )
     return SifInfo(
         path=path,
         uuid=str(uuid.UUID(bytes=image_id)),
@@ -228,7 +279,7 @@ def read_sif(path: str | os.PathLike[str]) -> SifInfo:
         created=created,
         modified=modified,
         descriptors=descriptors,
-        labels={str(k): str(v) for k, v in labels.items()},
+        labels=_labels_from(fh, descriptors, path),
         definition=definition,
         rootfs_offset=primary.offset if primary else 0,
         rootfs_size=primary.size if primary else 0,
