@@ -79,7 +79,10 @@ def prepare_launch(site: Site, request: LaunchRequest, mode: Mode) -> PreparedLa
         preflight.check_mpi_plugin(request.mpi or site.mpi, preflight.srun_mpi_plugins())
     warnings += preflight.gpu_warnings(request.facts, request.gpus_per_node or 0)
     if runtime.kind == "charliecloud":
-        site, request = _charliecloud(site, runtime, request, mode, image_ready=not problem)
+        site, request, skipped = _charliecloud(
+            site, runtime, request, mode, image_ready=not problem
+        )
+        warnings += skipped
     if request.controller == "gloo":
         request = _gloo(runtime, request)
     return PreparedLaunch(site, request, warnings)
@@ -99,8 +102,9 @@ def _with_flags(site: Site, runtime: Runtime, flags: list[str]) -> Site:
 
 def _charliecloud(
     site: Site, runtime: Runtime, request: LaunchRequest, mode: Mode, *, image_ready: bool
-) -> tuple[Site, LaunchRequest]:
-    """ch-run needs $USER, the working and script directories bound, and a directory image."""
+) -> tuple[Site, LaunchRequest, list[str]]:
+    """ch-run needs $USER, the working and script directories bound, and a directory image;
+    also returns the image's environment lines that could not be passed on."""
     from launcher import local_runtime
     from launcher.slurm import current_user
 
@@ -120,16 +124,18 @@ def _charliecloud(
         if not any(b.split(":")[0] == path for b in binds):
             binds.append(f"{path}:{path}")
     image = request.image
+    skipped: list[str] = []
     if image and image_ready:
         if mode == "show":
             prepared = local_runtime.planned(image)
         else:
             dests = [b.split(":")[1] if ":" in b else b for b in binds]
             prepared = local_runtime.prepare(image, mount_points=dests)
+            skipped = list(prepared.warnings)
         site = _with_flags(site, runtime, prepared.ch_run_flags())
         image = str(prepared.root)
     request = replace(request, image=image, workdir=request.workdir or cwd, binds=binds, env=env)
-    return site, request
+    return site, request, skipped
 
 
 def _gloo(runtime: Runtime, request: LaunchRequest) -> LaunchRequest:

@@ -216,6 +216,28 @@ def test_batch_to_a_file_unpacks_a_local_sif_so_the_script_runs(
     assert (root / str(job_dir).lstrip("/")).is_dir()  # the bind destination exists in it
 
 
+def test_batch_warns_about_image_environment_lines_it_cannot_pass_on(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, tmp_path: Path
+) -> None:
+    image = image_dir(tmp_path / "img")
+    write(
+        image / ".singularity.d" / "env" / "90-environment.sh",
+        "#!/bin/sh\nexport VIRTUAL_ENV=/opt/venv\nexport HOST=$(hostname)\n",
+    )
+    code, _, err = cli(
+        capsys, "batch", "--site", "local", "--image", str(image), "-n", "1", "-o", "job.sh",
+        "train.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (
+        f"hvd-container: warning: image {image}: /.singularity.d/env/90-environment.sh:3: "
+        "'export HOST=$(hostname)' uses shell expansion other than $NAME or ${NAME}: not passed "
+        "to ch-run; set it with --env if the job needs it\n"
+    ) in err
+    env_file = local_runtime.planned(str(image)).env_file
+    assert env_file.read_text() == "PATH=/opt/venv/bin:/usr/bin\nVIRTUAL_ENV=/opt/venv\n"
+
+
 # --- preflight of the image the launch really uses ----------------------------------------------
 
 

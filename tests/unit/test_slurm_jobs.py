@@ -120,6 +120,142 @@ def test_image_env_from_the_sif_writer_script(tmp_path: Path) -> None:
     assert image_env(tmp_path) == {"PATH": "/opt/venv/bin:/usr/bin", "GREETING": "a b"}
 
 
+# What Apptainer and SingularityCE write for a Docker image's ENV (insertEnv in
+# internal/pkg/build/sources/conveyorPacker_oci.go): PATH as `export PATH=%q`, every other
+# entry as `export X="${X:-%q}"`, an entry without '=' as `export X="${X:-}"`; %q is Go's
+# quoting of the value after shell.Escape (backslash, ", ` and $ get a backslash).
+APPTAINER_ENV = r"""#!/bin/sh
+export PATH="/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+export NVIDIA_VISIBLE_DEVICES="${NVIDIA_VISIBLE_DEVICES:-"all"}"
+export CUDA_VERSION="${CUDA_VERSION:-"11.7.1"}"
+export NCCL_NET="${NCCL_NET:-"AWS Libfabric"}"
+export EMPTY="${EMPTY:-}"
+export TABBED="${TABBED:-"a\tb"}"
+export WINDOWS="${WINDOWS:-"C:\\\\dir"}"
+export PROMPT="${PROMPT:-"\\$ \\\"quoted\\\" \\`x\\`"}"
+export LABEL="${LABEL:-"café\u00a0✓"}"
+export GREETING="${GREETING:-"café ✓"}"
+"""
+
+# the values Docker gives these variables
+APPTAINER_EXPECTED = {
+    "PATH": "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "NVIDIA_VISIBLE_DEVICES": "all",
+    "CUDA_VERSION": "11.7.1",
+    "NCCL_NET": "AWS Libfabric",
+    "EMPTY": "",
+    "TABBED": "a\tb",
+    "WINDOWS": "C:\\dir",
+    "PROMPT": '$ "quoted" `x`',
+    "LABEL": "caf\u00e9\u00a0\u2713",
+    "GREETING": "café ✓",
+}
+
+
+def _env_dir(root: Path, docker: str | None = None, definition: str | None = None) -> Path:
+    env_dir = root / ".singularity.d" / "env"
+    env_dir.mkdir(parents=True)
+    if docker is not None:
+        (env_dir / "10-docker2singularity.sh").write_text(docker)
+    if definition is not None:
+        (env_dir / "90-environment.sh").write_text(definition)
+    return root
+
+
+def test_image_env_from_apptainers_docker_env_script(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    assert image_env(_env_dir(tmp_path, APPTAINER_ENV), warnings) == APPTAINER_EXPECTED
+    assert warnings == []
+
+
+def test_image_env_agrees_with_sh_for_plain_values(tmp_path: Path) -> None:
+    """Sourced by sh (as Apptainer's action scripts do), values without escapes come out the
+    same. (With escapes sh sees Apptainer's double escaping; Docker's value is the one meant.)"""
+    plain = [line for line in APPTAINER_ENV.splitlines() if "\\" not in line]
+    root = _env_dir(tmp_path, "\n".join(plain) + "\n")
+    script = root / ".singularity.d" / "env" / "10-docker2singularity.sh"
+    done = subprocess.run(
+        ["sh", "-c", f". {script} && exec env -0"], capture_output=True, text=True, env={}
+    )
+    assert done.returncode == 0, done.stderr
+    from_sh = dict(item.split("=", 1) for item in done.stdout.split("\0") if item)
+    parsed = image_env(root)
+    assert set(parsed) == {
+        "PATH",
+        "NVIDIA_VISIBLE_DEVICES",
+        "CUDA_VERSION",
+        "NCCL_NET",
+        "EMPTY",
+        "GREETING",
+    }
+    assert parsed == {name: from_sh[name] for name in parsed}
+
+
+def test_image_env_default_gives_way_to_an_earlier_value(tmp_path: Path) -> None:
+    root = _env_dir(
+        tmp_path,
+        "export NCCL_DEBUG='WARN'\n"
+        'export NCCL_DEBUG="${NCCL_DEBUG:-"INFO"}"\n'
+        "export OMP_NUM_THREADS=\n"
+        'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-"4"}"\n',
+    )
+    assert image_env(root) == {"NCCL_DEBUG": "WARN", "OMP_NUM_THREADS": "4"}
+
+
+def test_image_env_reads_the_definitions_exports_after_the_docker_env(tmp_path: Path) -> None:
+    # 90-environment.sh as Apptainer writes it: its header, then the %environment section
+    # (here the one `hvd-container render --format singularity` gives cpu-bookworm)
+    root = _env_dir(
+        tmp_path,
+        'export PATH="/usr/local/bin:/usr/bin:/bin"\n',
+        "#!/bin/sh\n# Custom environment shell code should follow\n\n"
+        "export VIRTUAL_ENV=/opt/venv\n"
+        "export PATH=/opt/venv/bin:$PATH\n"
+        'export OMPI_ALLOW_RUN_AS_ROOT="1"\n'
+        "export GREETING='it'\"'\"'s ${HOME}'  # a comment\n"
+        'export PY_HOME="${VIRTUAL_ENV}/lib"\n',
+    )
+    warnings: list[str] = []
+    assert image_env(root, warnings) == {
+        "PATH": "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin",
+        "VIRTUAL_ENV": "/opt/venv",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "GREETING": "it's ${HOME}",
+        "PY_HOME": "/opt/venv/lib",
+    }
+    assert warnings == []
+
+
+def test_image_env_skips_lines_it_cannot_parse_with_one_line_warnings(tmp_path: Path) -> None:
+    root = _env_dir(
+        tmp_path,
+        'export GOOD="${GOOD:-"1"}"\nexport BROKEN="${BROKEN:-"unterminated}"\n',
+        "export LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH\n"
+        "export HOST=$(hostname)\n"
+        'if [ -z "$X" ]; then X=1; fi\n'
+        "export AFTER=ok\n",
+    )
+    warnings: list[str] = []
+    assert image_env(root, warnings) == {"GOOD": "1", "AFTER": "ok"}
+    docker, definition = (
+        "/.singularity.d/env/10-docker2singularity.sh",
+        "/.singularity.d/env/90-environment.sh",
+    )
+    assert [w.split(": ")[1] for w in warnings] == [
+        f"{docker}:2",
+        f"{definition}:1",
+        f"{definition}:2",
+        f"{definition}:3",
+    ]
+    assert all(
+        "\n" not in w and w.endswith("not passed to ch-run; set it with --env if the job needs it")
+        for w in warnings
+    )
+    assert "refers to $LD_LIBRARY_PATH, which the image does not set before it" in warnings[1]
+    assert "uses shell expansion other than $NAME or ${NAME}" in warnings[2]
+    assert "is not `export NAME=VALUE`" in warnings[3]
+
+
 def test_gloo_wrapper_runs_the_script_with_the_image_python() -> None:
     script, args = gloo.wrap_program("/opt/venv/bin/python", "train.py", ["--epochs", "2"])
     assert script == "/bin/sh" and args[0] == "-c"
