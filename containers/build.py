@@ -57,14 +57,27 @@ def dockerfile_phases(dockerfile: str) -> list[str]:
     return phases
 
 
-def build_digest(context: Mapping[str, bytes]) -> str:
-    """sha256 over the rendered build context (Dockerfile + every input file), order-free."""
+def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> str:
+    """sha256 over the rendered build context (Dockerfile + every input file), order-free,
+    and the ID of the base image the build starts from (None: not in the engine).
+
+    The base ID is part of it because `FROM name` names a local image that can be remade under
+    the same name (`testbed/base-image.sh --force`, a newer pull): the context is then unchanged
+    but the image built from it is not up to date any more.
+    """
     h = hashlib.sha256()
+    h.update(f"base\0{base_id or ''}\0".encode())
     for name in sorted(context):
         data = context[name]
         h.update(f"{name}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()
+
+
+def engine_build_digest(api: Any, context: Mapping[str, bytes]) -> str:
+    """build_digest of context with the ID its base image has in the engine now."""
+    found = _image_labels(api, base_image_of(context["Dockerfile"].decode()))
+    return build_digest(context, found[0] if found else None)
 
 
 def base_image_of(dockerfile: str) -> str:
@@ -168,9 +181,14 @@ def build_recipe(
     engine = engine or DockerAPIEngine(api, nocache=opts.no_cache)
     context = build_context(recipe)
     dockerfile = context["Dockerfile"].decode()
-    digest = build_digest(context)
     tag = recipe.image_tag
 
+    # The base first: its ID is part of the digest. A base that is still missing here (the
+    # engine pulls it during the build) gives a digest no earlier build labelled: a rebuild.
+    # Whether the host's pip configuration is served (--no-host-pip) is not part of it: the
+    # recipe pins what is installed, the pip configuration only says where it comes from.
+    ensure_base_image(api, recipe, dockerfile, report)
+    digest = engine_build_digest(api, context)
     existing = _image_labels(api, tag)
     if (
         not opts.no_cache
@@ -181,11 +199,11 @@ def build_recipe(
         report("cached", "done", f"{tag} is up to date (build digest {digest[:12]}), not rebuilt")
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
-    ensure_base_image(api, recipe, dockerfile, report)
     phases = dockerfile_phases(dockerfile)
     image_id = _run_engine(engine, api, recipe, context, phases, report, opts)
     try:
-        labels = {BUILD_DIGEST_LABEL: digest}
+        # Again: a base the engine pulled during the build has an ID only now.
+        labels = {BUILD_DIGEST_LABEL: engine_build_digest(api, context)}
         if opts.verify:
             from containers.verify import docker_runner, fact_labels, require_ok, verify_image
 

@@ -52,6 +52,10 @@ def test_build_digest_is_order_free_and_content_sensitive() -> None:
     assert build_digest(a) != build_digest({**a, "Dockerfile": b"FROM y\n"})
     # a file name is part of the digest, not only the bytes
     assert build_digest({"a": b"1"}) != build_digest({"b": b"1"})
+    # so is the base image's ID (a remade base, same name) and whether the engine has it at all
+    assert build_digest(a, "sha256:1") != build_digest(a, "sha256:2")
+    assert build_digest(a, "sha256:1") != build_digest(a)
+    assert build_digest(a, "sha256:1") == build_digest(b, "sha256:1")
 
 
 def test_context_tar_is_reproducible_and_keeps_scripts_executable() -> None:

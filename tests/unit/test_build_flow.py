@@ -16,10 +16,18 @@ from typing import Any
 import docker.errors
 import pytest
 
-from containers.build import BuildOptions, build_recipe, proxy_build_args
+from containers.build import (
+    BUILD_DIGEST_LABEL,
+    BuildOptions,
+    base_image_of,
+    build_digest,
+    build_recipe,
+    proxy_build_args,
+)
 from containers.engine import BuildEvent
 from containers.pipconfig import HostPipConfig
 from containers.recipe import load_recipe
+from containers.render import build_context
 from hvd_container.errors import StepFailed, UserError
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
@@ -78,7 +86,12 @@ class FakeDockerAPI:
 
     def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         self.label_builds += 1  # the labelling build: only reached after verification
-        self.images[kwargs["tag"]] = {"Id": "sha256:labelled", "RepoTags": [kwargs["tag"]]}
+        labels = dict(kwargs.get("labels") or {})
+        self.images[kwargs["tag"]] = {
+            "Id": "sha256:labelled",
+            "RepoTags": [kwargs["tag"]],
+            "Config": {"Labels": labels},
+        }
         yield {"aux": {"ID": "sha256:labelled"}}
 
     # networks
@@ -273,3 +286,57 @@ def test_missing_base_image_script_is_one_line(monkeypatch: pytest.MonkeyPatch) 
         "$HVD_BASE_IMAGE_SCRIPT=/nonexistent/base-image.sh: no such file "
         "(unset it to use the default)"
     )
+
+
+def digest_label(api: FakeDockerAPI) -> str:
+    return str(api.images["cpu-bookworm:1"]["Config"]["Labels"][BUILD_DIGEST_LABEL])
+
+
+def test_unchanged_recipe_and_base_is_a_cache_hit(api: FakeDockerAPI) -> None:
+    _, first = build(api, BuildOptions(use_host_pip=False))
+    _, second = build(api, BuildOptions(use_host_pip=False))
+    assert not first.cached and second.cached
+    assert api.label_builds == 1  # nothing was built (or labelled) the second time
+
+
+def test_remade_base_image_means_a_rebuild(api: FakeDockerAPI) -> None:
+    build(api, BuildOptions(use_host_pip=False))
+    before = digest_label(api)
+    api.images[BASE] = {"Id": "sha256:remade"}  # as after `testbed/base-image.sh --force`
+    messages: list[tuple[str, str, str]] = []
+    _, result = build(api, BuildOptions(use_host_pip=False), messages)
+    assert not result.cached and api.label_builds == 2
+    assert not any("up to date" in text for _, _, text in messages)
+    context = build_context(load_recipe("cpu-bookworm"))
+    assert before == build_digest(context, "sha256:base")
+    assert digest_label(api) == build_digest(context, "sha256:remade")
+
+
+def test_host_pip_or_not_is_the_same_digest(
+    api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --no-host-pip changes where pip downloads from, not what the recipe installs.
+    monkeypatch.setattr("containers.pipconfig.read_host_pip_config", lambda: HostPipConfig())
+    build(api, BuildOptions(pip_config_port=0))
+    with_host_pip = digest_label(api)
+    _, result = build(api, BuildOptions(use_host_pip=False))
+    assert result.cached
+    assert digest_label(api) == with_host_pip
+
+
+def test_base_pulled_during_the_build_is_in_the_label_digest() -> None:
+    recipe = load_recipe("lightning-pt113")  # a registry base: the engine pulls it if missing
+    base = base_image_of(build_context(recipe)["Dockerfile"].decode())
+    api = FakeDockerAPI({})
+    engine = FakeEngine(api)
+    pulled = engine.build
+
+    def pulling(*args: Any, **kwargs: Any) -> Iterator[BuildEvent]:
+        api.images[base] = {"Id": "sha256:pulled"}
+        yield from pulled(*args, **kwargs)
+
+    engine.build = pulling  # type: ignore[method-assign]
+    options = BuildOptions(verify=False, use_host_pip=False)
+    build_recipe(recipe, lambda *_: None, options, engine, api)
+    labels = api.images[recipe.image_tag]["Config"]["Labels"]
+    assert labels[BUILD_DIGEST_LABEL] == build_digest(build_context(recipe), "sha256:pulled")
