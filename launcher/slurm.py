@@ -330,19 +330,30 @@ def follow(
     job_id: str,
     *,
     out: TextIO | None = None,
+    err: TextIO | None = None,
     status: Callable[[str], None] | None = None,
     poll: float = 0.5,
     show_output: bool = True,
 ) -> Job:
-    """Follow a job until it ends: state changes to `status`, its output file to `out`.
+    """Follow a job until it ends: state changes to `status`, its stdout file to `out`, its
+    stderr file to `err` (both to `out` when Slurm writes them to one file).
 
     Returns the final record. Raises StepFailed if Slurm forgets the job before it ends.
     """
     out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     status = status or (lambda line: print(line, file=sys.stderr, flush=True))
-    tails: dict[Path, _Tail] = {}
+    tails: dict[Path, tuple[_Tail, TextIO]] = {}
     last_state = None
     missing = 0
+
+    def copy_new() -> None:
+        for tail, stream in tails.values():
+            text = tail.read_new()
+            if text:
+                stream.write(text)
+                stream.flush()
+
     while True:
         job = job_info(job_id)
         if job is None:
@@ -355,21 +366,18 @@ def follow(
             status(_describe(job))
             last_state = job.state
         if show_output:
-            for path in log_paths(job):
-                tails.setdefault(path, _Tail(path))
-            for tail in tails.values():
-                text = tail.read_new()
-                if text:
-                    out.write(text)
-                    out.flush()
+            # the stdout file first: one file for both streams stays on stdout
+            for path, stream in (
+                (_absolute(job.stdout, job), out),
+                (_absolute(job.stderr, job), err),
+            ):
+                if path is not None and path not in tails:
+                    tails[path] = (_Tail(path), stream)
+            copy_new()
         if job.finished:
             # slurmd may flush the last lines just after the state changes
             time.sleep(min(poll, 0.3))
-            for tail in tails.values():
-                text = tail.read_new()
-                if text:
-                    out.write(text)
-                    out.flush()
+            copy_new()
             return job
         time.sleep(poll)
 

@@ -41,7 +41,7 @@ def logs(
     ] = False,
 ) -> None:
     """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
-    and exits with its code."""
+    (the stderr file to stderr) and exits with its code."""
     from hvd_container.errors import UserError
     from launcher import slurm
 

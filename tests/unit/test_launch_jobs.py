@@ -102,6 +102,28 @@ def test_an_unreadable_log_is_a_one_line_error(
         slurm.follow("31", poll=0)
 
 
+def test_logs_follow_sends_the_err_file_to_stderr(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    write(job_dir / "train_31.out", "epoch 1 loss 0.5\n")
+    write(job_dir / "train_31.err", "Traceback: boom\n")
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    code, out, err = cli(capsys, "logs", "-f", "31")
+    assert code == 1
+    assert out == "epoch 1 loss 0.5\n"
+    assert err == "job 31 FAILED (exit code 1)\nTraceback: boom\n"
+
+
+def test_follow_keeps_one_file_for_both_streams_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+) -> None:
+    write(job_dir / "train_31.out", "all\n")
+    job = _job(job_dir, stderr=str(job_dir / "train_31.out"), state="COMPLETED", exit_status=0)
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: job)
+    assert slurm.follow("31", poll=0, status=lambda line: None).exit_code == 0
+    assert capsys.readouterr() == ("all\n", "")
+
+
 # --- detach -----------------------------------------------------------------------------------
 
 
