@@ -4,8 +4,10 @@ Every task runs a small POSIX sh wrapper (inside the container, before the train
 task 0 starts Horovod's own `RendezvousServer` in the background with the image's python and
 publishes "ADDR PORT" in a file in the shared working directory; every task then exports the
 HOROVOD_* variables horovodrun would set (rank, sizes, rendezvous address, interface) from
-Slurm's per-task variables and runs the script. The wrapper is an argv prefix, so it goes
-through the same composition as any other program.
+Slurm's per-task variables and runs the script. Should the server die before it publishes
+its address, task 0 writes "failed CODE" in that file instead, so the other tasks stop at once
+rather than after the 120 s wait. The wrapper is an argv prefix, so it goes through the same
+composition as any other program.
 """
 
 from __future__ import annotations
@@ -103,6 +105,12 @@ if [ "$SLURM_PROCID" = 0 ]; then
 fi
 i=0
 while [ ! -s "$file" ]; do
+    if [ -n "$server" ] && ! kill -0 "$server" 2>/dev/null; then
+        # the server died before publishing: say so in the file, or every task waits 120 s
+        wait "$server"
+        echo "failed $?" >"$file.$$" && mv -f "$file.$$" "$file"
+        break
+    fi
     i=$((i + 1))
     if [ "$i" -gt 1200 ]; then
         echo "hvd-container gloo: no rendezvous address in $file after 120 s" >&2
@@ -111,6 +119,10 @@ while [ ! -s "$file" ]; do
     sleep 0.1
 done
 read -r addr port <"$file"
+if [ "$addr" = failed ]; then
+    echo "hvd-container gloo: Horovod's rendezvous server on task 0 exited with code $port before it started; see task 0's error" >&2
+    exit 1
+fi
 export HOROVOD_GLOO_RENDEZVOUS_ADDR="$addr" HOROVOD_GLOO_RENDEZVOUS_PORT="$port"
 export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE="$iface"
 export HOROVOD_RANK="$SLURM_PROCID" HOROVOD_SIZE="$SLURM_STEP_NUM_TASKS"

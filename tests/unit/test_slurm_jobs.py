@@ -309,3 +309,58 @@ def test_jupyter_token_is_random_and_not_on_the_command_line() -> None:
     assert "--port=23456" in req.args and req.nodes == 1 and req.ntasks_per_node == 1
     ports = {jupyter.random_port() for _ in range(20)}
     assert len(ports) > 1 and all(20000 <= p < 60000 for p in ports)
+
+
+def _gloo_step(tmp_path: Path, server_code: str, script: Path) -> list[tuple[int, str, str]]:
+    """Tasks 1 and 0 of a 2-task step run the Gloo wrapper with sh, as srun would start them;
+    (exit code, stdout, stderr) of each, killed after 20 s (the wrapper's own wait is 120 s)."""
+    _, args = gloo.wrap_program(sys.executable, str(script), [])
+    args[3] = server_code
+    tasks = []
+    for rank in (1, 0):
+        env = {
+            "PATH": "/usr/bin:/bin", "SLURM_PROCID": str(rank), "SLURM_JOB_ID": "7",
+            "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2",
+            "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_STEP_NUM_NODES": "1",
+            "HOROVOD_GLOO_IFACE": "lo", "HVD_GLOO_DIR": str(tmp_path / "rdv"),
+        }  # fmt: skip
+        tasks.append(
+            subprocess.Popen(
+                ["sh", *args], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )  # fmt: skip
+        )
+    try:
+        outputs = [task.communicate(timeout=20) for task in tasks]
+        return [(task.returncode, *output) for task, output in zip(tasks, outputs, strict=True)]
+    finally:
+        for task in tasks:
+            task.kill()
+            task.wait()
+
+
+def test_gloo_tasks_stop_at_once_when_the_rendezvous_server_dies(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("print('trained')\n")
+    crash = "import sys; sys.exit('no horovod here')"
+    message = "hvd-container gloo: Horovod's rendezvous server on task 0 exited with code 1 before it started; see task 0's error\n"
+    assert _gloo_step(tmp_path, crash, script) == [
+        (1, "", message),
+        (1, "", f"no horovod here\n{message}"),
+    ]
+
+
+def test_gloo_tasks_read_the_published_address(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import os, time\nprint(os.environ['HOROVOD_RANK'], os.environ['HOROVOD_GLOO_RENDEZVOUS_ADDR'],"
+        " os.environ['HOROVOD_GLOO_RENDEZVOUS_PORT'])\n"
+        "time.sleep(1 if os.environ['HOROVOD_RANK'] == '0' else 0)  # task 1 reads the file first\n"
+    )
+    publish = (
+        "import os, time\nt = os.environ['HVD_GLOO_FILE']\n"
+        "open(t + '.tmp', 'w').write('127.0.0.1 4321\\n'); os.replace(t + '.tmp', t)\n"
+        "time.sleep(60)\n"
+    )
+    results = _gloo_step(tmp_path, publish, script)
+    assert results == [(0, "1 127.0.0.1 4321\n", ""), (0, "0 127.0.0.1 4321\n", "")]
+    assert list((tmp_path / "rdv").iterdir()) == []  # task 0 removed the address file
