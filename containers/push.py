@@ -1,18 +1,21 @@
 """Push an image to a registry, checking every chunk of the push stream for errors.
 
 docker-py reports a failed push only as an `error` key inside an HTTP 200 stream
-(docker-py#3161, #3277), so each chunk is inspected. Credentials come from the Docker config
-(docker-py reads ~/.docker/config.json) or from HVD_REGISTRY_USERNAME / HVD_REGISTRY_PASSWORD;
-they are passed to the engine and never printed. The pushed manifest's digest is then read back
+(docker-py#3161, #3277), so each chunk is inspected. Credentials come from
+HVD_REGISTRY_USERNAME / HVD_REGISTRY_PASSWORD when both are set, else from the Docker config
+(docker-py's APIClient loads ~/.docker/config.json, or $DOCKER_CONFIG, itself when no
+auth_config is passed); they go to the engine only, and messages from the engine or registry
+are shown with them masked. The pushed manifest's digest is then read back
 from the registry through the engine too (`inspect_distribution`), so the read-back uses the same
 credentials, token auth and TLS/insecure-registry settings as the push itself.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,12 +71,50 @@ def stream_errors(chunks: Iterable[dict[str, Any]]) -> tuple[str | None, str | N
     return None, digest
 
 
-def auth_from_env() -> dict[str, str] | None:
-    user = os.environ.get("HVD_REGISTRY_USERNAME")
-    password = os.environ.get("HVD_REGISTRY_PASSWORD")
+USERNAME_ENV = "HVD_REGISTRY_USERNAME"
+PASSWORD_ENV = "HVD_REGISTRY_PASSWORD"
+
+
+def auth_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
+    """auth_config from $HVD_REGISTRY_USERNAME/PASSWORD; None: docker-py uses the Docker config.
+
+    Only one of the two set is an error: falling back to the Docker config then would push
+    with other credentials than the user meant.
+    """
+    user = environ.get(USERNAME_ENV)
+    password = environ.get(PASSWORD_ENV)
     if user and password:
         return {"username": user, "password": password}
+    if user or password:
+        given, missing = (USERNAME_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USERNAME_ENV)
+        raise UserError(
+            f"${given} is set but ${missing} is not: set both, or neither to use the Docker "
+            "config (~/.docker/config.json)"
+        )
     return None
+
+
+def redact(text: str, auth: Mapping[str, str] | None) -> str:
+    """text with the credentials in auth (as given, and as encoded in request headers) masked.
+
+    For messages that come from the engine or the registry: one that echoes the request must
+    not show the credentials, neither plain nor in the X-Registry-Auth or Basic encoding.
+    Everything is masked, short values too: a mangled message is better than a leaked secret.
+    """
+    if not auth:
+        return text
+    from docker.auth import encode_header
+
+    user, password = auth.get("username", ""), auth.get("password", "")
+    secrets = [
+        encode_header(dict(auth)).decode(),  # X-Registry-Auth, as docker-py sends it
+        base64.b64encode(f"{user}:{password}".encode()).decode(),  # HTTP Basic
+        password,
+        user,
+    ]
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def push_image(
@@ -87,9 +128,10 @@ def push_image(
     import docker.errors
     import requests
 
-    note = report or (lambda _msg: None)
     repo, tag = remote_ref(image, registry)
     remote = f"{repo}:{tag}"
+    auth = auth_from_env()
+    note = report or (lambda _msg: None)
     if api is None:
         from containers.engine.docker_api import docker_client
 
@@ -104,32 +146,33 @@ def push_image(
     try:
         note(f"pushing {remote}")
         try:
-            stream = api.push(repo, tag=tag, stream=True, decode=True, auth_config=auth_from_env())
+            stream = api.push(repo, tag=tag, stream=True, decode=True, auth_config=auth)
             error, digest = stream_errors(_progress(stream, note))
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             error, digest = _first_line(exc), None
         if error:
-            raise StepFailed(f"push of {remote} refused: {error}")
+            raise StepFailed(f"push of {remote} refused: {redact(error, auth)}")
         ok = True
     finally:
         if not ok and not had_tag:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_image(remote, noprune=True)
-    served = read_back_digest(api, remote)
+    served = read_back_digest(api, remote, auth)
     if digest and served != digest:
         raise StepFailed(f"pushed {remote} as {digest}, but the registry serves {served}")
     return PushResult(remote, served)
 
 
-def read_back_digest(api: Any, remote: str) -> str:
+def read_back_digest(api: Any, remote: str, auth: Mapping[str, str] | None = None) -> str:
     """The digest of the manifest the registry serves for remote, asked through the engine."""
     import docker.errors
     import requests
 
     try:
-        info = api.inspect_distribution(remote, auth_config=auth_from_env())
+        info = api.inspect_distribution(remote, auth_config=dict(auth) if auth else None)
     except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-        raise StepFailed(f"pushed {remote}, but cannot read it back: {_one_line(exc)}") from None
+        reason = redact(_one_line(exc), auth)
+        raise StepFailed(f"pushed {remote}, but cannot read it back: {reason}") from None
     digest = (info.get("Descriptor") or {}).get("digest") if isinstance(info, dict) else None
     if not digest:
         raise StepFailed(f"pushed {remote}, but the registry reports no manifest digest for it")

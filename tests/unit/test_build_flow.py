@@ -62,6 +62,7 @@ class FakeDockerAPI:
         self.pushed: list[tuple[str, str]] = []
         self.push_stream: list[dict[str, Any]] = []
         self.distribution: dict[str, Any] | Exception = {}
+        self.auth_configs: list[tuple[str, Any]] = []  # (call, auth_config) of push/read-back
         self._exit: dict[str, tuple[int, str]] = {}
 
     # images
@@ -82,7 +83,9 @@ class FakeDockerAPI:
             del self.images[key]
 
     def tag(self, image: str, repo: str, tag: str) -> None:
-        self.images[f"{repo}:{tag}"] = self.images[image]
+        info = self.images[image]
+        info["RepoTags"] = [*(info.get("RepoTags") or [image]), f"{repo}:{tag}"]
+        self.images[f"{repo}:{tag}"] = info
 
     def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         self.label_builds += 1  # the labelling build: only reached after verification
@@ -121,11 +124,15 @@ class FakeDockerAPI:
         del self.live[cid]
 
     # registry
-    def push(self, repo: str, tag: str, **_: Any) -> Iterator[dict[str, Any]]:
+    def push(
+        self, repo: str, tag: str, auth_config: Any = None, **_: Any
+    ) -> Iterator[dict[str, Any]]:
         self.pushed.append((repo, tag))
+        self.auth_configs.append(("push", auth_config))
         yield from self.push_stream
 
     def inspect_distribution(self, image: str, auth_config: Any = None) -> dict[str, Any]:
+        self.auth_configs.append(("distribution", auth_config))
         if isinstance(self.distribution, Exception):
             raise self.distribution
         return self.distribution
