@@ -191,6 +191,7 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     pitfalls.apply(pitfalls.cleanenv(runtime), warnings)
     modules, findings = pitfalls.shifter_modules(runtime, request.modules)
     pitfalls.apply(findings, warnings)
+    pitfalls.apply(pitfalls.runtime_gpu(site, runtime, modules, layout.gpus_per_node), warnings)
     pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
 
     image = resolve_image(site, request, runtime.kind)

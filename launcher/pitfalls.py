@@ -155,6 +155,32 @@ def shifter_modules(runtime: Runtime, extra: list[str]) -> tuple[list[str], list
     return merged, []
 
 
+def runtime_gpu(site: Site, runtime: Runtime, modules: list[str], gpus: int) -> list[Finding]:
+    """A runtime that leaves the container without the GPUs the job asks for (typically a
+    --runtime the site profile does not configure)."""
+    if gpus <= 0:
+        return []
+    kind = runtime.kind
+    if kind == "shifter" and "gpu" not in modules:
+        lost = "shifter gets no --module=gpu, so the container has no GPU driver or devices"
+        fix = f"pass --module gpu, or add a shifter runtime with modules: [gpu] to site {site.name}'s profile"
+    elif kind == "charliecloud":
+        lost = "ch-run has no GPU option, so the container lacks the host's NVIDIA driver libraries"
+        fix = "inject them with `ch-fromhost --nvidia IMAGE`, or pick --runtime apptainer"
+    elif kind in ("apptainer", "singularity", "podman-hpc") and not runtime.gpu:
+        flag = "--gpu" if kind == "podman-hpc" else "--nv"
+        lost = f"{kind} runs without {flag} (gpu: false for it in site {site.name}'s profile)"
+        fix = f"set gpu: true for the {kind} runtime in the profile"
+    else:
+        return []
+    return [
+        warning(
+            "runtime-no-gpu",
+            f"runtime {kind}: the job asks for {gpus} GPUs per node but {lost}; {fix}",
+        )
+    ]
+
+
 def image_arch(site: Site, partition: str | None, facts: ImageFacts | None) -> list[Finding]:
     """An x86 image does not run on ppc64le nodes (ZIH ml), and so on."""
     if facts is None or facts.arch is None:

@@ -580,3 +580,50 @@ def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
     # no version probe in the labels: nothing known about either
     labels = facts_from_labels({"org.hvd-container.arch": "amd64"}, "image u.sif")
     assert labels is not None and (labels.lightning, labels.horovod) == (None, None)
+
+
+# --- a --runtime override that loses the GPUs ----------------------------------------------
+
+
+def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
+    shifter = plan("neuron", image="u/i:t", runtime="shifter", nodes=1, comment="python")
+    assert not any(a.startswith("--module") for a in shifter.argv)
+    assert shifter.warnings == [
+        "runtime shifter: the job asks for 8 GPUs per node but shifter gets no --module=gpu, so the container has no GPU driver or devices; pass --module gpu, or add a shifter runtime with modules: [gpu] to site neuron's profile"
+    ]
+    fixed = plan(
+        "neuron", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=1, comment="python"
+    )
+    assert "--module=gpu" in fixed.argv and fixed.warnings == []
+    ch = plan("zih-alpha", image="/img", runtime="charliecloud", nodes=1)
+    assert ch.warnings == [
+        "runtime charliecloud: the job asks for 8 GPUs per node but ch-run has no GPU option, so the container lacks the host's NVIDIA driver libraries; inject them with `ch-fromhost --nvidia IMAGE`, or pick --runtime apptainer"
+    ]
+    path = write(
+        tmp_path / "g.yaml",
+        "name: g\nruntime: {kind: apptainer, gpu: false}\n"
+        "scheduler: {gpus_per_node: 4}\n"
+        "other_runtimes:\n  - {kind: podman-hpc, gpu: false}\n",
+    )
+    for kind, flag in (("apptainer", "--nv"), ("podman-hpc", "--gpu")):
+        result = plan_launch(
+            load_site(str(path)),
+            LaunchRequest(script="t.py", image="u/i:t", runtime=kind, nodes=1, lightning=False),
+        )
+        assert flag not in result.argv
+        assert result.warnings == [
+            f"runtime {kind}: the job asks for 4 GPUs per node but {kind} runs without {flag} (gpu: false for it in site g's profile); set gpu: true for the {kind} runtime in the profile"
+        ]
+
+
+def test_runtimes_that_keep_the_gpus_are_not_warned() -> None:
+    for runtime in ("apptainer", "pyxis"):
+        assert plan("zih-alpha", image="u/i:t", runtime=runtime, nodes=1).warnings == []
+    assert plan("zih-alpha", runtime="none", nodes=1).warnings == []
+    assert plan("perlmutter", image="u/i:t", nodes=1, account="a_g").warnings == []
+    assert (
+        plan("perlmutter", image="u/i:t", runtime="podman-hpc", nodes=1, account="a_g").warnings
+        == []
+    )
+    # no GPUs asked for: nothing is lost
+    assert plan("local", image="/img", nodes=1).warnings == []
