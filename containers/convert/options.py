@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from containers.convert.compression import check_compressor
 from hvd_container.errors import UserError
@@ -30,6 +31,18 @@ def check_arch_flag(arch: str | None) -> str | None:
             f"--arch: unknown architecture {arch!r} (allowed: {', '.join(SUPPORTED_ARCHES)})"
         )
     return arch
+
+
+def check_recipe_arch(arch: str | None, recipe: Any) -> None:
+    """--arch against a recipe source, before the engine is asked: the recipe's image is built
+    for its `arch:`, so another --arch could only fail later as a missing or wrong image."""
+    if arch is None or recipe is None or arch == recipe.arch:
+        return
+    raise UserError(
+        f"--arch {arch}: recipe {recipe.name!r} has arch: {recipe.arch}, its image "
+        f"{recipe.image_tag} is built for {recipe.arch} (allowed here: {recipe.arch}; for "
+        f"{arch} set arch: {arch} in a copy of the recipe and build it)"
+    )
 
 
 def check_flags(to: str, engine: str, given: Mapping[str, object]) -> None:

@@ -68,7 +68,7 @@ def convert(
     ] = None,
 ) -> None:
     """Turn a built image into what a site runs."""
-    from containers.convert.options import check_flags
+    from containers.convert.options import check_flags, check_recipe_arch
     from containers.convert.source import default_output, resolve_source
 
     # Flags that the target/engine would ignore are refused before anything else.
@@ -89,6 +89,7 @@ def convert(
         },
     )
     src = resolve_source(source)
+    check_recipe_arch(arch, src.recipe)
     if to is Target.definition:
         from containers.convert.definition import debootstrap_note, write_definition
 

@@ -39,6 +39,25 @@ def test_arch_is_checked_before_the_image(capsys: pytest.CaptureFixture[str]) ->
     assert err == "--arch: unknown architecture 'sparc' (allowed: amd64, arm64, ppc64le)"
 
 
+def test_recipe_arch_mismatch_is_refused_before_the_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = load_recipe(RECIPE)
+    assert recipe.arch == "amd64"
+    code, err = error_of(capsys, "convert", RECIPE, "--to", "sif", "--arch", "arm64")
+    # Not "image not found" / "cannot reach the Docker engine": the engine is never asked.
+    assert (code, err) == (
+        2,
+        "--arch arm64: recipe 'cpu-bookworm' has arch: amd64, its image cpu-bookworm:1 is built "
+        "for amd64 (allowed here: amd64; for arm64 set arch: arm64 in a copy of the recipe and "
+        "build it)",
+    )
+    assert os.listdir(tmp_path) == []
+    # The recipe's own arch passes this check and goes on to the (unreachable) engine.
+    code, err = error_of(capsys, "convert", RECIPE, "--to", "sif", "--arch", "amd64")
+    assert code == 2 and err.startswith("cannot reach the Docker engine (")
+
+
 def test_library_checks_arch_before_the_engine(tmp_path: Path) -> None:
     from containers.convert.sif_native import convert_image_to_sif
 
