@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from hvd_container.errors import UserError
@@ -197,12 +198,12 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def bridge_gateway(client: object | None = None) -> str:
+def bridge_gateway(client: Any | None = None) -> str:
     """The gateway address of Docker's default bridge network (reachable from builds)."""
     from containers.engine.docker_api import docker_client
 
-    api = client or docker_client()
-    networks = api.networks(names=["bridge"])  # type: ignore[attr-defined]
+    api = client or docker_client()  # a docker.APIClient (docker-py has no type information)
+    networks = api.networks(names=["bridge"])
     for net in networks:
         for cfg in (net.get("IPAM") or {}).get("Config") or []:
             if cfg.get("Gateway"):
@@ -213,7 +214,9 @@ def bridge_gateway(client: object | None = None) -> str:
 NO_HOST_PIP_FLAG = "--no-host-pip"
 
 
-def _bind(host: str, port: int, handler: type) -> http.server.ThreadingHTTPServer:
+def _bind(
+    host: str, port: int, handler: type[http.server.BaseHTTPRequestHandler]
+) -> http.server.ThreadingHTTPServer:
     """Bind host:port, or the next free one of the FALLBACK_PORTS after it (port 0: any)."""
     candidates = [port] if port == 0 else range(port, min(port + FALLBACK_PORTS + 1, 65536))
     last: OSError | None = None
@@ -259,7 +262,9 @@ def serve_host_pip_config(
     """Serve the host's pip configuration on host:port while the block runs; yield its URL."""
     config = config or read_host_pip_config()
     port = port if port is not None else configured_port()
-    handler = type("PipConfigHandler", (_Handler,), {})
+    # A subclass per server: the plan (it holds the URL, known once bound) is a class attribute,
+    # as the HTTP server creates a handler per request, and two servers must not share one.
+    handler: type[_Handler] = type("PipConfigHandler", (_Handler,), {})
     server = _bind(host, port, handler)
     actual = server.server_address[1]
     url = f"http://{host}:{actual}"

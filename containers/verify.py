@@ -114,8 +114,8 @@ def expected_check_build(recipe: Recipe) -> CheckBuild:
     hv = recipe.horovod
     assert hv is not None
     frameworks = {"tensorflow" if f == "keras" else f for f in hv.frameworks}
-    controllers = set(hv.controllers)
-    ops = set(controllers)
+    controllers: set[str] = set(hv.controllers)
+    ops = set(controllers)  # plain names: the GPU operations (nccl, mpi) join the controllers
     if hv.gpu_operations:
         ops.add(hv.gpu_operations)
     return CheckBuild(hv.version, frozenset(frameworks), frozenset(controllers), frozenset(ops))
