@@ -45,11 +45,11 @@ services-down:  ## stop what `make services` started
 
 image: install  ## build, verify and tag the image of RECIPE through the Docker engine
 	bash testbed/docker.sh up
-	hvd-container build $(RECIPE)
+	$(PYTHON) -m hvd_container build $(RECIPE)
 
 sif: image  ## convert the image of RECIPE to $(SIF)
 	mkdir -p $(OUT)
-	hvd-container convert $(RECIPE) --to sif -o $(SIF)
+	$(PYTHON) -m hvd_container convert $(RECIPE) --to sif -o $(SIF)
 
 demo: install  ## the whole path on this machine: engines, build, SIF, 2-node training
 	bash testbed/demo.sh
