@@ -13,7 +13,7 @@ import pytest
 import requests
 from build_fixtures import CPU_RECIPE, hvd
 
-from containers.build import BUILD_DIGEST_LABEL, build_digest
+from containers.build import BUILD_DIGEST_LABEL, engine_build_digest
 from containers.push import MANIFEST_V2
 from containers.recipe import load_recipe
 from containers.render import build_context
@@ -63,7 +63,8 @@ def test_cpu_image_is_verified_and_labelled(api: Any, cpu_image: str) -> None:
     assert labels[p + "arch"] == "amd64"
     recipe = load_recipe(CPU_RECIPE)
     assert labels[p + "recipe.digest"] == recipe.digest()
-    assert labels[BUILD_DIGEST_LABEL] == build_digest(build_context(recipe))
+    # the digest covers the rendered context and the base image's ID in the engine
+    assert labels[BUILD_DIGEST_LABEL] == engine_build_digest(api, build_context(recipe))
 
 
 def test_no_ca_bundle_or_pip_config_left_in_the_image(api: Any, cpu_image: str) -> None:

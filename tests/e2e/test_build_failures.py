@@ -78,15 +78,20 @@ def test_interrupted_build_leaves_no_containers(api: Any, cpu_image: str, tmp_pa
         cwd=ROOT,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 300
-    for line in proc.stdout:
-        if f"RUN {marker}" in line:
-            break
-        assert time.monotonic() < deadline
-    time.sleep(3)  # the step's container is running now
-    assert containers_running(api, marker)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 300
+        for line in proc.stdout:
+            if f"RUN {marker}" in line:
+                break
+            assert time.monotonic() < deadline
+        time.sleep(3)  # the step's container is running now
+        assert containers_running(api, marker)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed assertion must not leave the build running
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130
     assert err.strip().splitlines()[-1] == "hvd-container: interrupted"
     for _ in range(40):  # the daemon cancels the step when the client goes away
