@@ -6,6 +6,10 @@ in its temp dir (tar + rootfs + squashfs): a temp dir the user chose (APPTAINER_
 SINGULARITY_TMPDIR, which Apptainer also honours) is used as given and only checked for room;
 otherwise the candidate with the most free space is passed. The build writes to a temporary
 name next to the target that is renamed only on success.
+
+On Ctrl-C or SIGTERM the tool gets the same signal and a bounded time to remove its several-GB
+build-temp directory (Apptainer's build does that on SIGINT/SIGTERM, then exits 1) before it is
+killed; the temporary target is removed either way.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -22,6 +27,8 @@ from containers.convert.output import SIF_MODE, check_output_path, creation_mode
 from hvd_container.errors import StepFailed, UserError
 
 TOOLS = ("apptainer", "singularity")
+# How long an interrupted build may take to clean up its temp dir before it is killed.
+STOP_GRACE_SECONDS = 30.0
 
 
 def find_tool(path: str | None = None) -> str:
@@ -147,12 +154,48 @@ def _image_size(image: str) -> int:
         ) from None
 
 
+def stop_signal(exc: BaseException) -> signal.Signals:
+    """The signal that interrupted us: the CLI raises its `Terminated` (a KeyboardInterrupt) for
+    SIGTERM. Matched by class name so that this library does not import the CLI."""
+    if any(cls.__name__ == "Terminated" for cls in type(exc).__mro__):
+        return signal.SIGTERM
+    return signal.SIGINT
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals, grace: float) -> None:
+    """Pass sig on, wait up to grace seconds for the tool to clean up and exit, then kill it."""
+    # After a Ctrl-C at a terminal the tool (in our process group) has SIGINT already; a second
+    # one is harmless to Apptainer, whose handler runs once. A SIGINT or SIGTERM sent to our
+    # pid alone reaches it only this way.
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):  # too slow, or interrupted again
+        proc.kill()
+        proc.wait()
+
+
+def run_build(argv: list[str], env: Mapping[str, str], grace: float = STOP_GRACE_SECONDS) -> int:
+    """Run the build and return its exit code; on KeyboardInterrupt (Ctrl-C, or the CLI's
+    SIGTERM) the tool is stopped as above before the interrupt goes on."""
+    try:
+        proc = subprocess.Popen(argv, env=dict(env))
+    except OSError as exc:
+        raise UserError(f"--engine apptainer: cannot run {argv[0]}: {exc.strerror}") from None
+    try:
+        return proc.wait()
+    except KeyboardInterrupt as exc:
+        _stop(proc, stop_signal(exc), grace)
+        raise
+
+
 def convert_with_apptainer(
     image: str,
     target: str | os.PathLike[str],
     *,
     archive: Path | None = None,
-    run: Callable[..., subprocess.CompletedProcess[bytes]] = subprocess.run,
+    grace: float = STOP_GRACE_SECONDS,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
     """Build target from the image with the apptainer/singularity on PATH."""
@@ -172,7 +215,7 @@ def convert_with_apptainer(
         argv = build_argv(tool, tmp, source_uri(image, archive))
         if on_step:
             on_step(f"running {shlex.join(argv)}")
-        result = run(argv, env=env)
-        if result.returncode != 0:
-            raise StepFailed(f"{Path(tool).name} build failed (exit {result.returncode})")
+        returncode = run_build(argv, env, grace)
+        if returncode != 0:
+            raise StepFailed(f"{Path(tool).name} build failed (exit {returncode})")
     return target

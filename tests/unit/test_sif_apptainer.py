@@ -1,17 +1,22 @@
 """`convert --to sif --engine apptainer`: the composed command run against the labelled
-Apptainer stand-in (tests/e2e/standins/apptainer, which checks the documented grammar)."""
+Apptainer stand-in (tests/e2e/standins/apptainer, which checks the documented grammar and
+cleans its build-temp dir on SIGINT/SIGTERM as Apptainer's build does)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from containers.convert import sif_apptainer, sif_native
+from hvd_container.cli import Terminated
 from hvd_container.errors import StepFailed, UserError
 
 STANDIN = Path(__file__).resolve().parents[1] / "e2e" / "standins" / "apptainer"
@@ -163,3 +168,97 @@ def test_bad_output_gives_the_native_paths_error(
 def test_missing_tool_is_a_clear_error() -> None:
     with pytest.raises(UserError, match="neither apptainer nor singularity"):
         sif_apptainer.find_tool(path="/nonexistent")
+
+
+def wait_for_build_temp(log: Path, timeout: float = 20.0) -> dict[str, object]:
+    """The stand-in's {"build_temp", "pid"} entry, once its signal handler is in place."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists():
+            for entry in calls(log):
+                if "build_temp" in entry:
+                    return entry
+        time.sleep(0.02)
+    raise AssertionError("the stand-in never started its build")
+
+
+def interrupt_when_building(log: Path, signum: int) -> threading.Thread:
+    """Send signum to this process (not to its group) once the build holds its temp dir."""
+
+    def send() -> None:
+        wait_for_build_temp(log)
+        os.kill(os.getpid(), signum)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def cli_sigterm() -> Iterator[None]:
+    """SIGTERM handled as the CLI's main() does: raise Terminated (a KeyboardInterrupt)."""
+
+    def raise_terminated(_signum: int, _frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_is_passed_on_so_apptainer_cleans_its_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_sigterm: None, signum: int
+) -> None:
+    log = install(tmp_path, monkeypatch)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("APPTAINER_TMPDIR", str(scratch))
+    monkeypatch.setenv("APPTAINER_STANDIN_HANG", "60")
+    archive = tmp_path / "img.tar"
+    archive.write_bytes(b"x" * 100)
+    out = tmp_path / "out"
+    out.mkdir()
+    sender = interrupt_when_building(log, signum)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt) as exc:
+        sif_apptainer.convert_with_apptainer("x:1", out / "x.sif", archive=archive)
+    sender.join()
+    assert isinstance(exc.value, Terminated) == (signum == signal.SIGTERM)
+    assert time.monotonic() - started < 30  # it did not sit out the stand-in's 60 s
+    # The stand-in got the very signal (we sent it to our pid only) and removed its temp dir.
+    building = wait_for_build_temp(log)
+    assert calls(log)[-1] == {
+        "signal": signal.Signals(signum).name,
+        "removed": building["build_temp"],
+    }
+    assert os.listdir(scratch) == []
+    assert os.listdir(out) == []  # the .part target is gone too
+
+
+def test_a_tool_that_ignores_the_signal_is_killed_after_the_grace_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = install(tmp_path, monkeypatch)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("APPTAINER_TMPDIR", str(scratch))
+    monkeypatch.setenv("APPTAINER_STANDIN_HANG", "60")
+    monkeypatch.setenv("APPTAINER_STANDIN_IGNORE_SIGNALS", "1")
+    archive = tmp_path / "img.tar"
+    archive.write_bytes(b"x" * 100)
+    out = tmp_path / "out"
+    out.mkdir()
+    sender = interrupt_when_building(log, signal.SIGINT)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sif_apptainer.convert_with_apptainer("x:1", out / "x.sif", archive=archive, grace=0.5)
+    sender.join()
+    assert 0.5 <= time.monotonic() - started < 30
+    pid = wait_for_build_temp(log)["pid"]
+    assert isinstance(pid, int)
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
+    assert "signal" not in calls(log)[-1]  # it never reacted: its temp dir stays (SIGKILL)
+    assert len(os.listdir(scratch)) == 1
+    assert os.listdir(out) == []
