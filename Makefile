@@ -23,9 +23,10 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-lint:  ## ruff lint + format check
+lint:  ## ruff lint + format check, mypy type check
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
 
 format:  ## apply ruff's formatting and safe fixes
 	$(PYTHON) -m ruff check --fix .
