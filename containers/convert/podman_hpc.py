@@ -1,8 +1,11 @@
 """podman-hpc: `pull` (which also migrates the image to the squashed store) and `rmsqi`.
 
-podman-hpc's pull prints "Pull failed." and still exits 0, and migrating a name:tag that is
-already squashed fails until `rmsqi`: so the squashed store is checked first and the output
-is read for failures.
+From NERSC/podman-hpc's source (1.1.1): `pull` exits non-zero with "Pull failed." when
+podman's pull fails (releases before 1.0.2 exited 0 after it: the output is read as well),
+but a migration that fails after a good pull is only logged and the exit is 0, so the
+squashed store is listed afterwards to confirm. A name already squashed is removed with
+`rmsqi` first, so that the store never holds two images under one name (before 1.0.2 a
+re-pulled tag could leave the old squashed image behind, #53).
 """
 
 from __future__ import annotations
@@ -37,11 +40,27 @@ def rmsqi_argv(ref: str, login_host: str | None = None) -> list[str]:
     return remote(["podman-hpc", "rmsqi", ref], login_host)
 
 
+# podman-hpc's own lookup (ImageStore.get_img_info) tries these in front of a name; podman
+# lists a pulled short name fully qualified (x:1 as docker.io/library/x:1).
+_NAME_PREFIXES = ("", "docker.io/", "docker.io/library/", "localhost/")
+
+
+def store_names(ref: str) -> tuple[str, ...]:
+    """The names `images` may list ref under: with `:latest` when it has no tag, as is and
+    with each of the prefixes podman-hpc resolves names with."""
+    last = ref.rpartition("/")[2]
+    if ":" not in last and "@" not in last:
+        ref += ":latest"
+    return tuple(prefix + ref for prefix in _NAME_PREFIXES)
+
+
 def squashed(images_output: str, ref: str) -> bool:
-    """True if `images` lists ref as a read-only (migrated) image."""
+    """True if `images` lists ref (under any name podman-hpc resolves it to) as a read-only
+    (migrated) image."""
+    names = store_names(ref)
     for line in images_output.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0] == ref and parts[1].lower() == "true":
+        if len(parts) == 2 and parts[0] in names and parts[1].lower() == "true":
             return True
     return False
 

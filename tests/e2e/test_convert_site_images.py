@@ -1,8 +1,9 @@
 """`convert --to shifter|podman-hpc`: real push to the real local registry, then the site tool.
 
 Shifter's image gateway and podman-hpc cannot run here: tests/e2e/standins/ holds STAND-INS
-that reproduce their documented output and exit codes (FAILURE with exit 0, "Pull failed."
-with exit 0, migrate refused until rmsqi) and ask the real registry whether the image exists.
+that reproduce their output and exit codes as their sources have them (shifterimg: FAILURE
+with exit 0; podman-hpc: "Pull failed." with podman's exit code, exit 0 before 1.0.2) and ask
+the real registry whether the image exists.
 """
 
 from __future__ import annotations
@@ -108,9 +109,12 @@ def test_podman_hpc_pull_migrate_and_remigrate(
     assert f"podman-hpc rmsqi {ref}" in log
 
 
-def test_podman_hpc_pull_failed_with_exit_0_is_a_failure(
-    registry: str, standin_env: dict[str, str]
+@pytest.mark.parametrize("pre_1_0_2", [False, True])
+def test_podman_hpc_pull_failed_is_a_failure(
+    registry: str, standin_env: dict[str, str], monkeypatch: Any, pre_1_0_2: bool
 ) -> None:
+    if pre_1_0_2:  # "Pull failed." and exit 0: only the output tells
+        monkeypatch.setenv("PODMAN_HPC_STANDIN_PRE_1_0_2", "1")
     with pytest.raises(StepFailed, match="Pull failed"):
         publish_to_site(
             "hvd-test/never-pushed:1",

@@ -8,6 +8,7 @@ import os
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 
@@ -43,12 +44,12 @@ def state_file(variable: str) -> Path:
     return directory / "state.json"
 
 
-def load(variable: str) -> dict[str, str]:
+def load(variable: str) -> dict[str, Any]:
     path = state_file(variable)
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def save(variable: str, state: dict[str, str]) -> None:
+def save(variable: str, state: dict[str, Any]) -> None:
     state_file(variable).write_text(json.dumps(state))
 
 
