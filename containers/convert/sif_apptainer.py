@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from containers.convert.output import SIF_MODE, check_output_path, creation_mode
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.errors import StepFailed, Terminated, UserError
 
 TOOLS = ("apptainer", "singularity")
 # How long an interrupted build may take to clean up its temp dir before it is killed.
@@ -155,11 +155,9 @@ def _image_size(image: str) -> int:
 
 
 def stop_signal(exc: BaseException) -> signal.Signals:
-    """The signal that interrupted us: the CLI raises its `Terminated` (a KeyboardInterrupt) for
-    SIGTERM. Matched by class name so that this library does not import the CLI."""
-    if any(cls.__name__ == "Terminated" for cls in type(exc).__mro__):
-        return signal.SIGTERM
-    return signal.SIGINT
+    """The signal that interrupted us: the CLI raises Terminated (a KeyboardInterrupt) for
+    SIGTERM, a plain KeyboardInterrupt for Ctrl-C."""
+    return signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals, grace: float) -> None:

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from containers.convert import sif_apptainer, sif_native
-from hvd_container.cli import Terminated
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.errors import StepFailed, Terminated, UserError
 
 STANDIN = Path(__file__).resolve().parents[1] / "e2e" / "standins" / "apptainer"
 GB = 10**9
