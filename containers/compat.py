@@ -107,6 +107,37 @@ def _python_minor(recipe: Recipe) -> int:
     return int(recipe.python.version.split(".")[1])
 
 
+# The `srun --mpi=` plugins the PMI client of each distribution MPI package works with.
+DISTRIBUTION_MPI_PMI: dict[str, tuple[str, ...]] = {
+    # Debian and Ubuntu build Open MPI 4.x against PMIx only (no Slurm PMI-1/PMI-2 support).
+    "openmpi": ("pmix",),
+    # MPICH's built-in PMI client speaks the PMI-1 wire protocol, which Slurm's pmi2 plugin
+    # serves; it has no PMIx client.
+    "mpich": ("pmi2",),
+}
+
+
+def distribution_mpi_pmi(recipe: Recipe) -> Problem | None:
+    """mpi.pmi is what the image's MPI speaks; the launcher trusts it when choosing --mpi."""
+    mpi = recipe.mpi
+    if mpi is None or mpi.source != "apt":
+        return None
+    speaks = DISTRIBUTION_MPI_PMI[mpi.flavor]
+    wrong = [pmi for pmi in mpi.pmi if pmi not in speaks]
+    if not wrong:
+        return None
+    if mpi.flavor == "openmpi":
+        why = (
+            "the distribution's Open MPI is built with PMIx only: under srun --mpi=pmi2 every "
+            'rank aborts in MPI_Init ("OMPI was not built with SLURM\'s PMI support")'
+        )
+        fix = "use pmi: [pmix] (srun --mpi=pmix), or flavor: mpich for srun --mpi=pmi2"
+    else:
+        why = "the distribution's MPICH has no PMIx client (its PMI-1 client is served by srun --mpi=pmi2)"
+        fix = "use pmi: [pmi2], or flavor: openmpi for srun --mpi=pmix"
+    return (("mpi", "pmi"), f"{', '.join(wrong)}: {why}: {fix}")
+
+
 def horovod_cxx17_patch(recipe: Recipe) -> Problem | None:
     """Horovod <= 0.28.1 sets C++14; torch >= 2.1 headers need C++17."""
     hvd, torch = recipe.horovod, recipe.pytorch
@@ -417,6 +448,7 @@ RULES: list[Rule] = [
     lightning_needs_torch,
     horovod_frameworks_present,
     horovod_mpi_needs_mpi,
+    distribution_mpi_pmi,
     nccl_link_needs_nccl_operations,
     horovod_cxx17_patch,
 ]

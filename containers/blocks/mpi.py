@@ -15,9 +15,10 @@ PACKAGES = {
     "mpich": ["mpich", "libmpich-dev"],
 }
 PMI_PACKAGES = {
+    # Open MPI's PMIx component loads the system's libpmix (`srun --mpi=pmix`).
     "pmix": ["libpmix-dev"],
-    # Slurm's PMI2 library, for `srun --mpi=pmi2`.
-    "pmi2": ["libpmi2-0-dev"],
+    # MPICH's PMI-1 client is built in; Slurm's pmi2 plugin serves it (`srun --mpi=pmi2`).
+    "pmi2": [],
 }
 
 

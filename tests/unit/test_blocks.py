@@ -156,8 +156,9 @@ def test_mpi_openmpi_with_pmix_and_version_check(tmp_path: Path) -> None:
 def test_mpi_mpich_with_pmi2(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, mpi={"flavor": "mpich", "pmi": ["pmi2"]})
     text = mpi.render(recipe_of(tmp_path, data))
-    assert "mpich libmpich-dev libpmi2-0-dev" in text
-    assert "openmpi" not in text
+    # MPICH's PMI-1 client is built in: no Slurm PMI library to add
+    assert "install -y --no-install-recommends mpich libmpich-dev \\\n" in text
+    assert "openmpi" not in text and "pmi" not in text
 
 
 def test_mpi_from_image_installs_nothing(tmp_path: Path) -> None:

@@ -188,6 +188,21 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
         "nccl_link only applies with horovod.gpu_operations: nccl",
     ),
     (
+        "distribution_mpi_pmi",
+        merged(CPU_RECIPE, mpi={"flavor": "openmpi", "pmi": ["pmix", "pmi2"]}),
+        ("mpi", "pmi"),
+        "pmi2: the distribution's Open MPI is built with PMIx only: under srun --mpi=pmi2 every "
+        'rank aborts in MPI_Init ("OMPI was not built with SLURM\'s PMI support"): use pmi: '
+        "[pmix] (srun --mpi=pmix), or flavor: mpich for srun --mpi=pmi2",
+    ),
+    (
+        "distribution_mpi_pmi (mpich)",
+        merged(CPU_RECIPE, mpi={"flavor": "mpich", "pmi": ["pmix"]}),
+        ("mpi", "pmi"),
+        "pmix: the distribution's MPICH has no PMIx client (its PMI-1 client is served by srun "
+        "--mpi=pmi2): use pmi: [pmi2], or flavor: openmpi for srun --mpi=pmix",
+    ),
+    (
         "system_python_of_distribution",
         merged(GPU_RECIPE, python={"version": "3.12"}, tensorflow=None),
         ("python", "version"),

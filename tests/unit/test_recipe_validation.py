@@ -129,13 +129,14 @@ def test_extends_merges_and_overrides(tmp_path: Path) -> None:
     write(tmp_path, CPU_RECIPE, "parent.yaml")
     child = write(
         tmp_path,
-        "extends: parent.yaml\nname: child\npip: [rich]\nmpi:\n  pmi: [pmi2]\n",
+        "extends: parent.yaml\nname: child\npip: [rich]\nmpi:\n  version: '4.1.4'\n",
         "child.yaml",
     )
     recipe = load_recipe(child)
     assert recipe.name == "child"
     assert recipe.pip == ["rich"]
-    assert recipe.mpi is not None and recipe.mpi.flavor == "openmpi" and recipe.mpi.pmi == ["pmi2"]
+    assert recipe.mpi is not None and recipe.mpi.flavor == "openmpi"  # from the parent
+    assert recipe.mpi.version == "4.1.4"
 
 
 def test_extends_null_removes_section(tmp_path: Path) -> None:

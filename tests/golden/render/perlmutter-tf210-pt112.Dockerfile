@@ -15,7 +15,7 @@ ENV PATH=/opt/venv/bin:$PATH
 
 # hvd-container phase: mpi
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev libpmi2-0-dev \
+    && apt-get install -y --no-install-recommends mpich libmpich-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN mpirun --version
 
@@ -52,7 +52,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt112"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="1effcbc4192be5ffd54e5adaaba9577230ed8c0490b04acc8aec3665583d757a"
+LABEL org.hvd-container.recipe.digest="144cce899e501b66f305f654dacb33487641a1ff82cfbd880992bd5580e53263"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -15,7 +15,7 @@ ENV PATH=/opt/venv/bin:$PATH
 
 # hvd-container phase: mpi
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev libpmi2-0-dev \
+    && apt-get install -y --no-install-recommends mpich libmpich-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN mpirun --version
 
@@ -52,7 +52,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="98e81a4e9276a900b01d7351bf4cf8d5b82918549545a7f5ef282d466f96b4a6"
+LABEL org.hvd-container.recipe.digest="571d7eb7183c8ab3f22ff90bd8dadc6aa9faa148a1e7caf44ec5975850cc7d8a"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
