@@ -1,14 +1,14 @@
 """Session fixtures shared by the e2e tests: real services started through testbed/ scripts.
 
 `docker_engine` (dockerd), `local_registry` (registry v2 on 127.0.0.1:5000), `base_image`
-(hvd-base/debian:bookworm from debootstrap) and `cpu_image` (the built, verified CPU recipe
-image, reused by other e2e tests). Other workstreams may add fixtures here.
+(hvd-base/debian:bookworm from debootstrap), `cpu_image` (the built, verified CPU recipe
+image, reused by other e2e tests) and `tf_image` (its TensorFlow/Keras sibling).
 """
 
 from __future__ import annotations
 
 import pytest
-from build_fixtures import CPU_RECIPE, REGISTRY, hvd, testbed
+from build_fixtures import CPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +38,14 @@ def cpu_image(base_image: str) -> str:
     from containers.recipe import load_recipe
 
     return load_recipe(CPU_RECIPE).image_tag
+
+
+@pytest.fixture(scope="session")
+def tf_image(base_image: str) -> str:
+    """The TensorFlow/Keras CPU recipe built for real and verified (Horovod's TF ops compiled)."""
+    proc = hvd("build", TF_RECIPE, "--progress", "plain")
+    if proc.returncode != 0:
+        pytest.fail(f"building {TF_RECIPE} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    from containers.recipe import load_recipe
+
+    return load_recipe(TF_RECIPE).image_tag

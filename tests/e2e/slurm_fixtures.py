@@ -96,23 +96,32 @@ def job_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture(scope="session")
-def cpu_sif(request: pytest.FixtureRequest) -> Path:
-    """The CPU training image as a SIF, converted once per image id.
-
-    The image is the build fixture's `cpu_image`, or the Docker tag in $HVD_E2E_CPU_IMAGE.
+def sif_of(tag: str) -> Path:
+    """A Docker image as a SIF, converted once per image id.
 
     Kept under /var/tmp/hvd-e2e so that later sessions reuse the conversion of the same image.
     """
     import docker
 
-    tag = os.environ.get("HVD_E2E_CPU_IMAGE") or request.getfixturevalue("cpu_image")
     run_testbed("sif-tools.sh", "up")
     client: Any = docker.from_env()
-    image_id = client.images.get(str(tag)).id.split(":", 1)[-1][:16]
+    image_id = client.images.get(tag).id.split(":", 1)[-1][:16]
     target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "sif" / f"{image_id}.sif"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        result = cli("convert", str(tag), "--to", "sif", "-o", str(target), timeout=1800)
+        result = cli("convert", tag, "--to", "sif", "-o", str(target), timeout=1800)
         assert result.returncode == 0, result.stderr
     return target
+
+
+@pytest.fixture(scope="session")
+def cpu_sif(request: pytest.FixtureRequest) -> Path:
+    """The CPU training image as a SIF: the build fixture's `cpu_image`, or the Docker tag in
+    $HVD_E2E_CPU_IMAGE."""
+    return sif_of(os.environ.get("HVD_E2E_CPU_IMAGE") or request.getfixturevalue("cpu_image"))
+
+
+@pytest.fixture(scope="session")
+def tf_sif(request: pytest.FixtureRequest) -> Path:
+    """The TensorFlow/Keras CPU image (recipe cpu-bookworm-tf) as a SIF."""
+    return sif_of(request.getfixturevalue("tf_image"))

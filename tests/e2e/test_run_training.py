@@ -2,7 +2,8 @@
 
 The CPU image (torch + Horovod + Debian's Open MPI) converted to SIF runs under ch-run on
 node1 and node2: over MPI (srun --mpi=pmix), over Gloo (Horovod's rendezvous started by the
-launcher), and through `batch --submit`. Each run trains a small model on synthetic data.
+launcher), and through `batch --submit`; Lightning runs on it too, and the Keras example on its
+TensorFlow sibling (recipe cpu-bookworm-tf). Each run trains a small model on synthetic data.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cpu_sif,
     job_dir,
     slurm_cluster,
+    tf_sif,
 )
 
 pytestmark = pytest.mark.e2e
@@ -146,3 +148,37 @@ def test_two_node_lightning_training(
         assert len(losses) == 4 and losses[-1] < losses[0] * 0.8, losses
     assert f"[rank 0] checkpoint written to {checkpoint}" in out
     assert checkpoint.is_file()
+
+
+def test_two_node_keras_training(
+    cluster: None,
+    tf_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """The TensorFlow/Keras example (the five Horovod steps) over MPI on both nodes."""
+    checkpoint = job_dir / "keras" / "model.keras"
+    result = cli(
+        "run", "--site", "local", "--image", str(tf_sif), "-N", "2", "--ntasks-per-node", "1",
+        str(ROOT / "examples" / "tensorflow_keras_synthetic.py"), "--epochs", "4",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for rank, node in ((0, "node1"), (1, "node2")):
+        assert re.search(
+            rf"^\[rank {rank}\] horovod initialised: rank {rank} of size 2, .*host {node}",
+            out,
+            re.M,
+        ), out
+        losses = _losses(out, rank)
+        assert len(losses) == 4, out
+        assert losses[-1] < losses[0] * 0.8, losses
+    # the mean over ranks is an allreduce: both ranks print the same value each epoch
+    means = re.findall(r"^\[rank (\d)\] epoch (\d+) .*mean over ranks ([0-9.]+)", out, re.M)
+    by_epoch: dict[str, set[str]] = {}
+    for _, epoch, mean in means:
+        by_epoch.setdefault(epoch, set()).add(mean)
+    assert len(by_epoch) == 4 and all(len(v) == 1 for v in by_epoch.values()), means
+    assert f"[rank 0] checkpoint written to {checkpoint}" in out
+    assert "[rank 1] checkpoint written" not in out
+    assert checkpoint.is_file() and checkpoint.stat().st_size > 1000

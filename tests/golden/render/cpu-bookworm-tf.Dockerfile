@@ -1,0 +1,58 @@
+# Rendered by hvd-container from recipe cpu-bookworm-tf 1.
+# Do not edit: change the recipe and render again.
+# hvd-container phase: base
+FROM hvd-base/debian:bookworm
+ARG DEBIAN_FRONTEND=noninteractive
+
+# hvd-container phase: base
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-dev python3.11-venv \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3.11 -m venv /opt/venv \
+    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
+ENV VIRTUAL_ENV=/opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+# hvd-container phase: mpi
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN mpirun --version | grep -F 4.1.4
+
+# hvd-container phase: frameworks
+ARG HVD_PIP_CONFIG_URL=
+COPY hvd-pip /usr/local/bin/hvd-pip
+RUN chmod 0755 /usr/local/bin/hvd-pip
+
+# hvd-container phase: frameworks
+RUN hvd-pip install --no-cache-dir tensorflow-cpu==2.15.1
+
+# hvd-container phase: horovod
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
+    && rm -rf /var/lib/apt/lists/*
+RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+RUN hvd_src=$(mktemp -d) \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod==0.28.1 \
+    && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
+    && cd "$hvd_src/horovod-0.28.1" \
+    && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
+    && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
+    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation . \
+    && cd / \
+    && rm -rf "$hvd_src" \
+    && horovodrun --check-build
+
+# hvd-container phase: extras
+RUN hvd-pip install --no-cache-dir numpy==1.26.4
+
+# hvd-container phase: extras
+ENV OMPI_ALLOW_RUN_AS_ROOT="1"
+ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
+LABEL org.hvd-container.recipe.name="cpu-bookworm-tf"
+LABEL org.hvd-container.recipe.version="1"
+LABEL org.hvd-container.recipe.digest="e24c3c93826a6273ce4a6caaa703c086108c6d2822215a9d33e4ec832c88faeb"
+LABEL org.hvd-container.arch="amd64"
+
+# hvd-container phase: checks
+RUN python -c 'import tensorflow as tf, horovod, horovod.tensorflow.keras; print(tf.__version__, horovod.__version__)'
