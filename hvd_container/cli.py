@@ -29,6 +29,20 @@ class _Interrupted(Exception):
 
 
 class _Group(TyperGroup):
+    """The root group: subcommands come from hvd_container.commands when first looked up."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        from hvd_container.commands import COMMANDS
+
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        from hvd_container.commands import COMMANDS, load
+
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands.update(load(COMMANDS[cmd_name]))
+        return self.commands.get(cmd_name)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -64,16 +78,6 @@ def _root(
     ),
 ) -> None:
     """Root options."""
-
-
-def _register() -> None:
-    from hvd_container.commands import COMMAND_MODULES
-
-    for module in COMMAND_MODULES:
-        module.register(app)
-
-
-_register()
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -1,12 +1,38 @@
-"""Command groups of the CLI. Each module has `register(app)`; keep module-level imports light."""
+"""Command groups of the CLI. Each module has `register(app)`; keep module-level imports light.
 
-from hvd_container.commands import build as _build
-from hvd_container.commands import convert as _convert
-from hvd_container.commands import jobs as _jobs
-from hvd_container.commands import jupyter as _jupyter
-from hvd_container.commands import recipes as _recipes
-from hvd_container.commands import render as _render
-from hvd_container.commands import run as _run
-from hvd_container.commands import sites as _sites
+A module is imported, and its commands turned into click commands, only when one of them is
+looked up: `run --dry-run` then pays for `run` alone (`--help` loads them all to list them).
+"""
 
-COMMAND_MODULES = [_build, _convert, _recipes, _render, _sites, _run, _jobs, _jupyter]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# command -> the module (hvd_container.commands.<module>) that registers it, in `--help` order
+COMMANDS: dict[str, str] = {
+    "build": "build",
+    "verify": "build",
+    "push": "build",
+    "convert": "convert",
+    "inspect": "convert",
+    "recipes": "recipes",
+    "render": "render",
+    "sites": "sites",
+    "run": "run",
+    "batch": "run",
+    "jobs": "jobs",
+    "logs": "jobs",
+    "jupyter": "jupyter",
+}
+
+
+def load(module_name: str) -> dict[str, Any]:
+    """The click commands one module registers, by name."""
+    import typer
+    import typer.main
+
+    module = importlib.import_module(f"hvd_container.commands.{module_name}")
+    holder = typer.Typer()
+    module.register(holder)
+    return dict(typer.main.get_group(holder).commands)

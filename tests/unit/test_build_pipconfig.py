@@ -120,7 +120,7 @@ def test_the_suggested_flag_is_a_real_build_option() -> None:
 
     from hvd_container.cli import app
 
-    build = typer.main.get_command(app).commands["build"]  # type: ignore[attr-defined]
+    build = typer.main.get_command(app).get_command(None, "build")  # type: ignore[attr-defined]
     assert NO_HOST_PIP_FLAG in [opt for param in build.params for opt in param.opts]
 
 

@@ -199,6 +199,18 @@ def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path) -> None:
     assert second.stdout.splitlines()[-1] == "0 []"
 
 
+def test_dry_run_loads_only_the_run_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from hvd_container.cli import main\n"
+        "rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', '--dry-run', 't.py'])\n"
+        "print(rc, sorted(m for m in sys.modules if m.startswith('hvd_container.commands.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 ['hvd_container.commands.run']"
+
+
 def test_lightning_recipe_with_a_script_only_on_the_cluster(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -122,8 +122,10 @@ def check_hvd(argv: list[str]) -> None:
     while hasattr(command, "commands"):  # a command group (typer ships its own click)
         assert words, f"{shlex.join(argv)}: no subcommand"
         name = words.pop(0)
-        assert name in command.commands, f"{shlex.join(argv)}: no such subcommand {name!r}"
-        command = command.commands[name]
+        # looked up as click does (the root group loads its subcommands on first use)
+        sub = command.get_command(None, name)
+        assert sub is not None, f"{shlex.join(argv)}: no such subcommand {name!r}"
+        command = sub
     options = {opt for param in command.params for opt in param.opts}
     for word in words:
         if word.startswith("-") and len(word) > 1:
