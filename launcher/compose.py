@@ -53,6 +53,8 @@ class LaunchRequest:
 
 @dataclass(frozen=True)
 class LaunchPlan:
+    """What one launch runs: the command, its environment and what was found on the way."""
+
     argv: list[str]  # starts with "srun"
     env: dict[str, str]  # variables srun must see (site env, then the request's)
     warnings: list[str]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ImageFacts:
+    """What is known about an image without running it (labels, or its recipe)."""
+
     source: str  # where the facts come from, for messages
     name: str | None = None
     version: str | None = None

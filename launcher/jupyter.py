@@ -32,6 +32,8 @@ def ready_pattern(port: int) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class JupyterSession:
+    """A submitted Jupyter job and how to reach it."""
+
     job_id: str
     node: str
     node_addr: str

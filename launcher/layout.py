@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Layout:
+    """Nodes, tasks and GPUs of a launch, as srun/sbatch will be asked for them."""
+
     nodes: int | None
     ntasks: int | None
     ntasks_per_node: int | None

@@ -48,6 +48,8 @@ _GO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
 
 @dataclass(frozen=True)
 class PreparedImage:
+    """An image ready for ch-run: its root directory and environment file."""
+
     root: Path  # the directory ch-run runs
     env_file: Path  # KEY=VALUE lines for --set-env (empty if the image declares none)
     source: str  # what the user passed

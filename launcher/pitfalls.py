@@ -19,6 +19,8 @@ LIGHTNING_BAD_JOB_NAMES = ("bash", "interactive")
 
 @dataclass(frozen=True)
 class Finding:
+    """A pitfall found in a launch: refused (error) or reported (warning), with the fix."""
+
     level: Literal["error", "warning"]
     code: str
     message: str

@@ -113,6 +113,8 @@ class Comment:
 
 @dataclass(frozen=True)
 class Partition:
+    """A partition's node shape."""
+
     gpus_per_node: int = field(default=0, metadata={"check": _positive})
     cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
     gpu: str | None = None
@@ -121,6 +123,8 @@ class Partition:
 
 @dataclass(frozen=True)
 class Scheduler:
+    """The Slurm options a site needs."""
+
     partition: str | None = None
     partitions: dict[str, Partition] = field(default_factory=dict)
     account: str | None = None
@@ -149,6 +153,8 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class Runtime:
+    """The container runtime of a site and its flags."""
+
     kind: RuntimeKind
     command: Literal["run", "exec"] = "exec"
     gpu: bool = True
@@ -159,6 +165,8 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Images:
+    """Where a site keeps images and how their names are made."""
+
     dir: str | None = None
     template: str | None = field(default=None, metadata={"check": _template_ok})
     registry: str | None = None
@@ -166,6 +174,8 @@ class Images:
 
 @dataclass(frozen=True)
 class Site:
+    """A site profile."""
+
     name: str = field(metadata={"check": _name_ok})
     runtime: Runtime
     description: str = ""

@@ -39,6 +39,8 @@ class Invocation:
 
 @dataclass(frozen=True)
 class Wrapped:
+    """The runtime's part of the command line, and what it needs around it."""
+
     srun_flags: list[str]  # options srun itself takes (Pyxis)
     argv: list[str]  # what follows the srun options
 
