@@ -40,7 +40,7 @@ class _Group(TyperGroup):
         from hvd_container.commands import COMMANDS, load
 
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            self.commands.update(load(COMMANDS[cmd_name]))
+            self.commands[cmd_name] = load(cmd_name)
         return self.commands.get(cmd_name)
 
     def invoke(self, ctx: Any) -> Any:

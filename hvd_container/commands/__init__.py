@@ -27,12 +27,14 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def load(module_name: str) -> dict[str, Any]:
-    """The click commands one module registers, by name."""
+def load(name: str) -> Any:
+    """The click command called name, made from the typer command its module registers."""
     import typer
     import typer.main
 
-    module = importlib.import_module(f"hvd_container.commands.{module_name}")
+    module = importlib.import_module(f"hvd_container.commands.{COMMANDS[name]}")
     holder = typer.Typer()
     module.register(holder)
-    return dict(typer.main.get_group(holder).commands)
+    # typer converts every command it holds: keep only the one asked for
+    holder.registered_commands = [c for c in holder.registered_commands if c.name == name]
+    return typer.main.get_group(holder).commands.get(name)
