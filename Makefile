@@ -11,8 +11,17 @@ SIF ?= $(OUT)/$(shell $(PYTHON) -c "from containers.recipe import load_recipe; r
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
+# pip runs again only when pyproject.toml is newer than the last install, or when this python
+# imports hvd_container from elsewhere (checked from /, where the checkout is not on sys.path)
+INSTALL_STAMP := .install-stamp
+
 install:  ## install hvd-container (editable) with the development tools
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	@if [ -f $(INSTALL_STAMP) ] && [ $(INSTALL_STAMP) -nt pyproject.toml ] && \
+	    [ "$$(cd / && $(PYTHON) -c 'import hvd_container, os; print(os.path.dirname(os.path.dirname(os.path.realpath(hvd_container.__file__))))' 2>/dev/null)" = "$$(pwd -P)" ]; then \
+	    echo "hvd-container is installed from $$(pwd -P) (rm $(INSTALL_STAMP) to reinstall)"; \
+	else \
+	    $(PYTHON) -m pip install -q -e '.[dev]' && touch $(INSTALL_STAMP); \
+	fi
 
 test: install lint  ## everything: lint, fast tests, real end-to-end tests (starts engines)
 	$(PYTHON) -m pytest
