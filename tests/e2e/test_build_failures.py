@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ def test_failing_step_stops_with_instruction_and_output(
 
 
 def test_interrupted_build_leaves_no_containers(api: Any, cpu_image: str, tmp_path: Path) -> None:
-    marker = "sleep 417"
+    # a step no earlier build can have cached (a cached step would not start a container)
+    marker = f"sleep 417 && echo {uuid.uuid4().hex[:12]}"
     recipe = child_recipe(tmp_path, "hvd-test-interrupt", [marker])
     proc = subprocess.Popen(
         [sys.executable, "-m", "hvd_container", "build", str(recipe), "--progress", "plain"],
