@@ -29,23 +29,22 @@ def base_image(docker_engine: str) -> str:
     return "hvd-base/debian:bookworm"
 
 
-@pytest.fixture(scope="session")
-def cpu_image(base_image: str) -> str:
-    """The CPU recipe built for real and verified (a cache hit when nothing changed)."""
-    proc = hvd("build", CPU_RECIPE, "--progress", "plain")
+def built(recipe: str) -> str:
+    """The recipe built for real and verified (a cache hit when nothing changed); its tag."""
+    proc = hvd("build", recipe, "--progress", "plain")
     if proc.returncode != 0:
-        pytest.fail(f"building {CPU_RECIPE} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        pytest.fail(f"building {recipe} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     from containers.recipe import load_recipe
 
-    return load_recipe(CPU_RECIPE).image_tag
+    return load_recipe(recipe).image_tag
+
+
+@pytest.fixture(scope="session")
+def cpu_image(base_image: str) -> str:
+    return built(CPU_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def tf_image(base_image: str) -> str:
-    """The TensorFlow/Keras CPU recipe built for real and verified (Horovod's TF ops compiled)."""
-    proc = hvd("build", TF_RECIPE, "--progress", "plain")
-    if proc.returncode != 0:
-        pytest.fail(f"building {TF_RECIPE} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    from containers.recipe import load_recipe
-
-    return load_recipe(TF_RECIPE).image_tag
+    """The TensorFlow/Keras sibling: Horovod's TensorFlow ops compiled for real."""
+    return built(TF_RECIPE)

@@ -40,11 +40,13 @@ def _losses(stdout: str, rank: int) -> list[float]:
     ]
 
 
-def _check_training(stdout: str, controller: str, checkpoint: Path) -> None:
+def _check_training(stdout: str, controller: str | None, checkpoint: Path) -> None:
+    """Size 2 on node1 and node2 (over controller, where the example prints it), the loss
+    falling on both ranks over 4 epochs, and the checkpoint written by rank 0 alone."""
+    over = f".* controller {controller}, host" if controller else ".*host"
     for rank, node in ((0, "node1"), (1, "node2")):
         assert re.search(
-            rf"^\[rank {rank}\] horovod initialised: rank {rank} of size 2, .* controller "
-            rf"{controller}, host {node}",
+            rf"^\[rank {rank}\] horovod initialised: rank {rank} of size 2, {over} {node}",
             stdout,
             re.M,
         ), stdout
@@ -164,21 +166,10 @@ def test_two_node_keras_training(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    for rank, node in ((0, "node1"), (1, "node2")):
-        assert re.search(
-            rf"^\[rank {rank}\] horovod initialised: rank {rank} of size 2, .*host {node}",
-            out,
-            re.M,
-        ), out
-        losses = _losses(out, rank)
-        assert len(losses) == 4, out
-        assert losses[-1] < losses[0] * 0.8, losses
+    _check_training(out, None, checkpoint)
     # the mean over ranks is an allreduce: both ranks print the same value each epoch
     means = re.findall(r"^\[rank (\d)\] epoch (\d+) .*mean over ranks ([0-9.]+)", out, re.M)
     by_epoch: dict[str, set[str]] = {}
     for _, epoch, mean in means:
         by_epoch.setdefault(epoch, set()).add(mean)
     assert len(by_epoch) == 4 and all(len(v) == 1 for v in by_epoch.values()), means
-    assert f"[rank 0] checkpoint written to {checkpoint}" in out
-    assert "[rank 1] checkpoint written" not in out
-    assert checkpoint.is_file() and checkpoint.stat().st_size > 1000
