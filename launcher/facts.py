@@ -6,7 +6,6 @@ unknown; unknown facts disable the checks that need them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 
@@ -27,11 +26,15 @@ class ImageFacts:
 
 def _pip_names(requirements: list[str]) -> set[str]:
     """Normalized project names of pip requirements ("pytorch_lightning>=2" -> pytorch-lightning)."""
-    names = set()
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    names: set[str] = set()
     for req in requirements:
-        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-        if match:
-            names.add(re.sub(r"[-_.]+", "-", match[1]).lower())
+        try:
+            names.add(canonicalize_name(Requirement(req).name))
+        except InvalidRequirement:
+            continue  # not a named requirement (a URL, a path): names nothing here
     return names
 
 
