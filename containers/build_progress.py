@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from hvd_container.errors import exit_code_of
+from hvd_container.errors import exit_code_of, interrupt_text
 
 MODES = ("auto", "rich", "plain", "json")
 
@@ -64,10 +64,7 @@ SETUP_PHASE = "setup"
 def error_record(exc: BaseException, phase: str, elapsed: float) -> dict[str, Any]:
     """The JSON error record of a failure: the CLI's one-line message and exit status."""
     code = exit_code_of(exc)
-    if isinstance(exc, KeyboardInterrupt):
-        text = "terminated" if code == 143 else "interrupted"  # what the CLI prints for it
-    else:
-        text = str(exc)
+    text = interrupt_text(exc) if isinstance(exc, KeyboardInterrupt) else str(exc)
     return {
         "event": "error",
         "phase": phase,

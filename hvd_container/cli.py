@@ -17,15 +17,15 @@ import typer
 from typer.core import TyperGroup
 
 from hvd_container import __version__
-from hvd_container.errors import Terminated, UserError, exit_code_of
+from hvd_container.errors import Terminated, UserError, exit_code_of, interrupt_text
 
 
 class _Interrupted(Exception):
     """Ctrl-C/SIGTERM carried past typer, which would turn it into a silent `Exit(130)`."""
 
-    def __init__(self, terminated: bool) -> None:
-        super().__init__("terminated" if terminated else "interrupted")
-        self.exit_code = 143 if terminated else 130
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__(interrupt_text(interrupt))
+        self.exit_code = exit_code_of(interrupt)
 
 
 class _Group(TyperGroup):
@@ -47,7 +47,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            raise _Interrupted(isinstance(exc, Terminated)) from None
+            raise _Interrupted(exc) from None
 
 
 app = typer.Typer(
@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"hvd-container: {exc}", err=True)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
-        terminated = isinstance(exc, Terminated)
-        typer.echo(f"hvd-container: {'terminated' if terminated else 'interrupted'}", err=True)
+        typer.echo(f"hvd-container: {interrupt_text(exc)}", err=True)
         return exit_code_of(exc)
     finally:
         if previous is not None:

@@ -22,3 +22,8 @@ def exit_code_of(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 143 if isinstance(exc, Terminated) else 130
     return int(getattr(exc, "exit_code", 1))
+
+
+def interrupt_text(exc: KeyboardInterrupt) -> str:
+    """What the CLI says for an interrupt: 'terminated' for SIGTERM, else 'interrupted'."""
+    return "terminated" if isinstance(exc, Terminated) else "interrupted"
