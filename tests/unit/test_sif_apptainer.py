@@ -205,10 +205,9 @@ def cli_sigterm() -> Iterator[None]:
     signal.signal(signal.SIGTERM, previous)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_is_passed_on_so_apptainer_cleans_its_temp_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_sigterm: None, signum: int
-) -> None:
+def hanging_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path, Path]:
+    """The stand-in installed to hang 60 s in its build: (its log, APPTAINER_TMPDIR, the image
+    archive, the output directory)."""
     log = install(tmp_path, monkeypatch)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -218,6 +217,14 @@ def test_interrupt_is_passed_on_so_apptainer_cleans_its_temp_dir(
     archive.write_bytes(b"x" * 100)
     out = tmp_path / "out"
     out.mkdir()
+    return log, scratch, archive, out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_is_passed_on_so_apptainer_cleans_its_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_sigterm: None, signum: int
+) -> None:
+    log, scratch, archive, out = hanging_build(tmp_path, monkeypatch)
     sender = interrupt_when_building(log, signum)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt) as exc:
@@ -238,16 +245,8 @@ def test_interrupt_is_passed_on_so_apptainer_cleans_its_temp_dir(
 def test_a_tool_that_ignores_the_signal_is_killed_after_the_grace_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = install(tmp_path, monkeypatch)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setenv("APPTAINER_TMPDIR", str(scratch))
-    monkeypatch.setenv("APPTAINER_STANDIN_HANG", "60")
     monkeypatch.setenv("APPTAINER_STANDIN_IGNORE_SIGNALS", "1")
-    archive = tmp_path / "img.tar"
-    archive.write_bytes(b"x" * 100)
-    out = tmp_path / "out"
-    out.mkdir()
+    log, scratch, archive, out = hanging_build(tmp_path, monkeypatch)
     sender = interrupt_when_building(log, signal.SIGINT)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
