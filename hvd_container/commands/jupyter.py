@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.commands.launch_options import build_request
 from hvd_container.commands.run import (
     AccountOpt,
     BindOpt,
@@ -20,7 +21,6 @@ from hvd_container.commands.run import (
     RuntimeOpt,
     SiteOpt,
     TimeOpt,
-    build_request,
 )
 
 

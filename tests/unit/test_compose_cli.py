@@ -208,7 +208,9 @@ def test_dry_run_loads_only_the_run_command_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "0 ['hvd_container.commands.run']"
+    assert done.stdout.splitlines()[-1] == (
+        "0 ['hvd_container.commands.launch_options', 'hvd_container.commands.run']"
+    )
 
 
 def test_lightning_recipe_with_a_script_only_on_the_cluster(

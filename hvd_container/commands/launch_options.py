@@ -1,0 +1,126 @@
+"""The options of `run`, `batch` and `jupyter`, as plain data, and what they turn into.
+
+One table serves two parsers: commands/run.py makes typer options from it, and the quick dry
+run (hvd_container/quick_dry_run.py) makes an argparse parser from it, so that
+`run --dry-run` needs no typer. Nothing here imports typer, the launcher or PyYAML at import.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from hvd_container.errors import UserError
+
+if TYPE_CHECKING:
+    from launcher.compose import LaunchRequest
+    from launcher.sites import Site
+
+LAUNCH = "Launch"
+RESOURCES = "Resources"
+SCHEDULER = "Scheduler"
+CONTAINER = "Container"
+
+
+class Opt(NamedTuple):
+    """One command-line option: its flags, the kind of value it takes, and its help."""
+
+    flags: tuple[str, ...]
+    kind: Literal["str", "int", "list", "flag"]
+    help: str
+    panel: str
+
+
+OPTIONS: dict[str, Opt] = {
+    "site": Opt(("--site",), "str", "Site name or profile path (default: $HVD_CONTAINER_SITE, config.yaml, cluster name, local).", LAUNCH),
+    "image": Opt(("--image",), "str", "Image to run: a .sif/.sqfs path or a registry reference.", CONTAINER),
+    "recipe": Opt(("--recipe",), "str", "Recipe the image was built from (name or path): names the image, enables checks.", CONTAINER),
+    "ntasks": Opt(("-n", "--ntasks"), "int", "Total ranks.", RESOURCES),
+    "nodes": Opt(("-N", "--nodes"), "int", "Nodes.", RESOURCES),
+    "ntasks_per_node": Opt(("--ntasks-per-node",), "int", "Ranks per node.", RESOURCES),
+    "gpus_per_node": Opt(("--gpus-per-node",), "int", "GPUs per node (default: one per rank).", RESOURCES),
+    "gpus_per_task": Opt(("--gpus-per-task",), "int", "Discouraged (every rank sees only GPU 0): turned into per-node GPUs.", RESOURCES),
+    "cpus_per_task": Opt(("-c", "--cpus-per-task"), "int", "CPUs per rank.", RESOURCES),
+    "mpi": Opt(("--mpi",), "str", "srun --mpi plugin (default: the site's).", LAUNCH),
+    "controller": Opt(("--controller",), "str", "Horovod controller: mpi or gloo.", LAUNCH),
+    "runtime": Opt(("--runtime",), "str", "Container runtime instead of the site's: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none.", CONTAINER),
+    "modules": Opt(("--module",), "list", "Extra shifter module (repeatable).", CONTAINER),
+    "binds": Opt(("-B", "--bind"), "list", "Bind mount SRC[:DST[:ro|rw]] (repeatable).", CONTAINER),
+    "env": Opt(("-e", "--env"), "list", "Environment variable NAME=VALUE (repeatable).", LAUNCH),
+    "workdir": Opt(("--workdir",), "str", "Working directory inside the container.", CONTAINER),
+    "job_name": Opt(("-J", "--job-name"), "str", "Job name.", SCHEDULER),
+    "time": Opt(("-t", "--time"), "str", "Time limit (HH:MM:SS).", SCHEDULER),
+    "partition": Opt(("-p", "--partition"), "str", "Partition.", SCHEDULER),
+    "account": Opt(("-A", "--account"), "str", "Account.", SCHEDULER),
+    "qos": Opt(("-q", "--qos"), "str", "QOS.", SCHEDULER),
+    "constraint": Opt(("-C", "--constraint"), "str", "Node constraint.", SCHEDULER),
+    "comment": Opt(("--comment",), "str", "Job comment (mandatory on some sites).", SCHEDULER),
+    "dry_run": Opt(("--dry-run",), "flag", "Print the command line and exit.", LAUNCH),
+    "detach": Opt(("--detach",), "flag", "Outside an allocation: submit and return.", LAUNCH),
+    "salloc": Opt(("--salloc",), "flag", "Outside an allocation: run interactively under salloc instead of sbatch.", LAUNCH),
+}  # fmt: skip
+
+# `run`'s own options; the others are build_request's keywords. `controller` defaults to mpi.
+RUN_ONLY = ("dry_run", "detach", "salloc")
+DEFAULTS: dict[str, Any] = {"controller": "mpi"}
+SCRIPT_HELP = "Training script (.py runs with the image's python) or program."
+ARGS_HELP = "Arguments for the script, passed as given."
+
+# Options stop at SCRIPT: everything after it is the script's, even `--dry-run` or `-n`.
+# Unknown options before it are errors: were `--ntask 8` taken as the script, a `--dry-run`
+# after it would go to the script and a real job would start. A script whose name starts
+# with '-' goes after `--`.
+CONTEXT = {"allow_interspersed_args": False}
+
+
+def parse_env(values: list[str] | None) -> dict[str, str]:
+    """NAME=VALUE items of --env as a mapping."""
+    env: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--env: expected NAME=VALUE, got {item!r}")
+        env[name] = value
+    return env
+
+
+def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
+    """(site, LaunchRequest) from the CLI options; recipe facts loaded only when asked for."""
+    from launcher.compose import LaunchRequest
+    from launcher.sites import MPI_PLUGINS, select_site
+
+    mpi = options.get("mpi")
+    if mpi is not None and mpi not in MPI_PLUGINS:
+        raise UserError(f"--mpi: {mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})")
+
+    site = select_site(options.pop("site"))
+    recipe = options.get("recipe")
+    facts = None
+    if recipe:
+        from launcher.facts import facts_from_recipe
+
+        facts = facts_from_recipe(str(recipe))
+    controller = options.pop("controller")
+    if controller not in ("mpi", "gloo"):
+        raise UserError(f"--controller: {controller!r} is not allowed (allowed: mpi, gloo)")
+    options["env"] = parse_env(options.pop("env"))
+    for key in ("binds", "modules", "args"):
+        options[key] = list(options.get(key) or [])
+    request = LaunchRequest(
+        facts=facts,
+        controller=controller,
+        inside_allocation=bool(os.environ.get("SLURM_JOB_ID")),
+        **options,
+    )
+    return site, request
+
+
+def dry_run_text(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
+    """(the one shell-quoted launch line, the warnings): what `run --dry-run` prints."""
+    from launcher.compose import plan_launch
+    from launcher.prepare import prepare_launch
+
+    # the same preparation as a real run, minus its side effects
+    prepared = prepare_launch(site, request, "show")
+    plan = plan_launch(prepared.site, prepared.request)
+    return plan.shell_line(), list(dict.fromkeys([*prepared.warnings, *plan.warnings]))
