@@ -1,5 +1,5 @@
 import sys
 
-from hvd_container.cli import main
+from hvd_container.entry import main
 
 sys.exit(main())

@@ -2,30 +2,20 @@
 
 Each command group lives in hvd_container/commands/<group>.py and registers itself here.
 Command modules import heavy libraries (docker, requests, spython, pydantic models of the
-build side) inside their functions so that `run --dry-run` stays fast.
+build side) inside their functions. The console script (hvd_container/entry.py) answers
+`run --dry-run` without this module, and so without typer.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from hvd_container import __version__
-from hvd_container.errors import Terminated, UserError, exit_code_of, interrupt_text
-
-
-class _Interrupted(Exception):
-    """Ctrl-C/SIGTERM carried past typer, which would turn it into a silent `Exit(130)`."""
-
-    def __init__(self, interrupt: KeyboardInterrupt) -> None:
-        super().__init__(interrupt_text(interrupt))
-        self.exit_code = exit_code_of(interrupt)
+from hvd_container.errors import Interrupted, guarded
 
 
 class _Group(TyperGroup):
@@ -47,7 +37,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            raise _Interrupted(exc) from None
+            raise Interrupted(exc) from None
 
 
 app = typer.Typer(
@@ -78,10 +68,6 @@ def _root(
     ),
 ) -> None:
     """Root options."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
 
 
 def _flatten(text: str) -> str:
@@ -136,23 +122,8 @@ def _run(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: one-line errors, never a traceback for user mistakes."""
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
-    try:
-        return _run(argv)
-    except UserError as exc:
-        typer.echo(f"hvd-container: error: {exc}", err=True)
-        return exc.exit_code
-    except _Interrupted as exc:
-        typer.echo(f"hvd-container: {exc}", err=True)
-        return exc.exit_code
-    except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
-        typer.echo(f"hvd-container: {interrupt_text(exc)}", err=True)
-        return exit_code_of(exc)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    """The full CLI: one-line errors, never a traceback for user mistakes."""
+    return guarded(lambda: _run(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

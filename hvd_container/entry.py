@@ -1,0 +1,28 @@
+"""The `hvd-container` console script.
+
+`run --dry-run` is answered by hvd_container/quick_dry_run.py without loading typer (it
+must take under 150 ms); every other command line goes to the full CLI (hvd_container/cli.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hvd_container.errors import guarded
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    from hvd_container import quick_dry_run
+
+    values = quick_dry_run.parse(args)
+    if values is None:
+        from hvd_container.cli import main as full_cli
+
+        return full_cli(args)
+    return guarded(lambda: quick_dry_run.show(values))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
