@@ -1,7 +1,7 @@
 """A cache of validated site-profile data, so `run --dry-run` need not import PyYAML.
 
-Keyed by the file's absolute path, mtime and size; holds only data that validated. Any
-problem reading or writing the cache just means a cache miss.
+Keyed by the file's absolute path, mtime and size; holds only data that validated, of files
+that still exist. Any problem reading or writing the cache just means a cache miss.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def put(path: Path, data: dict[str, Any]) -> None:
     stamp = _stamp(path)
     if stamp is None:
         return
-    entries = _read_all()
+    # entries of files that are gone (an old checkout, a deleted profile) are dropped
+    entries = {key: entry for key, entry in _read_all().items() if os.path.exists(key)}
     entries[str(path.resolve())] = {"stamp": stamp, "data": data}
     target = cache_file()
     try:

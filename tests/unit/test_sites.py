@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -235,6 +236,15 @@ def test_stale_cache_entry_falls_back_to_the_file(tmp_path: Path) -> None:
     load_site(str(path))
     profile_cache.put(path, {"name": "mysite", "runtime": {"kind": "apptainer"}, "gone": 1})
     assert load_site(str(path)).runtime.kind == "apptainer"
+
+
+def test_cache_forgets_files_that_are_gone(tmp_path: Path) -> None:
+    kept = write(tmp_path / "kept.yaml", MINIMAL)
+    gone = write(tmp_path / "gone.yaml", MINIMAL)
+    load_site(str(gone))
+    gone.unlink()
+    load_site(str(kept))
+    assert set(json.loads(profile_cache.cache_file().read_text())) == {str(kept.resolve())}
 
 
 def test_unwritable_cache_is_only_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
