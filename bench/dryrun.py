@@ -83,12 +83,20 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stderr, file=sys.stderr)
             return 1
+        full, full_times = measure([sys.executable, "-m", "hvd_container.cli", *argv[len(command()):]], env, opts.runs)  # fmt: skip
+        if (full.returncode, full.stdout, full.stderr) != (0, done.stdout, done.stderr):
+            print(f"the full CLI printed otherwise:\n{full.stdout}{full.stderr}", file=sys.stderr)
+            return 1
         _, version = measure([*command(), "--version"], env, opts.runs)
         _, python = measure([sys.executable, "-c", "pass"], env, opts.runs)
     median, p90 = summary(times)
     start = summary(python)[0]
     print(
         f"run --dry-run ({opts.site}, {opts.runs} runs): median {median:.1f} ms, p90 {p90:.1f} ms"
+    )
+    print(
+        f"  the same through the full typer CLI: median {summary(full_times)[0]:.1f} ms "
+        f"(console script / full CLI: {median / summary(full_times)[0]:.2f})"
     )
     print(f"  for comparison, `hvd-container --version`: median {summary(version)[0]:.1f} ms")
     print(

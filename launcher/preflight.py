@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,6 +166,9 @@ def parse_mpi_list(text: str) -> list[str]:
 
 def srun_mpi_plugins() -> list[str] | None:
     """What `srun --mpi=list` offers here (None when srun is not installed)."""
+    import shutil  # here, not at the top: a dry run imports this module and runs nothing
+    import subprocess
+
     if shutil.which("srun") is None:
         return None
     proc = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True)
