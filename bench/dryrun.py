@@ -33,17 +33,25 @@ def command() -> list[str]:
 
 
 def measure(
-    argv: list[str], env: dict[str, str], runs: int
-) -> tuple[subprocess.CompletedProcess[str], list[float]]:
-    """The last result and the wall-clock times (ms) of `runs` fresh processes."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True)
-        times.append((time.perf_counter() - start) * 1000)
-        if done.returncode != 0:
-            break
-    return done, times
+    commands: dict[str, list[str]], env: dict[str, str], runs: int
+) -> dict[str, tuple[subprocess.CompletedProcess[str], list[float]]]:
+    """Per command: its last result and the wall-clock times (ms) of `runs` fresh processes.
+
+    The commands take turns, after one unmeasured round, so that each sees the same machine.
+    """
+    results: dict[str, tuple[subprocess.CompletedProcess[str], list[float]]] = {}
+    for round_ in range(runs + 1):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            done = subprocess.run(argv, env=env, capture_output=True, text=True)
+            elapsed = (time.perf_counter() - start) * 1000
+            if done.returncode != 0:
+                return {name: (done, [])}
+            times = results.setdefault(name, (done, []))[1]
+            if round_:
+                times.append(elapsed)
+            results[name] = (done, times)
+    return results
 
 
 def compile_bytecode() -> None:
@@ -79,16 +87,26 @@ def main() -> int:
             "-n", "8", "--comment", "pytorch", "--account", "m1234_g", "--dry-run", str(script), "--epochs", "3",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-        done, times = measure(argv, env, opts.runs)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            return 1
-        full, full_times = measure([sys.executable, "-m", "hvd_container.cli", *argv[len(command()):]], env, opts.runs)  # fmt: skip
-        if (full.returncode, full.stdout, full.stderr) != (0, done.stdout, done.stderr):
+        results = measure(
+            {
+                "dry run": argv,
+                "full CLI": [sys.executable, "-m", "hvd_container.cli", *argv[len(command()) :]],
+                "version": [*command(), "--version"],
+                "python": [sys.executable, "-c", "pass"],
+            },
+            env,
+            opts.runs,
+        )
+        for failed, (done, _) in results.items():
+            if done.returncode != 0:
+                print(f"{failed}: exit {done.returncode}\n{done.stderr}", file=sys.stderr)
+                return 1
+        done, times = results["dry run"]
+        full, full_times = results["full CLI"]
+        if (full.stdout, full.stderr) != (done.stdout, done.stderr):
             print(f"the full CLI printed otherwise:\n{full.stdout}{full.stderr}", file=sys.stderr)
             return 1
-        _, version = measure([*command(), "--version"], env, opts.runs)
-        _, python = measure([sys.executable, "-c", "pass"], env, opts.runs)
+        version, python = results["version"][1], results["python"][1]
     median, p90 = summary(times)
     start = summary(python)[0]
     print(
