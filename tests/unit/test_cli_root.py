@@ -33,6 +33,28 @@ def test_console_script_runs_as_module() -> None:
     assert done.stdout.strip().endswith(__version__)
 
 
+@pytest.mark.parametrize(
+    ("words", "cword", "expected"),
+    [
+        ("hvd-container ru", 1, ["run"]),
+        ("hvd-container run --site perlmutter --ntasks-p", 4, ["--ntasks-per-node"]),
+        # a complete dry run on the line: completing SCRIPT offers nothing, and prints no srun line
+        ("hvd-container run --dry-run --site perlmutter t", 5, []),
+    ],
+)
+def test_shell_completion_through_the_console_script(
+    words: str, cword: int, expected: list[str]
+) -> None:
+    env = {**os.environ, "_HVD_CONTAINER_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(cword)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "hvd_container", *words.split()[1:]],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected
+
+
 def test_unknown_command_is_a_usage_error(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
