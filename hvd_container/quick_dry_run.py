@@ -73,5 +73,9 @@ def show(values: dict[str, Any]) -> int:
     line, warnings = dry_run_text(site, request)
     for warning in warnings:
         print(f"hvd-container: warning: {warning}", file=sys.stderr)
-    print(line)
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:  # the reader went away (`| head -0`): exit 1 quietly, as click does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0

@@ -6,6 +6,7 @@ everything it might read differently to the full CLI.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,19 @@ def test_a_dry_run_does_not_import_typer() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []"
+
+
+@pytest.mark.parametrize("program", ["hvd_container", "hvd_container.cli"])
+def test_a_reader_that_went_away_is_exit_1_without_a_traceback(program: str) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    done = subprocess.run(
+        [sys.executable, "-m", program, "run", "--site", "perlmutter", "--image", "u/i:t",
+         "--account", "m_g", "--dry-run", "t.py"],
+        stdout=write_end, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(write_end)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 # Generated command lines: any mix of the table's options in any of click's spellings.
