@@ -155,14 +155,18 @@ def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
         return f"{doc.where(loc)}: {dotted}: unknown key (allowed: {keys})"
     if err["type"] == "missing":
         return f"{doc.where(loc[:-1])}: {dotted}: required key is missing"
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    section = _model_at(model, loc) if err["type"] == "model_type" else None
+    if section is not None:  # pydantic would say "a valid dictionary or instance of <Class>"
+        keys = ", ".join(allowed_keys(section))
+        return f"{doc.where(loc)}: {dotted}: expected a mapping (keys: {keys}){shown}"
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if bad_key:
         parent = ".".join(str(p) for p in loc[:-1]) or "(top level)"
         return f"{doc.where(loc)}: {parent}: key {loc[-1]!r}: {msg}"
-    value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
     return f"{doc.where(loc)}: {dotted}: {msg}{shown}"
 
 

@@ -60,6 +60,15 @@ def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
     )
 
 
+def test_a_scalar_where_a_section_goes_lists_its_keys(tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, python="3.12"))
+    msg = error_of(path)
+    assert msg == (
+        f"{path}:{line_of(path, 'python')}: python: expected a mapping (keys: version, source) "
+        "(got '3.12')"
+    )
+
+
 def test_bad_enum_lists_allowed_values(tmp_path: Path) -> None:
     path = write(tmp_path, merged(CPU_RECIPE, arch="x86_64"))
     msg = error_of(path)
