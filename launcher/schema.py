@@ -125,9 +125,9 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
 
 
 def _build(cls: type[T], data: Any, path: Path_) -> T:
-    if not isinstance(data, dict):
-        raise _Invalid(path, f"expected a mapping{_shown(data)}")
     keys = yaml_keys(cls)
+    if not isinstance(data, dict):
+        raise _Invalid(path, f"expected a mapping (keys: {', '.join(keys)}){_shown(data)}")
     for key in data:
         if key not in keys:
             raise _Invalid((*path, str(key)), f"unknown key (allowed: {', '.join(keys)})")

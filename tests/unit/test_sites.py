@@ -185,7 +185,10 @@ INVALID = [
         r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, command, gpu, flags, modules, python\)",
     ),
     (MINIMAL + "env:\n  1: x\n", r"5: env.1: keys must be strings \(got 1\)"),
-    (MINIMAL + "scheduler: 3\n", r"4: scheduler: expected a mapping \(got 3\)"),
+    (
+        MINIMAL + "scheduler: 3\n",
+        r"4: scheduler: expected a mapping \(keys: partition, partitions, account, .*, sbatch_options\) \(got 3\)",
+    ),
     (MINIMAL + "other_runtimes: {kind: pyxis}\n", r"4: other_runtimes: expected a list"),
     (
         MINIMAL + "scheduler:\n  partitions:\n    p: {gpus_per_node: 2, arch: sparc}\n",
