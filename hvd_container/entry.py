@@ -14,14 +14,18 @@ from hvd_container.errors import guarded
 def main(argv: list[str] | None = None) -> int:
     """Console entry point."""
     args = sys.argv[1:] if argv is None else list(argv)
+    return guarded(lambda: _answer(args))
+
+
+def _answer(args: list[str]) -> int:
     from hvd_container import quick_dry_run
 
     values = quick_dry_run.parse(args)
-    if values is None:
-        from hvd_container.cli import main as full_cli
+    if values is not None:
+        return quick_dry_run.show(values)
+    from hvd_container.cli import main as full_cli
 
-        return full_cli(args)
-    return guarded(lambda: quick_dry_run.show(values))
+    return full_cli(args)
 
 
 if __name__ == "__main__":  # pragma: no cover
