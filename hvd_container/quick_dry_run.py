@@ -62,7 +62,18 @@ def parse(argv: list[str]) -> dict[str, Any] | None:
         # click reads `-n=8` as -n with the value "=8"; argparse as -n 8
         if len(token) > 2 and token[0] == "-" and token[1] != "-" and token[2] == "=":
             return None
+    if not all(_as_declared(OPTIONS[dest].kind, values[dest]) for dest in OPTIONS):
+        return None
     return values if values["dry_run"] else None
+
+
+def _as_declared(kind: str, value: Any) -> bool:
+    """Whether argparse gave a value of the table's kind (`--comment=--` gives [], not '--')."""
+    if kind == "flag":
+        return isinstance(value, bool)
+    if kind == "list":
+        return value is None or all(isinstance(item, str) for item in value)
+    return value is None or type(value) is (int if kind == "int" else str)
 
 
 def show(values: dict[str, Any]) -> int:
