@@ -177,40 +177,48 @@ def test_without_dry_run_the_executor_runs_it(
     assert calls == [("zih-alpha", "t.py", ["a b"], 8)]
 
 
-def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path) -> None:
+def modules_after_a_dry_run(entry: str, env: dict[str, str] | None = None) -> list[str]:
+    """The modules a fresh interpreter holds after a dry run through hvd_container.<entry>.main."""
     code = (
         "import sys\n"
-        "from hvd_container.cli import main\n"
+        f"from hvd_container.{entry} import main\n"
         "rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', '--dry-run', 't.py'])\n"
-        "heavy = sorted(m for m in ('docker', 'requests', 'spython', 'yaml', 'containers.recipe') if m in sys.modules)\n"
-        "print(rc, heavy)\n"
+        "print(rc, *sorted(sys.modules))\n"
     )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    code_, *modules = done.stdout.splitlines()[-1].split()
+    assert code_ == "0", done.stdout
+    return modules
+
+
+HEAVY = ("docker", "requests", "spython", "yaml", "containers", "pydantic")
+
+
+@pytest.mark.parametrize("entry", ["entry", "cli"])
+def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path, entry: str) -> None:
     env = {
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
         "PATH": "/usr/bin:/bin",
     }
-    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert first.returncode == 0, first.stderr
-    assert (
-        first.stdout.splitlines()[-1] == "0 ['yaml']"
-    )  # the first run reads YAML and fills the cache
-    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert second.stdout.splitlines()[-1] == "0 []"
+    # the first run reads the site profile's YAML and fills the cache
+    assert "yaml" in modules_after_a_dry_run(entry, env)
+    heavy = [m for m in modules_after_a_dry_run(entry, env) if m.split(".")[0] in HEAVY]
+    assert heavy == []
 
 
-def test_dry_run_loads_only_the_run_command_module() -> None:
-    code = (
-        "import sys\n"
-        "from hvd_container.cli import main\n"
-        "rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', '--dry-run', 't.py'])\n"
-        "print(rc, sorted(m for m in sys.modules if m.startswith('hvd_container.commands.')))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == (
-        "0 ['hvd_container.commands.launch_options', 'hvd_container.commands.run']"
-    )
+def test_the_console_script_dry_run_does_not_import_typer() -> None:
+    loaded = modules_after_a_dry_run("entry")
+    assert [m for m in loaded if m.split(".")[0] in ("typer", "click")] == []
+
+
+def test_the_full_cli_loads_only_the_run_command_module() -> None:
+    loaded = modules_after_a_dry_run("cli")
+    assert [m for m in loaded if m.startswith("hvd_container.commands.")] == [
+        "hvd_container.commands.launch_options",
+        "hvd_container.commands.run",
+    ]
 
 
 def test_lightning_recipe_with_a_script_only_on_the_cluster(
