@@ -70,5 +70,11 @@ def guarded(call: Callable[[], int]) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def warn(messages: list[str]) -> None:
+    """Print each warning once, in order, as `hvd-container: warning: ...` on stderr."""
+    for message in dict.fromkeys(messages):
+        _say(f"warning: {message}")
+
+
 def _say(message: str) -> None:
     print(f"hvd-container: {message}", file=sys.stderr, flush=True)

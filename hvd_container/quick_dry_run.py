@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from hvd_container.commands.launch_options import DEFAULTS, OPTIONS, RUN_ONLY
+from hvd_container.errors import warn
 
 # click's shell completion is driven by this variable: completion is the full CLI's job
 COMPLETION_VAR = "_HVD_CONTAINER_COMPLETE"
@@ -82,8 +83,7 @@ def show(values: dict[str, Any]) -> int:
 
     site, request = build_request(**{k: v for k, v in values.items() if k not in RUN_ONLY})
     line, warnings = dry_run_text(site, request)
-    for warning in warnings:
-        print(f"hvd-container: warning: {warning}", file=sys.stderr)
+    warn(warnings)
     try:
         print(line, flush=True)
     except BrokenPipeError:  # the reader went away (`| head -0`): exit 1 quietly, as click does

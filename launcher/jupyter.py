@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.errors import StepFailed, UserError, warn
 
 if TYPE_CHECKING:
     from launcher.compose import LaunchRequest
@@ -120,7 +120,7 @@ def start(
         job_id,
         warnings,
     ):
-        slurm.print_warnings([*prepared.warnings, *warnings])
+        warn([*prepared.warnings, *warnings])
         session = _wait_for_server(site, job_id, port, token, timeout=timeout, poll=poll)
     return session
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.errors import StepFailed, UserError, warn
 
 if TYPE_CHECKING:
     from launcher.compose import LaunchRequest
@@ -463,11 +463,6 @@ def _interrupts_held() -> Iterator[Callable[[], None]]:
 # Running a launch for real
 
 
-def print_warnings(messages: list[str]) -> None:
-    for message in dict.fromkeys(messages):
-        print(f"hvd-container: warning: {message}", file=sys.stderr)
-
-
 def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
     """Run srun/salloc with its output streaming through; Ctrl-C ends the step."""
     proc = subprocess.Popen(argv, env={**os.environ, **env})
@@ -529,7 +524,7 @@ def submit_launch(site: Site, request: LaunchRequest, *, private: bool = False) 
 
     prepared = prepare_launch(site, request, "launch")
     with submitted_job(prepared.site, prepared.request, private=private) as (job_id, more):
-        print_warnings([*prepared.warnings, *more])
+        warn([*prepared.warnings, *more])
     return job_id
 
 
@@ -564,16 +559,16 @@ def execute(
     site, request, warnings = prepared.site, prepared.request, prepared.warnings
     if inside:
         launch = plan_launch(site, replace(request, inside_allocation=True))
-        print_warnings([*warnings, *launch.warnings])
+        warn([*warnings, *launch.warnings])
         require_slurm("srun")
         return _run_foreground(launch.argv, launch.env)
     if salloc:
         argv, env, more = salloc_argv(site, request)
-        print_warnings([*warnings, *more])
+        warn([*warnings, *more])
         require_slurm("salloc")
         return _run_foreground(argv, env)
     with submitted_job(site, request) as (job_id, more):
-        print_warnings([*warnings, *more])
+        warn([*warnings, *more])
         print(f"submitted batch job {job_id}", file=sys.stderr, flush=True)
         if detach:
             print(

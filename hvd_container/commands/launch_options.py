@@ -123,4 +123,4 @@ def dry_run_text(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
     # the same preparation as a real run, minus its side effects
     prepared = prepare_launch(site, request, "show")
     plan = plan_launch(prepared.site, prepared.request)
-    return plan.shell_line(), list(dict.fromkeys([*prepared.warnings, *plan.warnings]))
+    return plan.shell_line(), [*prepared.warnings, *plan.warnings]

@@ -20,7 +20,7 @@ from hvd_container.commands.launch_options import (
     build_request,
     dry_run_text,
 )
-from hvd_container.errors import UserError
+from hvd_container.errors import UserError, warn
 
 
 def _option(name: str) -> Any:
@@ -57,11 +57,6 @@ DetachOpt = Annotated[bool, _option("detach")]
 SallocOpt = Annotated[bool, _option("salloc")]
 ScriptArg = Annotated[str, typer.Argument(help=SCRIPT_HELP)]
 ArgsArg = Annotated[list[str] | None, typer.Argument(help=ARGS_HELP)]
-
-
-def _warn(messages: list[str]) -> None:
-    for message in dict.fromkeys(messages):
-        typer.echo(f"hvd-container: warning: {message}", err=True)
 
 
 def run(
@@ -109,7 +104,7 @@ def run(
     )  # fmt: skip
     if dry_run:
         line, warnings = dry_run_text(site_obj, request)
-        _warn(warnings)
+        warn(warnings)
         typer.echo(line)
         return
     from launcher.slurm import execute
@@ -189,7 +184,7 @@ def batch(
     # prepared as for a run (a local image is unpacked), so the script runs as written
     prepared = prepare_launch(site_obj, request, "write")
     text, warnings = render_batch_plan(prepared.site, prepared.request)
-    _warn([*prepared.warnings, *warnings])
+    warn([*prepared.warnings, *warnings])
     if output is None:
         typer.echo(text, nl=False)
         return
