@@ -39,19 +39,17 @@ def measure(
 
     The commands take turns, after one unmeasured round, so that each sees the same machine.
     """
-    results: dict[str, tuple[subprocess.CompletedProcess[str], list[float]]] = {}
+    last: dict[str, subprocess.CompletedProcess[str]] = {}
+    times: dict[str, list[float]] = {name: [] for name in commands}
     for round_ in range(runs + 1):
         for name, argv in commands.items():
             start = time.perf_counter()
-            done = subprocess.run(argv, env=env, capture_output=True, text=True)
-            elapsed = (time.perf_counter() - start) * 1000
-            if done.returncode != 0:
-                return {name: (done, [])}
-            times = results.setdefault(name, (done, []))[1]
+            last[name] = subprocess.run(argv, env=env, capture_output=True, text=True)
+            if last[name].returncode != 0:
+                return {name: (last[name], [])}
             if round_:
-                times.append(elapsed)
-            results[name] = (done, times)
-    return results
+                times[name].append((time.perf_counter() - start) * 1000)
+    return {name: (last[name], times[name]) for name in commands}
 
 
 def compile_bytecode() -> None:
