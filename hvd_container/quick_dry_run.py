@@ -17,7 +17,13 @@ import os
 import sys
 from typing import Any
 
-from hvd_container.commands.launch_options import DEFAULTS, OPTIONS, RUN_ONLY
+from hvd_container.commands.launch_options import (
+    DEFAULTS,
+    OPTIONS,
+    RUN_ONLY,
+    build_request,
+    dry_run_text,
+)
 from hvd_container.errors import warn
 
 # click's shell completion is driven by this variable: completion is the full CLI's job
@@ -79,8 +85,6 @@ def _as_declared(kind: str, value: Any) -> bool:
 
 def show(values: dict[str, Any]) -> int:
     """Print the launch line (and warnings) for parsed values, as `run --dry-run` does."""
-    from hvd_container.commands.launch_options import build_request, dry_run_text
-
     site, request = build_request(**{k: v for k, v in values.items() if k not in RUN_ONLY})
     line, warnings = dry_run_text(site, request)
     warn(warnings)
