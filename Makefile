@@ -4,7 +4,7 @@ RECIPE ?= cpu-bookworm
 SITE ?= local
 OUT ?= out
 # convert's own name for a recipe's SIF (<name>_<version>.sif), which the local site expects
-SIF ?= $(OUT)/$(shell $(PYTHON) -c "from containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
+SIF ?= $(OUT)/$(shell $(PYTHON) -c "from hvd_container.containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
 
 .PHONY: help install test test-fast test-e2e lint format image sif demo services services-down bench
 
@@ -32,10 +32,18 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-lint:  ## ruff lint + format check, mypy type check
+# mypy cannot follow the package-dir mapping (containers/ installs as hvd_container.containers):
+# it reads the installed layout from a tree of links made here
+MYPY_TREE := .mypy-tree/hvd_container
+
+lint:  ## ruff lint + format check, mypy type check, import layers
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	rm -rf .mypy-tree && mkdir -p $(MYPY_TREE)
+	for f in hvd_container/*; do ln -s "$$(pwd -P)/$$f" $(MYPY_TREE)/; done
+	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done
 	$(PYTHON) -m mypy
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py
 
 format:  ## apply ruff's formatting and safe fixes
 	$(PYTHON) -m ruff check --fix .

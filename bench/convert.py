@@ -78,7 +78,7 @@ def _docker() -> str:
 
 def bare(image: str, out: Path, compression: str, threads: int, mtime: int | None = None) -> float:
     """docker export | tar2sqfs, timed from export start to tar2sqfs exit."""
-    from containers.convert.sif_native import tar2sqfs_argv
+    from hvd_container.containers.convert.sif_native import tar2sqfs_argv
 
     # The native path's own tar2sqfs flags, so that the ratio compares the same work.
     argv = tar2sqfs_argv(
@@ -121,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="where outputs go (a disk)")
     args = parser.parse_args(argv)
 
-    from containers.convert.sif_native import convert_image_to_sif
+    from hvd_container.containers.convert.sif_native import convert_image_to_sif
 
     image = args.image
     if image is None:
-        from containers.recipe import load_recipe
+        from hvd_container.containers.recipe import load_recipe
 
         image = load_recipe("cpu-bookworm").image_tag
     import docker

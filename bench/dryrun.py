@@ -57,7 +57,7 @@ def compile_bytecode() -> None:
     import compileall
     import importlib.util
 
-    for package in ("hvd_container", "launcher", "containers"):
+    for package in ("hvd_container", "hvd_container.launcher", "hvd_container.containers"):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             for location in spec.submodule_search_locations:
@@ -88,7 +88,12 @@ def main() -> int:
         results = measure(
             {
                 "dry run": argv,
-                "full CLI": [sys.executable, "-m", "hvd_container.cli", *argv[len(command()) :]],
+                "full CLI": [
+                    sys.executable,
+                    "-m",
+                    "hvd_container.cli.app",
+                    *argv[len(command()) :],
+                ],
                 "version": [*command(), "--version"],
                 "python": [sys.executable, "-c", "pass"],
             },

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 if TYPE_CHECKING:
-    from containers.engine import BuildEngine, BuildEvent
-    from containers.recipe import Recipe
+    from hvd_container.containers.engine import BuildEngine, BuildEvent
+    from hvd_container.containers.recipe import Recipe
 
 PHASE_MARKER = re.compile(r"^#\s*hvd-container phase:\s*(\S+)")
 BUILD_DIGEST_LABEL = "org.hvd-container.build.digest"
@@ -172,8 +172,8 @@ def build_recipe(
     client: Any | None = None,
 ) -> BuildResult:
     """Build, verify and label the image of recipe; reuse it when nothing changed."""
-    from containers.engine.docker_api import DockerAPIEngine, docker_client
-    from containers.render import build_context
+    from hvd_container.containers.engine.docker_api import DockerAPIEngine, docker_client
+    from hvd_container.containers.render import build_context
 
     opts = options or BuildOptions()
     start = time.monotonic()
@@ -205,7 +205,12 @@ def build_recipe(
         # Again: a base the engine pulled during the build has an ID only now.
         labels = {BUILD_DIGEST_LABEL: engine_build_digest(api, context)}
         if opts.verify:
-            from containers.verify import docker_runner, fact_labels, require_ok, verify_image
+            from hvd_container.containers.verify import (
+                docker_runner,
+                fact_labels,
+                require_ok,
+                verify_image,
+            )
 
             arch = _image_arch(api, image_id)
             result = verify_image(
@@ -235,7 +240,7 @@ def _run_engine(
     report: Reporter,
     opts: BuildOptions,
 ) -> str:
-    from containers.pipconfig import (
+    from hvd_container.containers.pipconfig import (
         PORT_ENV,
         bridge_gateway,
         configured_port,
@@ -333,7 +338,7 @@ def _image_arch(api: Any, image: str) -> str:
 
 def apply_labels(api: Any, image_id: str, tag: str, labels: Mapping[str, str]) -> str:
     """Tag image_id with labels added: a metadata-only build (`FROM id` + labels), no new layer."""
-    from containers.engine.docker_api import DockerAPIEngine
+    from hvd_container.containers.engine.docker_api import DockerAPIEngine
 
     context = {"Dockerfile": f"FROM {image_id}\n".encode()}
     for ev in DockerAPIEngine(api).build(context, tag, labels=labels):

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from hvd_container.errors import exit_code_of, interrupt_text
+from hvd_container.core.errors import exit_code_of, interrupt_text
 
 MODES = ("auto", "rich", "plain", "json")
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from hvd_container import yamlconf
-from hvd_container.errors import UserError
+from hvd_container.core import yamlconf
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 Problem = tuple[tuple[str, ...], str]
 Rule = Callable[["Recipe"], Problem | None]

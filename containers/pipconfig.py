@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 # A fixed port keeps the build arg (and so the layer cache) the same from build to build:
 # the classic builder treats a changed build-arg value as a cache miss for every later RUN.
@@ -200,7 +200,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 def bridge_gateway(client: Any | None = None) -> str:
     """The gateway address of Docker's default bridge network (reachable from builds)."""
-    from containers.engine.docker_api import docker_client
+    from hvd_container.containers.engine.docker_api import docker_client
 
     api = client or docker_client()  # a docker.APIClient (docker-py has no type information)
     networks = api.networks(names=["bridge"])

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 
@@ -133,7 +133,7 @@ def push_image(
     auth = auth_from_env()
     note = report or (lambda _msg: None)
     if api is None:
-        from containers.engine.docker_api import docker_client
+        from hvd_container.containers.engine.docker_api import docker_client
 
         api = docker_client()
     try:

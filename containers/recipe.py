@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from hvd_container import yamlconf
-from hvd_container.errors import UserError
+from hvd_container.core import yamlconf
+from hvd_container.core.errors import UserError
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -241,7 +241,7 @@ FIELDS = [f.alias or name for name, f in Recipe.model_fields.items()]
 
 def list_builtin() -> list[str]:
     """Names of the recipes shipped with the package."""
-    import recipes
+    from hvd_container import recipes
 
     return sorted(p.stem for p in recipes.path().glob("*.yaml"))
 
@@ -254,7 +254,7 @@ def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
             return sibling
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         return candidate
-    import recipes
+    from hvd_container import recipes
 
     builtin = recipes.path() / f"{ref}.yaml"
     if builtin.exists():
@@ -327,7 +327,7 @@ def load_recipe(ref: str | Path) -> Recipe:
     data, docs = _load_layers(path, ())
     layered = _Layered(data, docs)
     recipe = yamlconf.validate(Recipe, layered, data)
-    from containers.compat import check_compatibility
+    from hvd_container.containers.compat import check_compatibility
 
     check_compatibility(recipe, layered)
     return recipe

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from containers.blocks import hvd_pip_script, render_blocks
+from hvd_container.containers.blocks import hvd_pip_script, render_blocks
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 FORMATS = ("docker", "singularity")
 
@@ -43,8 +43,8 @@ def write_context(recipe: Recipe, directory: Path) -> list[Path]:
     import contextlib
     import shutil
 
-    from hvd_container.atomic import atomic_output
-    from hvd_container.errors import UserError
+    from hvd_container.core.atomic import atomic_output
+    from hvd_container.core.errors import UserError
 
     if directory.exists() and not directory.is_dir():
         raise UserError(f"--context {directory}: exists and is not a directory")
@@ -72,7 +72,7 @@ def write_context(recipe: Recipe, directory: Path) -> list[Path]:
 
 def render_definition(recipe: Recipe) -> str:
     """The Singularity/Apptainer definition, converted from the Dockerfile by spython and fixed."""
-    from containers.singularity_def import dockerfile_to_definition
+    from hvd_container.containers.singularity_def import dockerfile_to_definition
 
     context = build_context(recipe)
     # spython copies `--platform=...` into `From:`; Apptainer/Singularity build for the machine

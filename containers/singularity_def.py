@@ -26,10 +26,10 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hvd_container.errors import StepFailed
+from hvd_container.core.errors import StepFailed
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 LABEL_PREFIX = "org.hvd-container."
 CHECK_BUILD = ["horovodrun", "--check-build"]

@@ -9,9 +9,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from hvd_container.errors import UserError
-from launcher.compose import LaunchRequest, allocation_options, plan_launch
-from launcher.sites import Site
+from hvd_container.launcher.compose import LaunchRequest, allocation_options, plan_launch
+from hvd_container.launcher.sites import Site
+
+from hvd_container.core.errors import UserError
 
 OUTPUT_PATTERN = "%x_%j.out"
 ERROR_PATTERN = "%x_%j.err"

@@ -10,12 +10,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hvd_container.errors import UserError
-from launcher import pitfalls
-from launcher.facts import ImageFacts
-from launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
-from launcher.runtimes import Invocation, runtime_module
-from launcher.sites import Site, env_name_problem, valid_slurm_time
+from hvd_container.launcher import pitfalls
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
+from hvd_container.launcher.runtimes import Invocation, runtime_module
+from hvd_container.launcher.sites import Site, env_name_problem, valid_slurm_time
+
+from hvd_container.core.errors import UserError
 
 
 @dataclass

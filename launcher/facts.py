@@ -40,7 +40,7 @@ def _pip_names(requirements: list[str]) -> set[str]:
 
 def facts_from_recipe(ref: str) -> ImageFacts:
     """Facts of a built-in recipe name or a recipe file."""
-    from containers.recipe import load_recipe
+    from hvd_container.containers.recipe import load_recipe
 
     recipe = load_recipe(ref)
     pip = _pip_names(recipe.pip)

@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hvd_container.errors import StepFailed, UserError, warn
+from hvd_container.core.errors import StepFailed, UserError, warn
 
 if TYPE_CHECKING:
-    from launcher.compose import LaunchRequest
-    from launcher.sites import Site
-    from launcher.slurm import Job
+    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.sites import Site
+    from hvd_container.launcher.slurm import Job
 
 PORT_RANGE = (20000, 60000)
 
@@ -106,8 +106,8 @@ def start(
 
     Ctrl-C while waiting cancels the job (nobody has its URL yet), as does the timeout.
     """
-    from launcher import slurm
-    from launcher.prepare import prepare_launch, working_directory
+    from hvd_container.launcher import slurm
+    from hvd_container.launcher.prepare import prepare_launch, working_directory
 
     port = random_port()
     token = secrets.token_urlsafe(32)
@@ -128,7 +128,7 @@ def start(
 def _wait_for_server(
     site: Site, job_id: str, port: int, token: str, *, timeout: float, poll: float
 ) -> JupyterSession:
-    from launcher import slurm
+    from hvd_container.launcher import slurm
 
     deadline = time.monotonic() + timeout
     last_state = None
@@ -164,7 +164,7 @@ def _wait_for_server(
 
 def server_ready(job: Job, port: int) -> bool:
     """True once the job's log shows Jupyter's URL with our port."""
-    from launcher import slurm
+    from hvd_container.launcher import slurm
 
     pattern = ready_pattern(port)
     for path in slurm.log_paths(job):
@@ -186,7 +186,7 @@ def _this_host() -> str:
 
 
 def stop(job_id: str) -> None:
-    from launcher import slurm
+    from hvd_container.launcher import slurm
 
     if not job_id.isdigit():
         raise UserError(f"--stop: {job_id!r} is not a job id (allowed: digits)")

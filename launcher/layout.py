@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvd_container.errors import UserError
-from launcher import pitfalls
-from launcher.lightning import lightning_script
-from launcher.sites import Site
+from hvd_container.launcher import pitfalls
+from hvd_container.launcher.lightning import lightning_script
+from hvd_container.launcher.sites import Site
+
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from launcher.compose import LaunchRequest
+    from hvd_container.launcher.compose import LaunchRequest
 
 
 @dataclass(frozen=True)

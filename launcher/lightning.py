@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from launcher.facts import ImageFacts
+from hvd_container.launcher.facts import ImageFacts
 
 _IMPORT = re.compile(
     r"^\s*(?:from\s+(?:lightning|pytorch_lightning)(?:\.[\w.]+)?\s+import|import\s+(?:lightning|pytorch_lightning)\b)",

@@ -29,8 +29,8 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hvd_container.atomic import write_text
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.atomic import write_text
+from hvd_container.core.errors import StepFailed, UserError
 
 DOCKER_ENV = ".singularity.d/env/10-docker2singularity.sh"
 DEFINITION_ENV = ".singularity.d/env/90-environment.sh"
@@ -71,7 +71,7 @@ def cache_dir() -> Path:
 
 def sif_digest(path: Path) -> str:
     """A cache key that changes whenever the SIF's root filesystem does."""
-    from containers.sif.reader import read_sif
+    from hvd_container.containers.sif.reader import read_sif
 
     info = read_sif(path)
     if not info.rootfs_size:
@@ -89,7 +89,7 @@ def _cache_problem(path: Path, exc: OSError) -> UserError:
 
 def _unpack_sif(sif: Path, target: Path) -> None:
     """Unpack the SIF's root filesystem into target; another process doing the same is fine."""
-    from containers.sif.reader import read_sif
+    from hvd_container.containers.sif.reader import read_sif
 
     info = read_sif(sif)
     if shutil.which("unsquashfs") is None:

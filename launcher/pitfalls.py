@@ -10,9 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from hvd_container.errors import UserError
-from launcher.facts import ImageFacts
-from launcher.sites import Runtime, Site
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.sites import Runtime, Site
+
+from hvd_container.core.errors import UserError
 
 LIGHTNING_BAD_JOB_NAMES = ("bash", "interactive")
 

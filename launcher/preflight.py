@@ -16,12 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvd_container.errors import UserError
-from launcher.facts import ImageFacts
-from launcher.runtimes import is_file_ref
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.runtimes import is_file_ref
+
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from launcher.compose import LaunchRequest
+    from hvd_container.launcher.compose import LaunchRequest
 
 PREFIX = "org.hvd-container."
 
@@ -45,7 +46,7 @@ def facts_from_labels(
     if name and mpi_pmi is None:
         # The PMI flavour is a recipe fact; a built-in recipe of that name still knows it.
         try:
-            from launcher.facts import facts_from_recipe
+            from hvd_container.launcher.facts import facts_from_recipe
 
             recipe_facts = facts_from_recipe(name)
         except UserError:
@@ -115,7 +116,7 @@ def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
             raise UserError(f"image {image}: cannot read it ({exc.strerror})") from None
         if b"SIF_MAGIC" not in head:
             return None
-        from containers.sif.reader import read_sif
+        from hvd_container.containers.sif.reader import read_sif
 
         info = read_sif(path)
         arch = info.arch if info.arch != "unknown" else None

@@ -27,10 +27,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from hvd_container.errors import UserError
-from launcher import preflight
-from launcher.compose import LaunchRequest, resolve_image
-from launcher.sites import Runtime, Site
+from hvd_container.launcher import preflight
+from hvd_container.launcher.compose import LaunchRequest, resolve_image
+from hvd_container.launcher.sites import Runtime, Site
+
+from hvd_container.core.errors import UserError
 
 Mode = Literal["show", "write", "launch"]
 
@@ -105,8 +106,8 @@ def _charliecloud(
 ) -> tuple[Site, LaunchRequest, list[str]]:
     """ch-run needs $USER, the working and script directories bound, and a directory image;
     also returns the image's environment lines that could not be passed on."""
-    from launcher import local_runtime
-    from launcher.slurm import current_user
+    from hvd_container.launcher import local_runtime
+    from hvd_container.launcher.slurm import current_user
 
     env = dict(request.env)
     env.setdefault("USER", current_user())  # ch-run refuses to start without $USER
@@ -140,14 +141,14 @@ def _charliecloud(
 
 def _gloo(runtime: Runtime, request: LaunchRequest) -> LaunchRequest:
     """Every rank runs the script under the Gloo wrapper; srun starts no MPI."""
-    from launcher import gloo
+    from hvd_container.launcher import gloo
 
     problem = gloo.check_layout(request.ntasks, request.nodes, request.ntasks_per_node)
     if problem:
         raise UserError(problem)
     lightning = request.lightning
     if lightning is None:
-        from launcher.lightning import lightning_script
+        from hvd_container.launcher.lightning import lightning_script
 
         lightning = lightning_script(request.script, request.facts)[0]
     if request.script.endswith(".py"):

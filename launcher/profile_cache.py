@@ -53,7 +53,7 @@ def put(path: Path, data: dict[str, Any]) -> None:
     entries[str(path.resolve())] = {"stamp": stamp, "data": data}
     target = cache_file()
     try:
-        from hvd_container.atomic import write_text
+        from hvd_container.core.atomic import write_text
 
         target.parent.mkdir(parents=True, exist_ok=True)
         write_text(target, json.dumps(entries))

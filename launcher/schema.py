@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 Path_ = tuple[str | int, ...]
 

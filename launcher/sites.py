@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hvd_container.errors import UserError
-from launcher import schema
+from hvd_container.launcher import schema
+
+from hvd_container.core.errors import UserError
 
 if typing.TYPE_CHECKING:
-    from hvd_container import yamlconf
+    from hvd_container.core import yamlconf
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 RuntimeKind = Literal[
@@ -256,7 +257,7 @@ def parse_site(doc: yamlconf.Document) -> Site:
 
 def read_site_file(path: Path) -> Site:
     """Load and validate a profile file, through the cache of validated profiles."""
-    from launcher import profile_cache
+    from hvd_container.launcher import profile_cache
 
     cached = profile_cache.get(path)
     if cached is not None:
@@ -264,7 +265,7 @@ def read_site_file(path: Path) -> Site:
             return validate_site(cached, _where_in(str(path)), str(path))
         except UserError:
             pass  # the rules changed since it was cached: re-read for an exact FILE:LINE
-    from hvd_container import yamlconf
+    from hvd_container.core import yamlconf
 
     doc = yamlconf.load(path)
     site = parse_site(doc)
@@ -302,7 +303,7 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
     path = Path(text) if looks_like_path else site_file(text)
     site = read_site_file(path)
     if not looks_like_path and site.name != path.stem:
-        from hvd_container import yamlconf
+        from hvd_container.core import yamlconf
 
         line = yamlconf.load(path).line_of(("name",)) or 1
         raise UserError(
@@ -313,7 +314,7 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
 
 def _config_site() -> tuple[str, str] | None:
     """(site, where) from the user's config.yaml, if it names one."""
-    from launcher import profile_cache
+    from hvd_container.launcher import profile_cache
 
     path = user_config_dir() / "config.yaml"
     if not path.is_file():
@@ -321,7 +322,7 @@ def _config_site() -> tuple[str, str] | None:
     cached = profile_cache.get(path)
     if cached is not None and set(cached) <= {"site"} and isinstance(cached.get("site"), str):
         return cached["site"], str(path)
-    from hvd_container import yamlconf
+    from hvd_container.core import yamlconf
 
     doc = yamlconf.load(path)
     allowed = ("site",)

@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from hvd_container.errors import StepFailed, UserError, warn
+from hvd_container.core.errors import StepFailed, UserError, warn
 
 if TYPE_CHECKING:
-    from launcher.compose import LaunchRequest
-    from launcher.sites import Site
+    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.sites import Site
 
 TERMINAL_STATES = frozenset(
     {
@@ -478,8 +478,8 @@ def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
 
 def salloc_argv(site: Site, request: LaunchRequest) -> tuple[list[str], dict[str, str], list[str]]:
     """`salloc <the #SBATCH options> srun ...`: an interactive allocation running the step."""
-    from launcher.batch import render_batch_plan
-    from launcher.compose import plan_launch
+    from hvd_container.launcher.batch import render_batch_plan
+    from hvd_container.launcher.compose import plan_launch
 
     text, warnings = render_batch_plan(site, request)
     skip = ("--output=", "--error=", "--open-mode=", "--parsable")
@@ -496,8 +496,8 @@ def submit_request(
     site: Site, request: LaunchRequest, *, private: bool = False
 ) -> tuple[str, list[str]]:
     """Submit a prepared launch as a batch job from the current directory; (job id, warnings)."""
-    from launcher.batch import render_batch_plan
-    from launcher.prepare import working_directory
+    from hvd_container.launcher.batch import render_batch_plan
+    from hvd_container.launcher.prepare import working_directory
 
     text, warnings = render_batch_plan(site, replace(request, inside_allocation=False))
     return submit(text, workdir=working_directory(), private=private), warnings
@@ -520,7 +520,7 @@ def submitted_job(
 
 def submit_launch(site: Site, request: LaunchRequest, *, private: bool = False) -> str:
     """Preflight, prepare and submit a launch as a batch job; print warnings; the job id."""
-    from launcher.prepare import prepare_launch
+    from hvd_container.launcher.prepare import prepare_launch
 
     prepared = prepare_launch(site, request, "launch")
     with submitted_job(prepared.site, prepared.request, private=private) as (job_id, more):
@@ -544,8 +544,8 @@ def execute(
     end (`detach`: return once submitted), or with `salloc` run in an interactive allocation.
     `batch` submits even from inside an allocation (`hvd-container batch --submit`).
     """
-    from launcher.compose import plan_launch
-    from launcher.prepare import prepare_launch
+    from hvd_container.launcher.compose import plan_launch
+    from hvd_container.launcher.prepare import prepare_launch
 
     inside = bool(os.environ.get("SLURM_JOB_ID")) and not salloc and not batch
     if detach and salloc:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
-from containers.blocks import (
+from hvd_container.containers.blocks import (
     base,
     checks,
     cuda,
@@ -27,10 +27,10 @@ from containers.blocks import (
     pytorch,
     tensorflow,
 )
-from containers.blocks._text import MARKER_PREFIX, PHASES
+from hvd_container.containers.blocks._text import MARKER_PREFIX, PHASES
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 Block = Callable[["Recipe"], str]
 

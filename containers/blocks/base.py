@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import block
+from hvd_container.containers.blocks._text import block
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 # testbed/base-image.sh turns `debootstrap:<suite>` into this local image.
 DEBOOTSTRAP_IMAGE = "hvd-base/debian:{suite}"

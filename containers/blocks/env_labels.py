@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import block, env, label
+from hvd_container.containers.blocks._text import block, env, label
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 LABEL_PREFIX = "org.hvd-container."
 

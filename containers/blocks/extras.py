@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import apt_install, block, pip_install, run
+from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 
 def render(recipe: Recipe) -> str:

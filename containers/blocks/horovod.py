@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks import horovod_patches
-from containers.blocks._text import apt_install, block, pip_install, run
+from hvd_container.containers.blocks import horovod_patches
+from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 # Horovod's own build-time imports, absent from a fresh venv when the build is not isolated.
 BUILD_PYTHON_DEPS = ["setuptools", "wheel", "packaging", "cloudpickle", "psutil", "pyyaml"]

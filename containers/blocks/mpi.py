@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import apt_install, block, run
+from hvd_container.containers.blocks._text import apt_install, block, run
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 PACKAGES = {
     "openmpi": ["openmpi-bin", "libopenmpi-dev"],

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import HVD_PIP, block
+from hvd_container.containers.blocks._text import HVD_PIP, block
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 CONFIG_URL_ARG = "HVD_PIP_CONFIG_URL"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import VENV, apt_install, block, env, run
+from hvd_container.containers.blocks._text import VENV, apt_install, block, env, run
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 
 def version_check(python: str, version: str) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from containers.blocks._text import block, module_version_check, pip_install, run
+from hvd_container.containers.blocks._text import block, module_version_check, pip_install, run
 
 if TYPE_CHECKING:
-    from containers.recipe import Recipe
+    from hvd_container.containers.recipe import Recipe
 
 
 def render(recipe: Recipe) -> str:

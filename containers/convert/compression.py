@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 # gzip first: every Singularity/Apptainer version mounts it; zstd needs Apptainer >= 1.1 on the
 # cluster side (squashfuse/kernel support), xz is smallest and slowest.

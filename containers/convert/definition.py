@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from containers.convert.output import TEXT_MODE, check_output_path, creation_mode
-from hvd_container.atomic import write_text
-from hvd_container.errors import UserError
+from hvd_container.containers.convert.output import TEXT_MODE, check_output_path, creation_mode
+
+from hvd_container.core.atomic import write_text
+from hvd_container.core.errors import UserError
 
 BOOTSTRAPS = ("debootstrap", "docker")
 
@@ -17,8 +18,8 @@ BOOTSTRAPS = ("debootstrap", "docker")
 def definition_text(recipe: Any, bootstrap: str | None = None) -> str:
     """The recipe's definition (containers.render); bootstrap="docker" starts a debootstrap
     base from the Docker image of the same Debian suite instead (no debootstrap on the cluster)."""
-    from containers.render import render_definition
-    from containers.singularity_def import with_docker_bootstrap
+    from hvd_container.containers.render import render_definition
+    from hvd_container.containers.singularity_def import with_docker_bootstrap
 
     if bootstrap is not None and bootstrap not in BOOTSTRAPS:
         raise UserError(

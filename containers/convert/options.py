@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from containers.convert.compression import check_compressor
-from hvd_container.errors import UserError
+from hvd_container.containers.convert.compression import check_compressor
+
+from hvd_container.core.errors import UserError
 
 SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
 

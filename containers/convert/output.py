@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 # sylabs/sif's CreateContainerAtPath creates SIFs 0755 (they start with a launch script);
 # a definition is plain text.

@@ -14,8 +14,9 @@ import shlex
 import subprocess
 from collections.abc import Callable
 
-from containers.convert.shifter import remote
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.containers.convert.shifter import remote
+
+from hvd_container.core.errors import StepFailed, UserError
 
 FAILURE_MARKERS = ("Pull failed", "Error:", "Traceback")
 

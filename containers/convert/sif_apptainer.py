@@ -23,8 +23,9 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from containers.convert.output import SIF_MODE, check_output_path, creation_mode
-from hvd_container.errors import StepFailed, Terminated, UserError
+from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
+
+from hvd_container.core.errors import StepFailed, Terminated, UserError
 
 TOOLS = ("apptainer", "singularity")
 # How long an interrupted build may take to clean up its temp dir before it is killed.

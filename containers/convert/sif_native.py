@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from containers.convert.compression import check_compressor
-from containers.convert.options import check_arch_flag
-from containers.convert.output import SIF_MODE, check_output_path, creation_mode
-from containers.sif import format as fmt
-from containers.sif.layout import DataObject, partition_offset, sif_prefix
-from containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
-from containers.sif.shift import insert_front
-from containers.sif.tarstream import TarFormatError, buffered, filter_tar
-from hvd_container.atomic import atomic_output
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.containers.convert.compression import check_compressor
+from hvd_container.containers.convert.options import check_arch_flag
+from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, partition_offset, sif_prefix
+from hvd_container.containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
+from hvd_container.containers.sif.shift import insert_front
+from hvd_container.containers.sif.tarstream import TarFormatError, buffered, filter_tar
+
+from hvd_container.core.atomic import atomic_output
+from hvd_container.core.errors import StepFailed, UserError
 
 _EXPORT_CHUNK = 1024 * 1024
 _FULL_BELOW = 1024 * 1024

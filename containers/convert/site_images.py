@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 TOOL = {"shifter": "shifterimg", "podman-hpc": "podman-hpc"}
 
@@ -55,7 +55,7 @@ def push_image(image: str, remote: str, client: Any = None) -> None:
 
 
 def _site(name: str | None) -> Any:
-    from launcher.sites import select_site
+    from hvd_container.launcher.sites import select_site
 
     return select_site(name)
 
@@ -92,7 +92,7 @@ def publish_to_site(
     step(f"pushing {image} to {remote}")
     push(image, remote)
     if runtime == "shifter":
-        from containers.convert.shifter import pull_and_lookup, shifter_image_ref
+        from hvd_container.containers.convert.shifter import pull_and_lookup, shifter_image_ref
 
         image_id = pull_and_lookup(
             remote, login_host=login_host, on_status=lambda s: step(f"gateway: {s}")
@@ -100,6 +100,6 @@ def publish_to_site(
         ref = shifter_image_ref(remote)
         step(f"shifterimg lookup: {image_id}")
         return ref
-    from containers.convert.podman_hpc import pull_and_migrate
+    from hvd_container.containers.convert.podman_hpc import pull_and_migrate
 
     return pull_and_migrate(remote, login_host=login_host, on_step=step)

@@ -18,7 +18,7 @@ class Source:
 
 def resolve_source(ref: str) -> Source:
     """A path ending in .yaml/.yml or a built-in recipe name is a recipe; anything else an image."""
-    from containers.recipe import list_builtin, load_recipe
+    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     if Path(ref).suffix in (".yaml", ".yml") or ref in list_builtin():
         recipe = load_recipe(ref)

@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from containers.engine import BuildEvent
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.containers.engine import BuildEvent
+
+from hvd_container.core.errors import StepFailed, UserError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from containers.sif import format as fmt
+from hvd_container.containers.sif import format as fmt
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from containers.sif.tarstream import normalize, tar_entries
+from hvd_container.containers.sif.tarstream import normalize, tar_entries
 
 SINGULARITY_DIR = ".singularity.d"
 # Root-level links Apptainer's own build creates; an image's copies are replaced.

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from containers.sif import format as fmt
-from hvd_container.errors import UserError
+from hvd_container.containers.sif import format as fmt
+
+from hvd_container.core.errors import UserError
 
 BUILD_FACT_PREFIX = "org.hvd-container."
 _MAX_JSON_OBJECT = 16 * 1024 * 1024

@@ -46,7 +46,7 @@ class Wrapped:
 
 
 def runtime_module(kind: str) -> ModuleType:
-    return importlib.import_module(f"launcher.runtimes.{_MODULES[kind]}")
+    return importlib.import_module(f"hvd_container.launcher.runtimes.{_MODULES[kind]}")
 
 
 def strip_docker_scheme(ref: str) -> str:

@@ -6,7 +6,7 @@ passes in unchanged (PATH included), so the program should name the image's pyth
 
 from __future__ import annotations
 
-from launcher.runtimes import Invocation, Wrapped
+from hvd_container.launcher.runtimes import Invocation, Wrapped
 
 
 def image_ref(ref: str) -> str:

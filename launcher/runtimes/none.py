@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.runtimes import Invocation, Wrapped
+from hvd_container.launcher.runtimes import Invocation, Wrapped
 
 
 def image_ref(ref: str) -> str:

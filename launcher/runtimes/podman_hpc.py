@@ -6,8 +6,9 @@ pass the host environment in, so every variable the launch sets is named with `-
 
 from __future__ import annotations
 
-from hvd_container.errors import UserError
-from launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+
+from hvd_container.core.errors import UserError
 
 
 def image_ref(ref: str) -> str:

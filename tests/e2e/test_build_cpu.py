@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 import requests
 from build_fixtures import CPU_RECIPE, hvd
-
-from containers.build import BUILD_DIGEST_LABEL, engine_build_digest
-from containers.push import MANIFEST_V2
-from containers.recipe import load_recipe
-from containers.render import build_context
+from hvd_container.containers.build import BUILD_DIGEST_LABEL, engine_build_digest
+from hvd_container.containers.push import MANIFEST_V2
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.render import build_context
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +30,7 @@ print(f"rank {hvd.rank()} of {hvd.size()}: sum {total.item():g}", flush=True)
 
 @pytest.fixture(scope="module")
 def api(docker_engine: str) -> Any:
-    from containers.engine.docker_api import docker_client
+    from hvd_container.containers.engine.docker_api import docker_client
 
     return docker_client()
 

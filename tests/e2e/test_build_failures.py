@@ -27,7 +27,7 @@ def child_recipe(tmp_path: Path, name: str, checks: list[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def api(docker_engine: str) -> Any:
-    from containers.engine.docker_api import docker_client
+    from hvd_container.containers.engine.docker_api import docker_client
 
     return docker_client()
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hvd_container.containers.sif.reader import read_sif
 
-from containers.sif.reader import read_sif
 from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     LABELS,
     ch_run,

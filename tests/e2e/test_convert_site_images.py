@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hvd_container.containers.convert.site_images import publish_to_site
 
-from containers.convert.site_images import publish_to_site
-from hvd_container.errors import StepFailed
+from hvd_container.core.errors import StepFailed
 from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     cli,
     docker_client,

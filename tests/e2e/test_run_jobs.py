@@ -97,9 +97,9 @@ def test_salloc_mode_runs_interactively(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    from launcher import slurm
-    from launcher.compose import LaunchRequest
-    from launcher.sites import load_site
+    from hvd_container.launcher import slurm
+    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.sites import load_site
 
     request = LaunchRequest(
         script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1
@@ -197,8 +197,9 @@ def test_preflight_refuses_an_mpi_plugin_srun_lacks(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    from hvd_container.errors import UserError
-    from launcher.preflight import check_mpi_plugin, srun_mpi_plugins
+    from hvd_container.launcher.preflight import check_mpi_plugin, srun_mpi_plugins
+
+    from hvd_container.core.errors import UserError
 
     offered = srun_mpi_plugins()
     assert offered is not None and "pmix" in offered and "pmi2" in offered

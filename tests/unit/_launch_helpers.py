@@ -22,7 +22,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm.conf"))
-    monkeypatch.setattr("launcher.sites.SLURM_CONF_PATHS", ())
+    monkeypatch.setattr("hvd_container.launcher.sites.SLURM_CONF_PATHS", ())
     yield tmp_path
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hvd_container.atomic import atomic_output, write_text
+from hvd_container.core.atomic import atomic_output, write_text
 
 
 def test_write_text_replaces_target(tmp_path: Path) -> None:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
+from hvd_container.launcher.batch import render_batch, render_batch_plan
+from hvd_container.launcher.compose import LaunchRequest, plan_launch
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.sites import list_sites, load_site
 
-from hvd_container.errors import UserError
-from launcher.batch import render_batch, render_batch_plan
-from launcher.compose import LaunchRequest, plan_launch
-from launcher.facts import ImageFacts
-from launcher.sites import list_sites, load_site
+from hvd_container.core.errors import UserError
 
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     # the Lightning batch job of the Neuron guide

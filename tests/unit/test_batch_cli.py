@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
+from hvd_container.launcher.batch import render_batch
+from hvd_container.launcher.compose import LaunchRequest
+from hvd_container.launcher.sites import load_site
 
-from hvd_container.cli import main
-from launcher.batch import render_batch
-from launcher.compose import LaunchRequest
-from launcher.sites import load_site
+from hvd_container.cli.app import main
 
 ARGS = ["--site", "zih-alpha", "--image", "x.sif", "-n", "16", "-t", "1:00:00"]
 ARGS += ["-e", "NCCL_SOCKET_IFNAME=ib0"]

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
-
-from containers.blocks import (
+from hvd_container.containers.blocks import (
     BLOCKS,
     PHASES,
     base,
@@ -28,9 +27,9 @@ from containers.blocks import (
     render_blocks,
     tensorflow,
 )
-from containers.blocks._text import MARKER_PREFIX
-from containers.recipe import Recipe, load_recipe
-from containers.render import render_dockerfile
+from hvd_container.containers.blocks._text import MARKER_PREFIX
+from hvd_container.containers.recipe import Recipe, load_recipe
+from hvd_container.containers.render import render_dockerfile
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from containers.blocks import hvd_pip_script
+from hvd_container.containers.blocks import hvd_pip_script
 
 
 @pytest.fixture

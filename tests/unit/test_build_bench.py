@@ -44,7 +44,7 @@ def run_bench(
         return (100.0 if no_cache else 5.0), "built", image_id
 
     monkeypatch.setattr(bench, "timed_build", fake_build)
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", lambda: api)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", lambda: api)
     monkeypatch.setattr(sys, "argv", ["bench/build.py", *argv])
     return bench.main()
 

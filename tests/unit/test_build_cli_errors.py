@@ -18,7 +18,7 @@ import pytest
 import requests
 from test_build_flow import BASE, FakeDockerAPI
 
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,8 @@ def test_bad_input_in_json_mode_prints_an_error_record(
     text: str,
 ) -> None:
     monkeypatch.setattr(
-        "containers.engine.docker_api.docker_client", lambda: FakeDockerAPI({BASE: {"Id": "b"}})
+        "hvd_container.containers.engine.docker_api.docker_client",
+        lambda: FakeDockerAPI({BASE: {"Id": "b"}}),
     )
     assert main([*argv, "--json"]) == code
     captured = capsys.readouterr()
@@ -138,7 +139,7 @@ def run_build(
     api: FakeDockerAPI,
     *extra: str,
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", lambda: api)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", lambda: api)
     code = main(["build", "cpu-bookworm", "--no-host-pip", *extra])
     captured = capsys.readouterr()
     return code, captured.out, captured.err

@@ -6,11 +6,15 @@ import io
 import tarfile
 
 import pytest
-
-from containers.build import build_digest, dockerfile_phases
-from containers.engine.docker_api import TAIL_LINES, BuildFailed, context_tar, parse_build_stream
-from containers.recipe import load_recipe
-from containers.render import build_context
+from hvd_container.containers.build import build_digest, dockerfile_phases
+from hvd_container.containers.engine.docker_api import (
+    TAIL_LINES,
+    BuildFailed,
+    context_tar,
+    parse_build_stream,
+)
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.render import build_context
 
 DOCKERFILE = """\
 # hvd-container phase: base
@@ -130,7 +134,7 @@ def test_stream_without_image_is_a_failure() -> None:
 
 
 def test_base_image_skips_from_flags() -> None:
-    from containers.build import base_image_of
+    from hvd_container.containers.build import base_image_of
 
     assert (
         base_image_of("# x\nFROM --platform=linux/arm64 debian:bookworm AS base\n")

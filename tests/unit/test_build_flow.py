@@ -15,8 +15,7 @@ from typing import Any
 
 import docker.errors
 import pytest
-
-from containers.build import (
+from hvd_container.containers.build import (
     BUILD_DIGEST_LABEL,
     BuildOptions,
     base_image_of,
@@ -24,11 +23,12 @@ from containers.build import (
     build_recipe,
     proxy_build_args,
 )
-from containers.engine import BuildEvent
-from containers.pipconfig import HostPipConfig
-from containers.recipe import load_recipe
-from containers.render import build_context
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.containers.engine import BuildEvent
+from hvd_container.containers.pipconfig import HostPipConfig
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.render import build_context
+
+from hvd_container.core.errors import StepFailed, UserError
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
 BASE = "hvd-base/debian:bookworm"
@@ -227,7 +227,7 @@ def test_host_proxies_and_pips_proxy_reach_the_build(
     monkeypatch.setenv("HTTPS_PROXY", "http://corp:8080")
     monkeypatch.setenv("no_proxy", ".corp")
     monkeypatch.setattr(
-        "containers.pipconfig.read_host_pip_config",
+        "hvd_container.containers.pipconfig.read_host_pip_config",
         lambda: HostPipConfig(index_url="https://pypi.example/simple", proxy="http://pp:3128"),
     )
     engine, _ = build(api, BuildOptions(pip_config_port=0))
@@ -269,7 +269,9 @@ def test_loopback_proxy_is_reported(api: FakeDockerAPI, monkeypatch: pytest.Monk
 def test_taken_port_moves_to_the_next_one_and_says_the_cache_misses(
     api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("containers.pipconfig.read_host_pip_config", lambda: HostPipConfig())
+    monkeypatch.setattr(
+        "hvd_container.containers.pipconfig.read_host_pip_config", lambda: HostPipConfig()
+    )
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -323,7 +325,9 @@ def test_host_pip_or_not_is_the_same_digest(
     api: FakeDockerAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # --no-host-pip changes where pip downloads from, not what the recipe installs.
-    monkeypatch.setattr("containers.pipconfig.read_host_pip_config", lambda: HostPipConfig())
+    monkeypatch.setattr(
+        "hvd_container.containers.pipconfig.read_host_pip_config", lambda: HostPipConfig()
+    )
     build(api, BuildOptions(pip_config_port=0))
     with_host_pip = digest_label(api)
     _, result = build(api, BuildOptions(use_host_pip=False))

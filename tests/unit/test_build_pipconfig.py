@@ -8,8 +8,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from containers.pipconfig import (
+from hvd_container.containers.pipconfig import (
     DEFAULT_PORT,
     NO_HOST_PIP_FLAG,
     HostPipConfig,
@@ -20,7 +19,8 @@ from containers.pipconfig import (
     serve_host_pip_config,
     serve_plan,
 )
-from hvd_container.errors import UserError
+
+from hvd_container.core.errors import UserError
 
 PIP_CONFIG_LIST = """\
 :env:.cert='/etc/ssl/certs/ca-certificates.crt'
@@ -118,7 +118,7 @@ def test_gateway_that_is_not_local_is_a_one_line_error_naming_the_flag() -> None
 def test_the_suggested_flag_is_a_real_build_option() -> None:
     import typer.main
 
-    from hvd_container.cli import app
+    from hvd_container.cli.app import app
 
     build = typer.main.get_command(app).get_command(None, "build")  # type: ignore[attr-defined]
     assert NO_HOST_PIP_FLAG in [opt for param in build.params for opt in param.opts]

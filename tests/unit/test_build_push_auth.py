@@ -21,11 +21,11 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import docker.errors
 import pytest
+from hvd_container.containers.push import auth_from_env, push_image, redact
 from test_build_flow import FakeDockerAPI
 
-from containers.push import auth_from_env, push_image, redact
-from hvd_container.cli import main
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.cli.app import main
+from hvd_container.core.errors import StepFailed, UserError
 
 USER = "hvd-user-7Q"
 PASSWORD = "s3cr3t-Pa55+/="
@@ -107,7 +107,7 @@ def test_half_set_credentials_stop_build_push_before_the_build(
     def no_engine() -> None:
         raise AssertionError("the Docker engine was contacted")
 
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", no_engine)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", no_engine)
     assert main(["build", "cpu-bookworm", "--push", REGISTRY]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("hvd-container: error: $HVD_REGISTRY_USERNAME is set but")
@@ -125,7 +125,7 @@ def echo(user: str = USER, password: str = PASSWORD) -> str:
 def push_cli(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], api: Any, *extra: str
 ) -> tuple[int, str]:
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", lambda: api)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", lambda: api)
     code = main(["push", IMAGE, "--registry", REGISTRY, *extra])
     captured = capsys.readouterr()
     return code, captured.out + captured.err

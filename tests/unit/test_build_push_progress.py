@@ -6,12 +6,17 @@ import json
 
 import docker.errors
 import pytest
+from hvd_container.containers.build_progress import (
+    JsonReporter,
+    PlainReporter,
+    format_json,
+    format_plain,
+)
+from hvd_container.containers.engine.docker_api import BuildFailed
+from hvd_container.containers.push import push_image, remote_ref, split_tag, stream_errors
 from test_build_flow import FakeDockerAPI
 
-from containers.build_progress import JsonReporter, PlainReporter, format_json, format_plain
-from containers.engine.docker_api import BuildFailed
-from containers.push import push_image, remote_ref, split_tag, stream_errors
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 
 def test_error_in_a_200_push_stream_is_found() -> None:
@@ -138,12 +143,12 @@ def test_registry_serving_another_digest_fails() -> None:
 def test_bad_registry_flag_fails_before_the_engine_is_contacted(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hvd_container.cli import main
+    from hvd_container.cli.app import main
 
     def no_engine() -> None:
         raise AssertionError("the Docker engine was contacted")
 
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", no_engine)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", no_engine)
     assert main(["push", "cpu-bookworm:1", "--registry", " "]) == 2
     assert main(["build", "cpu-bookworm", "--push", "a b"]) == 2
     assert capsys.readouterr().err.splitlines() == [

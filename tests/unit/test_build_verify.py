@@ -9,10 +9,8 @@ from typing import Any
 import docker.errors
 import pytest
 import requests
-from test_build_flow import FakeDockerAPI, good_image
-
-from containers.recipe import load_recipe
-from containers.verify import (
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.verify import (
     CheckBuild,
     VerifyResult,
     compare_check_build,
@@ -26,7 +24,9 @@ from containers.verify import (
     parse_versions,
     verify_image,
 )
-from hvd_container.errors import StepFailed
+from test_build_flow import FakeDockerAPI, good_image
+
+from hvd_container.core.errors import StepFailed
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
 
@@ -234,9 +234,9 @@ def image_with(labels: dict[str, str]) -> dict[str, Any]:
 
 
 def cli(monkeypatch: pytest.MonkeyPatch, api: FakeDockerAPI, *argv: str) -> int:
-    from hvd_container.cli import main
+    from hvd_container.cli.app import main
 
-    monkeypatch.setattr("containers.engine.docker_api.docker_client", lambda: api)
+    monkeypatch.setattr("hvd_container.containers.engine.docker_api.docker_client", lambda: api)
     return main(list(argv))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hvd_container import __version__
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 
 def test_version(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -61,12 +61,12 @@ def test_unknown_command_is_a_usage_error(capsys) -> None:  # type: ignore[no-un
 
 
 def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import containers.recipe
+    from hvd_container.containers import recipe as recipe_module
 
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(containers.recipe, "list_builtin", interrupted)
+    monkeypatch.setattr(recipe_module, "list_builtin", interrupted)
     assert main(["recipes", "list"]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "hvd-container: interrupted"
 
@@ -133,7 +133,7 @@ def test_sigterm_handler_is_restored_after_main() -> None:
 # A render --context whose write stalls inside the atomic writer (temp file open) until signalled.
 _STALLED_WRITE = """
 import os, sys, time
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 def stall(fd):
     print("writing", flush=True)
@@ -209,7 +209,7 @@ def test_readme_tour_commands_work(tmp_path, monkeypatch, capsys) -> None:  # ty
     """Every engine-free command in the README runs; the others at least parse."""
     import typer.main
 
-    from hvd_container.cli import app
+    from hvd_container.cli.app import app
 
     monkeypatch.chdir(tmp_path)
     commands = [

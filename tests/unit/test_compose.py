@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
-
-from launcher.compose import LaunchRequest, compose_srun, plan_launch
-from launcher.facts import ImageFacts
-from launcher.sites import load_site
+from hvd_container.launcher.compose import LaunchRequest, compose_srun, plan_launch
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.sites import load_site
 
 NGC = "/apps/applications/singularity_images/ngc/pytorch_22.03-hd-py3.sif"
 QUALIS = "qualis2006/tensorflow-pytorch-horovod:tf2.10_pt1.13"
@@ -523,7 +522,7 @@ def test_ntasks_with_ntasks_per_node_sets_the_nodes(
 
 
 def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
-    from launcher.batch import render_batch
+    from hvd_container.launcher.batch import render_batch
 
     req = LaunchRequest(
         script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python", lightning=False

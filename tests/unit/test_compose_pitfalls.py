@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
+from hvd_container.launcher.compose import LaunchRequest, plan_launch
+from hvd_container.launcher.facts import ImageFacts, facts_from_recipe
+from hvd_container.launcher.lightning import uses_lightning
+from hvd_container.launcher.sites import load_site
 
-from hvd_container.errors import UserError
-from launcher.compose import LaunchRequest, plan_launch
-from launcher.facts import ImageFacts, facts_from_recipe
-from launcher.lightning import uses_lightning
-from launcher.sites import load_site
+from hvd_container.core.errors import UserError
 
 PMIX_ONLY = ImageFacts(
     source="recipe ompi",
@@ -501,7 +501,7 @@ def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None
 
 
 def test_gloo_refuses_an_uneven_last_node() -> None:
-    from launcher import gloo
+    from hvd_container.launcher import gloo
 
     assert gloo.check_layout(8, None, 4) is None
     assert gloo.check_layout(6, None, 4) == (
@@ -566,7 +566,7 @@ def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
     assert (pl.lightning, pl.horovod) == (True, False)
     cpu = facts_from_recipe("cpu-bookworm")
     assert (cpu.lightning, cpu.horovod) == (False, True)
-    from launcher.preflight import facts_from_labels
+    from hvd_container.launcher.preflight import facts_from_labels
 
     probed = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.10.12"}
     labels = facts_from_labels(

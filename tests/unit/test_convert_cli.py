@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.convert.site_images import push_image
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.render import render_definition
 
-from containers.convert.site_images import push_image
-from containers.recipe import load_recipe
-from containers.render import render_definition
-from hvd_container.cli import main
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.cli.app import main
+from hvd_container.core.errors import StepFailed, UserError
 
 RECIPE = "cpu-bookworm"
 
@@ -59,7 +59,7 @@ def test_recipe_arch_mismatch_is_refused_before_the_engine(
 
 
 def test_library_checks_arch_before_the_engine(tmp_path: Path) -> None:
-    from containers.convert.sif_native import convert_image_to_sif
+    from hvd_container.containers.convert.sif_native import convert_image_to_sif
 
     with pytest.raises(UserError, match=r"^--arch: unknown architecture 'sparc'"):
         convert_image_to_sif("nosuch:1", tmp_path / "x.sif", arch="sparc")

@@ -7,9 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
-from containers.convert.image_refs import shifter_image_ref
-from launcher.runtimes import shifter as shifter_runtime
+from hvd_container.containers.convert.image_refs import shifter_image_ref
+from hvd_container.launcher.runtimes import shifter as shifter_runtime
 
 
 @pytest.mark.parametrize(

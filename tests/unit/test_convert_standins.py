@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from containers.convert import podman_hpc, shifter
+from hvd_container.containers.convert import podman_hpc, shifter
 
 STANDINS = Path(__file__).resolve().parents[1] / "e2e" / "standins"
 NOWHERE = "127.0.0.1:1"  # connection refused: the registry "has no such image"

@@ -13,7 +13,7 @@ FILES = sorted(
     [
         *(ROOT / "launcher").rglob("*.py"),
         *(
-            ROOT / "hvd_container" / "commands" / f"{name}.py"
+            ROOT / "hvd_container" / "cli" / "commands" / f"{name}.py"
             for name in ("run", "jobs", "jupyter", "sites")
         ),
     ]

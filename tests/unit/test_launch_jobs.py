@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, sif_prefix
+from hvd_container.launcher import jupyter, local_runtime, preflight, slurm
+from hvd_container.launcher.compose import LaunchRequest
+from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.slurm import Job
 
-from containers.sif import format as fmt
-from containers.sif.layout import DataObject, sif_prefix
-from hvd_container.cli import main
-from hvd_container.errors import UserError
-from launcher import jupyter, local_runtime, preflight, slurm
-from launcher.compose import LaunchRequest
-from launcher.sites import load_site
-from launcher.slurm import Job
+from hvd_container.cli.app import main
+from hvd_container.core.errors import UserError
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

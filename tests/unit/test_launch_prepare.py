@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, sif_prefix
+from hvd_container.launcher import local_runtime, preflight, slurm
+from hvd_container.launcher.slurm import Job
 
-from containers.sif import format as fmt
-from containers.sif.layout import DataObject, sif_prefix
-from hvd_container.cli import main
-from launcher import local_runtime, preflight, slurm
-from launcher.slurm import Job
+from hvd_container.cli.app import main
 
 GLOO_ARGS = ["--site", "local", "--controller", "gloo", "-N", "2", "--ntasks-per-node", "1"]
 

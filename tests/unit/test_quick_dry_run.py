@@ -17,9 +17,10 @@ from _launch_helpers import isolated, write  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hvd_container import cli, entry, quick_dry_run
-from hvd_container.commands import load
-from hvd_container.commands.launch_options import DEFAULTS, OPTIONS
+from hvd_container.cli import app as cli
+from hvd_container.cli import entry, quick_dry_run
+from hvd_container.cli.commands import load
+from hvd_container.cli.commands.launch_options import DEFAULTS, OPTIONS
 
 SITES = ["neuron", "perlmutter", "zih-alpha", "zih-ml", "local"]
 HOSTILE = ["--lr", "0.1", "a b", "it's", 'say "hi"', "x;y", "$HOME", "-n", "--dry-run", "--help", "-5", ""]  # fmt: skip
@@ -130,7 +131,7 @@ def test_click_errors_still_come_from_click(capsys: pytest.CaptureFixture[str]) 
     assert quick[0] == 2 and "--ntasks/-n: '=8' is not a valid int" in quick[2]
 
 
-@pytest.mark.parametrize("program", ["hvd_container", "hvd_container.cli"])
+@pytest.mark.parametrize("program", ["hvd_container", "hvd_container.cli.app"])
 def test_a_reader_that_went_away_is_exit_1_without_a_traceback(program: str) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, line_of, merged, write
+from hvd_container.containers import compat
+from hvd_container.containers.recipe import Recipe, load_recipe
 
-from containers import compat
-from containers.recipe import Recipe, load_recipe
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 TORCH_113 = {"version": "1.13.1", "torchvision": "0.14.1", "cuda_tag": "cu117"}
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from _recipe_helpers import CPU_RECIPE, line_of, merged, write
+from hvd_container.containers.recipe import FIELDS, list_builtin, load_recipe
 
-from containers.recipe import FIELDS, list_builtin, load_recipe
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 
 def error_of(ref: str | Path) -> str:
@@ -234,7 +234,7 @@ def test_local_and_prerelease_versions_are_fine(tmp_path: Path) -> None:
 def test_validate_command_reports_a_bad_version_as_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hvd_container.cli import main
+    from hvd_container.cli.app import main
 
     path = write(tmp_path, "extends: cpu-bookworm\nhorovod:\n  version: 0.28.x\n")
     assert main(["recipes", "validate", str(path)]) == 2

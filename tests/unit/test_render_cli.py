@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 from _recipe_helpers import CPU_RECIPE, line_of, merged, write
+from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.render import build_context, render_definition, render_dockerfile
 
-from containers.recipe import list_builtin, load_recipe
-from containers.render import build_context, render_definition, render_dockerfile
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 
 def test_recipes_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,13 +151,13 @@ def test_render_context_that_cannot_be_created(capsys: pytest.CaptureFixture[str
 
 
 def _failing_second_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    import containers.render
+    from hvd_container.containers import render as render_module
 
     def context(recipe: object) -> dict[str, bytes]:
         # the second file's temporary name lands in a missing directory: it fails after the first
         return {"Dockerfile": b"FROM x\n", "missing/hvd-pip": b"#!/bin/sh\n"}
 
-    monkeypatch.setattr(containers.render, "build_context", context)
+    monkeypatch.setattr(render_module, "build_context", context)
 
 
 def test_render_context_failing_midway_removes_the_directory_it_made(

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
-
-from containers.blocks import PHASES, hvd_pip_script
-from containers.blocks._text import MARKER_PREFIX
-from containers.recipe import Recipe, list_builtin, load_recipe
-from containers.render import build_context, render_definition, render_dockerfile
-from containers.singularity_def import (
+from hvd_container.containers.blocks import PHASES, hvd_pip_script
+from hvd_container.containers.blocks._text import MARKER_PREFIX
+from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
+from hvd_container.containers.render import build_context, render_definition, render_dockerfile
+from hvd_container.containers.singularity_def import (
     _spython_convert,
     dockerfile_to_definition,
     hazards,
     instructions,
 )
-from hvd_container.errors import UserError
+
+from hvd_container.core.errors import UserError
 
 
 def sections(definition: str) -> dict[str, list[str]]:

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.convert import sif_apptainer, sif_native
 
-from containers.convert import sif_apptainer, sif_native
-from hvd_container.errors import StepFailed, Terminated, UserError
+from hvd_container.core.errors import StepFailed, Terminated, UserError
 
 STANDIN = Path(__file__).resolve().parents[1] / "e2e" / "standins" / "apptainer"
 GB = 10**9

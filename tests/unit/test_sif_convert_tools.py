@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from containers.convert import podman_hpc, shifter
-from containers.convert.site_images import remote_name
-from containers.convert.source import default_output
+from hvd_container.containers.convert import podman_hpc, shifter
+from hvd_container.containers.convert.site_images import remote_name
+from hvd_container.containers.convert.source import default_output
 
 
 def test_shifter_commands_local_and_over_ssh() -> None:

@@ -7,12 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.convert.definition import write_definition
+from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.render import render_definition
 
-from containers.convert.definition import write_definition
-from containers.recipe import list_builtin, load_recipe
-from containers.render import render_definition
-from hvd_container.cli import main
-from hvd_container.errors import UserError
+from hvd_container.cli.app import main
+from hvd_container.core.errors import UserError
 
 SECTIONS = {
     "help", "labels", "environment", "post", "runscript", "test", "files", "setup",

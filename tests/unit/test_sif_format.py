@@ -8,12 +8,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, partition_offset, sif_prefix
+from hvd_container.containers.sif.reader import read_sif
+from hvd_container.containers.sif.shift import insert_front
 
-from containers.sif import format as fmt
-from containers.sif.layout import DataObject, partition_offset, sif_prefix
-from containers.sif.reader import read_sif
-from containers.sif.shift import insert_front
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 LABELS = {"org.hvd-container.versions.torch": "2.13.0", "maintainer": "someone"}
 
@@ -151,7 +151,7 @@ def test_non_sif_and_missing_files(tmp_path: Path) -> None:
 def test_insert_front_shifts_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force_move: bool
 ) -> None:
-    from containers.sif import shift
+    from hvd_container.containers.sif import shift
 
     if force_move:
         monkeypatch.setattr(shift, "_insert_range", lambda fd, length: False)

@@ -10,12 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.convert.sif_native import sif_labels, sif_objects
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, partition_offset, sif_prefix
+from hvd_container.containers.sif.metadata import ImageConfig
 
-from containers.convert.sif_native import sif_labels, sif_objects
-from containers.sif import format as fmt
-from containers.sif.layout import DataObject, partition_offset, sif_prefix
-from containers.sif.metadata import ImageConfig
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 REF = "hvd/cpu-bookworm:1"
 IMAGE_ID = "sha256:" + "ab" * 32

@@ -7,8 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from containers.sif.metadata import (
+from hvd_container.containers.sif.metadata import (
     ImageConfig,
     is_replaced,
     render_env_script,

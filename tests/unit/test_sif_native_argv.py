@@ -13,8 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from containers.convert.sif_native import tar2sqfs_argv
+from hvd_container.containers.convert.sif_native import tar2sqfs_argv
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "convert.py"
 

@@ -6,9 +6,13 @@ import io
 import tarfile
 
 import pytest
-
-from containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
-from containers.sif.tarstream import IterStream, TarFormatError, filter_tar, tar_entries
+from hvd_container.containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
+from hvd_container.containers.sif.tarstream import (
+    IterStream,
+    TarFormatError,
+    filter_tar,
+    tar_entries,
+)
 
 LONG = "usr/lib/" + "x" * 150 + "/file.py"
 

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
-
-from hvd_container.errors import UserError
-from launcher import profile_cache
-from launcher.sites import (
+from hvd_container.launcher import profile_cache
+from hvd_container.launcher.sites import (
     choose_site,
     host_arch,
     list_sites,
@@ -19,6 +17,8 @@ from launcher.sites import (
     select_site,
     slurm_cluster_name,
 )
+
+from hvd_container.core.errors import UserError
 
 SHIPPED = ["local", "neuron", "perlmutter", "zih-alpha", "zih-ml"]
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from _launch_helpers import isolated, write  # noqa: F401
 
-from hvd_container.cli import main
+from hvd_container.cli.app import main
 
 
 def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:  # noqa: F811

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hvd_container.launcher import gloo, jupyter, preflight
+from hvd_container.launcher.compose import LaunchRequest
+from hvd_container.launcher.local_runtime import image_env
+from hvd_container.launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
 
-from hvd_container.errors import UserError
-from launcher import gloo, jupyter, preflight
-from launcher.compose import LaunchRequest
-from launcher.local_runtime import image_env
-from launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
+from hvd_container.core.errors import UserError
 
 SCONTROL = (
     "JobId=8 JobName=my job UserId=alice(1000) GroupId=alice(1000) JobState=FAILED "

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import typer.main
 import yaml
+from hvd_container.containers.recipe import list_builtin, load_recipe
 
-from containers.recipe import list_builtin, load_recipe
-from hvd_container.cli import app
+from hvd_container.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))

@@ -5,8 +5,8 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from hvd_container import yamlconf
-from hvd_container.errors import UserError
+from hvd_container.core import yamlconf
+from hvd_container.core.errors import UserError
 
 
 class _Inner(BaseModel):

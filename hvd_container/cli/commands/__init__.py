@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# command -> the module (hvd_container.commands.<module>) that registers it, in `--help` order
+# command -> the module (hvd_container.cli.commands.<module>) that registers it, in `--help` order
 COMMANDS: dict[str, str] = {
     "build": "build",
     "verify": "build",
@@ -32,7 +32,7 @@ def load(name: str) -> Any:
     import typer
     import typer.main
 
-    module = importlib.import_module(f"hvd_container.commands.{COMMANDS[name]}")
+    module = importlib.import_module(f"hvd_container.cli.commands.{COMMANDS[name]}")
     holder = typer.Typer()
     module.register(holder)
     # typer converts every command it holds: keep only the one asked for

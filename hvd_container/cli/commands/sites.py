@@ -14,7 +14,7 @@ sites_app = typer.Typer(
 @sites_app.command("list")
 def list_cmd() -> None:
     """List the available site profiles (built-in and your own) and which one is selected."""
-    from launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
+    from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
 
     chosen, why = choose_site(None)
     for name in list_sites():
@@ -38,7 +38,7 @@ def show_cmd(
 
     import yaml
 
-    from launcher.sites import choose_site, load_site
+    from hvd_container.launcher.sites import choose_site, load_site
 
     name, why = (site, "argument") if site else choose_site(None)
     profile = load_site(name)

@@ -35,10 +35,10 @@ def render_cmd(
     ] = None,
 ) -> None:
     """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
-    from containers.recipe import load_recipe
-    from containers.render import render, write_context
-    from hvd_container.atomic import write_text
-    from hvd_container.errors import UserError
+    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.render import render, write_context
+    from hvd_container.core.atomic import write_text
+    from hvd_container.core.errors import UserError
 
     if context is not None:
         if output is not None or fmt is not Format.docker:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from hvd_container.commands.launch_options import build_request
-from hvd_container.commands.run import (
+from hvd_container.cli.commands.launch_options import build_request
+from hvd_container.cli.commands.run import (
     AccountOpt,
     BindOpt,
     CommentOpt,
@@ -50,7 +50,7 @@ def jupyter(
     The port and the token are random (never your user name). The server keeps running
     after this command returns; stop it with `hvd-container jupyter --stop JOBID`.
     """
-    from launcher import jupyter as jup
+    from hvd_container.launcher import jupyter as jup
 
     if stop is not None:
         jup.stop(stop)

@@ -16,7 +16,7 @@ recipes_app = typer.Typer(
 @recipes_app.command("list")
 def list_cmd() -> None:
     """List the built-in recipes with their image tag and description."""
-    from containers.recipe import list_builtin, load_recipe
+    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     for name in list_builtin():
         recipe = load_recipe(name)
@@ -32,7 +32,7 @@ def show_cmd(
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
     import yaml
 
-    from containers.recipe import load_recipe
+    from hvd_container.containers.recipe import load_recipe
 
     loaded = load_recipe(recipe)
     typer.echo(f"# {loaded.image_tag} digest {loaded.digest()}")
@@ -51,8 +51,8 @@ def validate_cmd(
     ] = None,
 ) -> None:
     """Check recipes: prints `OK name` or the one-line error for each; exit 2 on any error."""
-    from containers.recipe import list_builtin, load_recipe
-    from hvd_container.errors import UserError
+    from hvd_container.containers.recipe import list_builtin, load_recipe
+    from hvd_container.core.errors import UserError
 
     failed = 0
     for ref in recipes or list_builtin():

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from launcher.compose import LaunchRequest
-    from launcher.sites import Site
+    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.sites import Site
 
 LAUNCH = "Launch"
 RESOURCES = "Resources"
@@ -86,8 +86,8 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
 
 def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
     """(site, LaunchRequest) from the CLI options; recipe facts loaded only when asked for."""
-    from launcher.compose import LaunchRequest
-    from launcher.sites import MPI_PLUGINS, select_site
+    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.sites import MPI_PLUGINS, select_site
 
     mpi = options.get("mpi")
     if mpi is not None and mpi not in MPI_PLUGINS:
@@ -97,7 +97,7 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
     recipe = options.get("recipe")
     facts = None
     if recipe:
-        from launcher.facts import facts_from_recipe
+        from hvd_container.launcher.facts import facts_from_recipe
 
         facts = facts_from_recipe(str(recipe))
     controller = options.pop("controller")
@@ -117,8 +117,8 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
 
 def dry_run_text(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
     """(the one shell-quoted launch line, the warnings): what `run --dry-run` prints."""
-    from launcher.compose import plan_launch
-    from launcher.prepare import prepare_launch
+    from hvd_container.launcher.compose import plan_launch
+    from hvd_container.launcher.prepare import prepare_launch
 
     # the same preparation as a real run, minus its side effects
     prepared = prepare_launch(site, request, "show")

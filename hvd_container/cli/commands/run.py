@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hvd_container.commands.launch_options import (
+from hvd_container.cli.commands.launch_options import (
     ARGS_HELP,
     CONTEXT,
     DEFAULTS,
@@ -20,7 +20,7 @@ from hvd_container.commands.launch_options import (
     build_request,
     dry_run_text,
 )
-from hvd_container.errors import UserError, warn
+from hvd_container.core.errors import UserError, warn
 
 
 def _option(name: str) -> Any:
@@ -107,7 +107,7 @@ def run(
         warn(warnings)
         typer.echo(line)
         return
-    from launcher.slurm import execute
+    from hvd_container.launcher.slurm import execute
 
     code = execute(site_obj, request, detach=detach, salloc=salloc)  # composes and warns itself
     raise typer.Exit(code or 0)
@@ -173,13 +173,13 @@ def batch(
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
     if submit:
-        from launcher.slurm import execute
+        from hvd_container.launcher.slurm import execute
 
         raise typer.Exit(execute(site_obj, request, detach=detach, batch=True) or 0)
     if detach:
         raise UserError("--detach goes with --submit (without it nothing is submitted)")
-    from launcher.batch import render_batch_plan
-    from launcher.prepare import prepare_launch
+    from hvd_container.launcher.batch import render_batch_plan
+    from hvd_container.launcher.prepare import prepare_launch
 
     # prepared as for a run (a local image is unpacked), so the script runs as written
     prepared = prepare_launch(site_obj, request, "write")
@@ -188,7 +188,7 @@ def batch(
     if output is None:
         typer.echo(text, nl=False)
         return
-    from hvd_container.atomic import write_text
+    from hvd_container.core.atomic import write_text
 
     try:
         write_text(output, text, mode=0o755)

@@ -16,7 +16,7 @@ def jobs(
     ] = False,
 ) -> None:
     """List your Slurm jobs, recently finished ones included."""
-    from launcher import slurm
+    from hvd_container.launcher import slurm
 
     rows = slurm.list_jobs(user, finished=not active)
     if not rows:
@@ -42,8 +42,8 @@ def logs(
 ) -> None:
     """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
     (the stderr file to stderr) and exits with its code."""
-    from hvd_container.errors import UserError
-    from launcher import slurm
+    from hvd_container.core.errors import UserError
+    from hvd_container.launcher import slurm
 
     if not job_id.isdigit():
         raise UserError(

@@ -15,19 +15,19 @@ import typer
 from typer.core import TyperGroup
 
 from hvd_container import __version__
-from hvd_container.errors import Interrupted, guarded
+from hvd_container.core.errors import Interrupted, guarded
 
 
 class _Group(TyperGroup):
-    """The root group: subcommands come from hvd_container.commands when first looked up."""
+    """The root group: subcommands come from hvd_container.cli.commands when first looked up."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        from hvd_container.commands import COMMANDS
+        from hvd_container.cli.commands import COMMANDS
 
         return list(COMMANDS)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        from hvd_container.commands import COMMANDS, load
+        from hvd_container.cli.commands import COMMANDS, load
 
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.commands[cmd_name] = load(cmd_name)

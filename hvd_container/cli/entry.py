@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from hvd_container.errors import guarded
+from hvd_container.core.errors import guarded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,12 +18,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _answer(args: list[str]) -> int:
-    from hvd_container import quick_dry_run
+    from hvd_container.cli import quick_dry_run
 
     values = quick_dry_run.parse(args)
     if values is not None:
         return quick_dry_run.show(values)
-    from hvd_container.cli import main as full_cli
+    from hvd_container.cli.app import main as full_cli
 
     return full_cli(args)
 

@@ -17,14 +17,14 @@ import os
 import sys
 from typing import Any
 
-from hvd_container.commands.launch_options import (
+from hvd_container.cli.commands.launch_options import (
     DEFAULTS,
     OPTIONS,
     RUN_ONLY,
     build_request,
     dry_run_text,
 )
-from hvd_container.errors import warn
+from hvd_container.core.errors import warn
 
 # click's shell completion is driven by this variable: completion is the full CLI's job
 COMPLETION_VAR = "_HVD_CONTAINER_COMPLETE"

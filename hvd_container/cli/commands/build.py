@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hvd_container.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 
 class Progress(str, Enum):
@@ -54,10 +54,10 @@ def build_cmd(
     ] = False,
 ) -> None:
     """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
-    from containers.build import BuildOptions, build_recipe
-    from containers.build_progress import make_reporter
-    from containers.engine.docker_api import engine_errors
-    from containers.recipe import load_recipe
+    from hvd_container.containers.build import BuildOptions, build_recipe
+    from hvd_container.containers.build_progress import make_reporter
+    from hvd_container.containers.engine.docker_api import engine_errors
+    from hvd_container.containers.recipe import load_recipe
 
     # Made first, so that every failure (recipe, engine, build, push) reaches reporter.failure:
     # in JSON mode each one ends the stream with an error record.
@@ -67,7 +67,7 @@ def build_cmd(
         with engine_errors():
             loaded = load_recipe(recipe)
             if push is not None:
-                from containers.push import auth_from_env, remote_ref
+                from hvd_container.containers.push import auth_from_env, remote_ref
 
                 # A bad --push or half-set credentials fail now, not after the build.
                 remote_ref(loaded.image_tag, push, "--push")
@@ -100,7 +100,7 @@ def build_cmd(
 
 
 def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
-    from containers.push import push_image
+    from hvd_container.containers.push import push_image
 
     # No client passed: push_image checks --registry before it connects to the engine.
     result = push_image(None, image, registry, lambda m: reporter("info", "push", m))
@@ -121,8 +121,8 @@ def verify_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
-    from containers.build_progress import JsonReporter
-    from containers.engine.docker_api import engine_errors
+    from hvd_container.containers.build_progress import JsonReporter
+    from hvd_container.containers.engine.docker_api import engine_errors
 
     try:
         with engine_errors():
@@ -136,9 +136,14 @@ def verify_cmd(
 def _verify(image: str, recipe: str | None, json_output: bool) -> None:
     import docker.errors
 
-    from containers.engine.docker_api import docker_client
-    from containers.recipe import list_builtin, load_recipe
-    from containers.verify import LABEL_PREFIX, docker_runner, fact_labels, verify_image
+    from hvd_container.containers.engine.docker_api import docker_client
+    from hvd_container.containers.recipe import list_builtin, load_recipe
+    from hvd_container.containers.verify import (
+        LABEL_PREFIX,
+        docker_runner,
+        fact_labels,
+        verify_image,
+    )
 
     api = docker_client()
     try:
@@ -205,8 +210,8 @@ def push_cmd(
 
     They go only to the engine and are never printed.
     """
-    from containers.build_progress import make_reporter
-    from containers.engine.docker_api import engine_errors
+    from hvd_container.containers.build_progress import make_reporter
+    from hvd_container.containers.engine.docker_api import engine_errors
 
     reporter = make_reporter("plain", json_output)
     try:
@@ -225,7 +230,7 @@ def _image_of(target: str) -> str:
     """A recipe path or built-in recipe name means its image tag; anything else is an image."""
     from pathlib import Path
 
-    from containers.recipe import list_builtin, load_recipe
+    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     if target.endswith((".yaml", ".yml")) or Path(target).is_file() or target in list_builtin():
         return load_recipe(target).image_tag

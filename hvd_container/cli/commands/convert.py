@@ -68,8 +68,8 @@ def convert(
     ] = None,
 ) -> None:
     """Turn a built image into what a site runs."""
-    from containers.convert.options import check_flags, check_recipe_arch
-    from containers.convert.source import default_output, resolve_source
+    from hvd_container.containers.convert.options import check_flags, check_recipe_arch
+    from hvd_container.containers.convert.source import default_output, resolve_source
 
     # Flags that the target/engine would ignore are refused before anything else.
     check_flags(
@@ -91,7 +91,7 @@ def convert(
     src = resolve_source(source)
     check_recipe_arch(arch, src.recipe)
     if to is Target.definition:
-        from containers.convert.definition import debootstrap_note, write_definition
+        from hvd_container.containers.convert.definition import debootstrap_note, write_definition
 
         choice = bootstrap.value if bootstrap else None
         path = write_definition(src.recipe, output, bootstrap=choice)
@@ -103,12 +103,12 @@ def convert(
     if to is Target.sif:
         target = output or default_output(src.image, ".sif")
         if engine is Engine.apptainer:
-            from containers.convert.sif_apptainer import convert_with_apptainer
+            from hvd_container.containers.convert.sif_apptainer import convert_with_apptainer
 
             convert_with_apptainer(src.image, target, archive=archive, on_step=typer.echo)
             typer.echo(f"wrote {target}")
             return
-        from containers.convert.sif_native import convert_image_to_sif
+        from hvd_container.containers.convert.sif_native import convert_image_to_sif
 
         result = convert_image_to_sif(
             src.image,
@@ -124,7 +124,7 @@ def convert(
             f"in {result.seconds:.1f} s"
         )
         return
-    from containers.convert.site_images import publish_to_site
+    from hvd_container.containers.convert.site_images import publish_to_site
 
     ref = publish_to_site(
         src.image,
@@ -142,7 +142,7 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
-    from containers.sif.reader import read_sif
+    from hvd_container.containers.sif.reader import read_sif
 
     info = read_sif(file)
     if as_json:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hvd_container.errors import UserError
+from hvd_container.core.errors import UserError
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
     from yaml import CSafeLoader as _Loader

@@ -1,0 +1,4 @@
+"""The small core both sides share: error types, YAML loading with line numbers, atomic writes.
+
+It imports nothing from the build side (containers), the launch side (launcher) or the CLI.
+"""
