@@ -9,7 +9,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from hvd_container.launcher.compose import LaunchRequest, allocation_options, plan_launch
+from hvd_container.launcher.compose import plan_launch
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
@@ -27,30 +28,10 @@ def _sbatch_line(option: str) -> str:
 
 
 def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
-    """(script text, warnings)."""
-    outside = plan_launch(site, replace(request, inside_allocation=False))
-    inside = plan_launch(site, replace(request, inside_allocation=True))
-    layout = outside.layout
-    sched = site.scheduler
-    job_name = layout.job_name or request.job_name or _stem(request.script)
-    opts = [f"--job-name={job_name}"]
-    if layout.nodes is not None:
-        opts.append(f"--nodes={layout.nodes}")
-    if layout.ntasks is not None:
-        opts.append(f"--ntasks={layout.ntasks}")
-    if layout.ntasks_per_node is not None:
-        opts.append(f"--ntasks-per-node={layout.ntasks_per_node}")
-    if layout.gpus_per_node and sched.gpu_request == "gres":
-        opts.append(f"--gres=gpu:{layout.gpus_per_node}")
-    elif layout.gpus_per_node and sched.gpu_request == "gpus-per-node":
-        opts.append(f"--gpus-per-node={layout.gpus_per_node}")
-    cpus = request.cpus_per_task or sched.cpus_per_task
-    if cpus:
-        opts.append(f"--cpus-per-task={cpus}")
-    opts += allocation_options(site, request)
-    opts += [f"--output={OUTPUT_PATTERN}", f"--error={ERROR_PATTERN}"]
-    opts += sched.sbatch_options
-
+    """(script text, warnings), from one plan of the launch outside an allocation."""
+    plan = plan_launch(site, replace(request, inside_allocation=False))
+    opts = [*plan.allocation, f"--output={OUTPUT_PATTERN}", f"--error={ERROR_PATTERN}"]
+    opts += site.scheduler.sbatch_options
     lines = ["#!/bin/bash", *(_sbatch_line(o) for o in opts)]
     lines.append(
         f"# hvd-container: site {site.name}, runtime {site.runtime_for(request.runtime).kind}"
@@ -58,20 +39,14 @@ def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str
     lines.append("")
     if site.modules:
         lines.append(shlex.join(["module", "load", *site.modules]))
-    for name, value in inside.env.items():
+    for name, value in plan.env.items():
         lines.append(f"export {name}={shlex.quote(value)}")
-    if site.modules or inside.env:
+    if site.modules or plan.env:
         lines.append("")
-    lines.append(shlex.join(inside.argv))
-    warnings = list(dict.fromkeys([*outside.warnings, *inside.warnings]))
-    return "\n".join(lines) + "\n", warnings
+    lines.append(shlex.join(plan.step))
+    return "\n".join(lines) + "\n", plan.warnings
 
 
 def render_batch(site: Site, request: LaunchRequest) -> str:
     """The sbatch script text for request on site."""
     return render_batch_plan(site, request)[0]
-
-
-def _stem(script: str) -> str:
-    name = script.rsplit("/", 1)[-1]
-    return name[:-3] if name.endswith(".py") else name or "job"

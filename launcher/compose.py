@@ -7,60 +7,30 @@ warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from hvd_container.launcher import pitfalls
-from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.binds import parse_bind
 from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
+from hvd_container.launcher.request import LaunchRequest, check
 from hvd_container.launcher.runtimes import Invocation, runtime_module
-from hvd_container.launcher.sites import Site, env_name_problem, valid_slurm_time
+from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
-
-
-@dataclass
-class LaunchRequest:
-    """Everything a user asks for in one launch; None means "the site's default"."""
-
-    script: str
-    args: list[str] = field(default_factory=list)
-    image: str | None = None
-    recipe: str | None = None
-    facts: ImageFacts | None = None  # filled from the recipe (or image labels) by the caller
-    ntasks: int | None = None
-    nodes: int | None = None
-    ntasks_per_node: int | None = None
-    gpus_per_node: int | None = None
-    gpus_per_task: int | None = None
-    cpus_per_task: int | None = None
-    mpi: str | None = None  # srun --mpi= plugin; overrides the site's
-    controller: Literal["mpi", "gloo"] = "mpi"
-    runtime: str | None = None  # another runtime than the site's default
-    modules: list[str] = field(default_factory=list)  # extra shifter modules
-    job_name: str | None = None
-    time: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    comment: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    binds: list[str] = field(default_factory=list)
-    workdir: str | None = None
-    lightning: bool | None = None  # None: scan the script
-    inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
     """What one launch runs: the command, its environment and what was found on the way."""
 
-    argv: list[str]  # starts with "srun"
+    argv: list[str]  # starts with "srun": standalone, or the step when inside an allocation
     env: dict[str, str]  # variables srun must see (site env, then the request's)
     warnings: list[str]
     layout: Layout
     image: str | None
+    # Outside an allocation, the same launch as an allocation and a step in it:
+    allocation: list[str]  # resource options for sbatch (#SBATCH) or salloc
+    step: list[str]  # the srun line to run inside that allocation
 
     def command(self) -> list[str]:
         """The argv with the environment spelled out (`env K=V srun ...`) for display."""
@@ -70,19 +40,6 @@ class LaunchPlan:
 
     def shell_line(self) -> str:
         return shlex.join(self.command())
-
-
-def _normalize_bind(bind: str, what: str) -> str:
-    parts = bind.split(":")
-    if not bind or not parts[0].startswith("/") or len(parts) > 3:
-        raise UserError(f"{what}: {bind!r} is not SRC[:DST[:ro|rw]] with absolute paths")
-    if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-        raise UserError(f"{what}: {bind!r}: the option must be ro or rw")
-    if len(parts) == 1:
-        parts.append(parts[0])
-    if not parts[1].startswith("/"):
-        raise UserError(f"{what}: {bind!r}: the destination must be an absolute path")
-    return ":".join(parts)
 
 
 def resolve_image(site: Site, request: LaunchRequest, kind: str) -> str | None:
@@ -142,33 +99,28 @@ def _program(request: LaunchRequest, python: str) -> list[str]:
 
 
 def _env(site: Site, request: LaunchRequest) -> dict[str, str]:
-    env = dict(site.env)
-    for name, value in request.env.items():
-        problem = env_name_problem(name)
-        if problem:
-            raise UserError(f"--env: {problem}")
-        env[name] = value
-    return env
+    return {**site.env, **request.env}
+
+
+def _binds(site: Site, request: LaunchRequest) -> list[str]:
+    """Site binds, then --bind, each as SRC:DST[:OPT]."""
+    out = []
+    for what, binds in ((f"{site.source}: binds", site.binds), ("--bind", request.binds)):
+        for bind in binds:
+            parsed = parse_bind(bind)
+            if isinstance(parsed, str):
+                raise UserError(f"{what}: {parsed}")
+            out.append(str(parsed))
+    return out
 
 
 def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
-    """The srun argv, its environment and the warnings for one launch."""
+    """The srun argv, its environment and the warnings for one launch, planned once: outside
+    an allocation also as resource options for sbatch/salloc plus the step run inside."""
+    check(site, request)
     warnings: list[str] = []
     runtime = site.runtime_for(request.runtime)
     partition = request.partition or site.scheduler.partition
-    if (
-        request.partition
-        and site.scheduler.partitions
-        and request.partition not in site.scheduler.partitions
-    ):
-        known = ", ".join(site.scheduler.partitions)
-        raise UserError(
-            f"--partition: {request.partition!r} is not a partition of site {site.name} (allowed: {known})"
-        )
-    if request.time and not valid_slurm_time(request.time):
-        raise UserError(
-            f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
-        )
     layout = resolve_layout(site, request, warnings)
     needs_allocation = not request.inside_allocation
     pitfalls.apply(
@@ -200,8 +152,6 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     image = resolve_image(site, request, runtime.kind)
     env = _env(site, request)
     pitfalls.apply(pitfalls.nccl_interface(site, env, layout.nodes, layout.gpus_per_node), warnings)
-    binds = [_normalize_bind(b, f"{site.source}: binds") for b in site.binds]
-    binds += [_normalize_bind(b, "--bind") for b in request.binds]
     invocation = Invocation(
         kind=runtime.kind,
         image=image if runtime.kind != "none" else None,
@@ -210,31 +160,45 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         gpu=runtime.gpu and layout.gpus_per_node > 0,
         flags=list(runtime.flags),
         modules=modules,
-        binds=binds,
+        binds=_binds(site, request),
         workdir=request.workdir,
         env_names=list(env),
     )
     wrapped = runtime_module(runtime.kind).wrap(invocation)
 
-    argv = ["srun"]
-    if mpi:
-        argv.append(f"--mpi={mpi}")
-    argv += site.scheduler.srun_options
-    if needs_allocation:
-        argv += allocation_options(site, request)
-    if layout.job_name:
-        argv.append(f"--job-name={layout.job_name}")
-    argv += layout_options(layout)
-    if needs_allocation or layout.gpu_bind_none or request.gpus_per_node is not None:
-        argv += gpu_flags(site.scheduler.gpu_request, layout.gpus_per_node)
-    if layout.gpu_bind_none and layout.gpus_per_node:
-        argv.append("--gpu-bind=none")
-    cpus = request.cpus_per_task or (site.scheduler.cpus_per_task if needs_allocation else None)
-    if cpus:
-        argv.append(f"--cpus-per-task={cpus}")
-    argv += wrapped.srun_flags
-    argv += wrapped.argv
-    return LaunchPlan(argv, env, warnings, layout, image)
+    sched = site.scheduler
+    head = ["srun", *([f"--mpi={mpi}"] if mpi else []), *sched.srun_options]
+    tasks = ([f"--job-name={layout.job_name}"] if layout.job_name else []) + layout_options(layout)
+    gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
+    bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
+    container = [*wrapped.srun_flags, *wrapped.argv]
+    own_cpus = [f"--cpus-per-task={request.cpus_per_task}"] if request.cpus_per_task else []
+    # inside an allocation the step inherits GPUs and CPUs unless they were asked for
+    step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
+    step = [*head, *tasks, *step_gpus, *bind_none, *own_cpus, *container]
+    if not needs_allocation:
+        return LaunchPlan(step, env, warnings, layout, image, [], step)
+
+    cpus = request.cpus_per_task or sched.cpus_per_task
+    cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
+    resources = allocation_options(site, request)
+    argv = [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
+    job_name = layout.job_name or request.job_name or _stem(request.script)
+    allocation = [f"--job-name={job_name}"]
+    for flag, value in (
+        ("--nodes", layout.nodes),
+        ("--ntasks", layout.ntasks),
+        ("--ntasks-per-node", layout.ntasks_per_node),
+    ):
+        if value is not None:
+            allocation.append(f"{flag}={value}")
+    allocation += [*gpus, *cpu_opts, *resources]
+    return LaunchPlan(argv, env, warnings, layout, image, allocation, step)
+
+
+def _stem(script: str) -> str:
+    name = script.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".py") else name or "job"
 
 
 def compose_srun(site: Site, request: LaunchRequest) -> list[str]:

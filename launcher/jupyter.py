@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 import secrets
-import sys
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hvd_container.core.errors import StepFailed, UserError, warn
+from hvd_container.core.errors import StepFailed, UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.report import Reporter
+    from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import Site
     from hvd_container.launcher.slurm import Job
 
@@ -100,13 +100,18 @@ def _node_addr(node: str) -> str:
 
 
 def start(
-    site: Site, request: LaunchRequest, *, timeout: float = 300, poll: float = 0.5
+    site: Site,
+    request: LaunchRequest,
+    reporter: Reporter,
+    *,
+    timeout: float = 300,
+    poll: float = 0.5,
 ) -> JupyterSession:
     """Submit the Jupyter job, wait until the server answers in its log, return how to reach it.
 
     Ctrl-C while waiting cancels the job (nobody has its URL yet), as does the timeout.
     """
-    from hvd_container.launcher import slurm
+    from hvd_container.launcher.execute import submitted_job
     from hvd_container.launcher.prepare import prepare_launch, working_directory
 
     port = random_port()
@@ -115,18 +120,23 @@ def start(
     python = site.runtime_for(req.runtime).python
     req = replace(req, script=python if python.startswith("/") else req.script)
     prepared = prepare_launch(site, req, "launch")
+    reporter.warn(prepared.warnings)
     # private: the log shows the token
-    with slurm.submitted_job(prepared.site, prepared.request, private=True, ask=False) as (
-        job_id,
-        warnings,
-    ):
-        warn([*prepared.warnings, *warnings])
-        session = _wait_for_server(site, job_id, port, token, timeout=timeout, poll=poll)
-    return session
+    with submitted_job(
+        prepared.site, prepared.request, reporter, private=True, ask=False
+    ) as job_id:
+        return _wait_for_server(site, job_id, port, token, reporter, timeout=timeout, poll=poll)
 
 
 def _wait_for_server(
-    site: Site, job_id: str, port: int, token: str, *, timeout: float, poll: float
+    site: Site,
+    job_id: str,
+    port: int,
+    token: str,
+    reporter: Reporter,
+    *,
+    timeout: float,
+    poll: float,
 ) -> JupyterSession:
     from hvd_container.launcher import slurm
 
@@ -137,7 +147,7 @@ def _wait_for_server(
         if job is None:
             raise StepFailed(f"job {job_id}: Slurm lost the Jupyter job")
         if job.state != last_state:
-            print(f"job {job_id} {job.state}", file=sys.stderr, flush=True)
+            reporter.status(f"job {job_id} {job.state}")
             last_state = job.state
         if job.finished:
             raise StepFailed(

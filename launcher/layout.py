@@ -18,7 +18,7 @@ from hvd_container.launcher.sites import Site
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.request import LaunchRequest
 
 
 @dataclass(frozen=True)
@@ -43,24 +43,8 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
         lightning, why = lightning_script(request.script, request.facts)
     # the messages say why a script that could not be read counts as a Lightning one
     script = f"{request.script} ({why})" if why else request.script
+    # counts and their combinations were checked by launcher.request.check
     n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
-    for flag, value in (
-        ("-n/--ntasks", n),
-        ("-N/--nodes", nodes),
-        ("--ntasks-per-node", per_node),
-        ("--gpus-per-node", request.gpus_per_node),
-        ("--gpus-per-task", request.gpus_per_task),
-        ("--cpus-per-task", request.cpus_per_task),
-    ):
-        if value is not None and value < 1:
-            raise UserError(f"{flag}: must be 1 or more (got {value})")
-    if n is not None and nodes is not None and per_node is not None and n > nodes * per_node:
-        # fewer is fine: Slurm then reads --ntasks-per-node as a maximum
-        raise UserError(
-            f"-n {n} is more than -N {nodes} x --ntasks-per-node {per_node} = {nodes * per_node} tasks: raise -N or --ntasks-per-node, or give only two of them"
-        )
-    if n is not None and nodes is not None and n < nodes:
-        raise UserError(f"-n {n} is fewer tasks than -N {nodes} nodes")
 
     job_name = request.job_name
     if lightning:

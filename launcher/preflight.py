@@ -22,7 +22,7 @@ from hvd_container.launcher.runtimes import is_file_ref
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.request import LaunchRequest
 
 PREFIX = "org.hvd-container."
 

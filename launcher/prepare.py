@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Literal
 
 from hvd_container.launcher import preflight
-from hvd_container.launcher.compose import LaunchRequest, resolve_image
+from hvd_container.launcher.compose import resolve_image
+from hvd_container.launcher.request import LaunchRequest, check
 from hvd_container.launcher.sites import Runtime, Site
 
 from hvd_container.core.errors import UserError
@@ -63,6 +64,7 @@ def _origin(site: Site, request: LaunchRequest) -> str:
 
 def prepare_launch(site: Site, request: LaunchRequest, mode: Mode) -> PreparedLaunch:
     """The site and request every launch path composes from; raises UserError with the fix."""
+    check(site, request)
     runtime = site.runtime_for(request.runtime)
     warnings: list[str] = []
     image = resolve_image(site, request, runtime.kind) if runtime.kind != "none" else None

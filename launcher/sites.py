@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hvd_container.launcher import schema
+from hvd_container.launcher.binds import parse_bind
 
 from hvd_container.core.errors import UserError
 
@@ -70,11 +71,9 @@ def _unique(value: list[str]) -> str | None:
 
 def _bind_ok(value: list[str]) -> str | None:
     for bind in value:
-        parts = bind.split(":")
-        if not bind or not parts[0].startswith(("/", "~", "$")) or len(parts) > 3:
-            return f"each bind is SRC[:DST[:ro|rw]] with an absolute SRC, not {bind!r}"
-        if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-            return f"bind option must be ro or rw in {bind!r}"
+        parsed = parse_bind(bind, allow_unexpanded=True)
+        if isinstance(parsed, str):
+            return parsed
     return None
 
 

@@ -13,19 +13,15 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
-from hvd_container.core.errors import StepFailed, UserError, warn
+from hvd_container.launcher.report import Reporter
 
-if TYPE_CHECKING:
-    from hvd_container.launcher.compose import LaunchRequest
-    from hvd_container.launcher.sites import Site
+from hvd_container.core.errors import StepFailed, UserError
 
 TERMINAL_STATES = frozenset(
     {
@@ -326,33 +322,21 @@ def _describe(job: Job) -> str:
     return f"job {job.job_id} {job.state}"
 
 
-def follow(
-    job_id: str,
-    *,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-    status: Callable[[str], None] | None = None,
-    poll: float = 0.5,
-    show_output: bool = True,
-) -> Job:
-    """Follow a job until it ends: state changes to `status`, its stdout file to `out`, its
-    stderr file to `err` (both to `out` when Slurm writes them to one file).
+def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: bool = True) -> Job:
+    """Follow a job until it ends: state changes to `reporter.status`, its stdout and stderr
+    files to `reporter.job_output` (both as stdout when Slurm writes them to one file).
 
     Returns the final record. Raises StepFailed if Slurm forgets the job before it ends.
     """
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
-    status = status or (lambda line: print(line, file=sys.stderr, flush=True))
-    tails: dict[Path, tuple[_Tail, TextIO]] = {}
+    tails: dict[Path, tuple[_Tail, bool]] = {}
     last_state = None
     missing = 0
 
     def copy_new() -> None:
-        for tail, stream in tails.values():
+        for tail, stderr in tails.values():
             text = tail.read_new()
             if text:
-                stream.write(text)
-                stream.flush()
+                reporter.job_output(text, stderr=stderr)
 
     while True:
         job = job_info(job_id)
@@ -363,16 +347,16 @@ def follow(
             time.sleep(poll)
             continue
         if job.state != last_state:
-            status(_describe(job))
+            reporter.status(_describe(job))
             last_state = job.state
         if show_output:
             # the stdout file first: one file for both streams stays on stdout
-            for path, stream in (
-                (_absolute(job.stdout, job), out),
-                (_absolute(job.stderr, job), err),
+            for path, stderr in (
+                (_absolute(job.stdout, job), False),
+                (_absolute(job.stderr, job), True),
             ):
                 if path is not None and path not in tails:
-                    tails[path] = (_Tail(path), stream)
+                    tails[path] = (_Tail(path), stderr)
             copy_new()
         if job.finished:
             # slurmd may flush the last lines just after the state changes
@@ -382,8 +366,9 @@ def follow(
         time.sleep(poll)
 
 
-def print_log(job_id: str, *, out: TextIO | None = None) -> Job:
-    """Print the job's output as it is now: its stdout file, then its stderr file."""
+def print_log(job_id: str, reporter: Reporter) -> Job:
+    """The job's output as it is now, to `reporter.job_output`: its stdout file, then its
+    stderr file (both as stdout: a snapshot reads as one text)."""
     job = job_info(job_id)
     if job is None:
         raise UserError(
@@ -392,7 +377,6 @@ def print_log(job_id: str, *, out: TextIO | None = None) -> Job:
     paths = log_paths(job)
     if not paths:
         raise UserError(f"job {job_id}: Slurm reports no output file for it")
-    out = out if out is not None else sys.stdout
     for path in paths:
         try:
             text = path.read_text(errors="replace")
@@ -400,33 +384,25 @@ def print_log(job_id: str, *, out: TextIO | None = None) -> Job:
             continue  # not written yet (pending job) or on a node-local disk
         except OSError as exc:
             raise _unreadable(path, exc) from None
-        out.write(text)
-    out.flush()
+        reporter.job_output(text, stderr=False)
     return job
 
 
 @contextlib.contextmanager
-def cancel_on_interrupt(job_id: str, *, ask: bool | None = None) -> Iterator[None]:
-    """On Ctrl-C while following: offer scancel on a terminal, do it otherwise."""
+def cancel_on_interrupt(job_id: str, reporter: Reporter, *, ask: bool = True) -> Iterator[None]:
+    """On Ctrl-C while following: offer scancel where the reporter can ask (and `ask`), else
+    cancel the job."""
     try:
         yield
     except KeyboardInterrupt:
-        interactive = sys.stdin.isatty() if ask is None else ask
-        cancel_it = True
-        if interactive:
-            try:
-                answer = input(f"\ncancel job {job_id} with scancel? [Y/n] ").strip().lower()
-                cancel_it = answer in ("", "y", "yes")
-            except (KeyboardInterrupt, EOFError):
-                cancel_it = True
-        if cancel_it:
-            cancel(job_id)
-            print(f"job {job_id} cancelled", file=sys.stderr)
-        else:
-            print(
-                f"job {job_id} keeps running; follow it with `hvd-container logs -f {job_id}`",
-                file=sys.stderr,
+        answer = reporter.confirm(f"cancel job {job_id} with scancel?") if ask else None
+        if answer is False:
+            reporter.status(
+                f"job {job_id} keeps running; follow it with `hvd-container logs -f {job_id}`"
             )
+        else:
+            cancel(job_id)
+            reporter.status(f"job {job_id} cancelled")
         raise
 
 
@@ -459,125 +435,20 @@ def _interrupts_held() -> Iterator[Callable[[], None]]:
         release()
 
 
-# ---------------------------------------------------------------------------------------------
-# Running a launch for real
-
-
-def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
-    """Run srun/salloc with its output streaming through; Ctrl-C ends the step."""
-    proc = subprocess.Popen(argv, env={**os.environ, **env})
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        # srun ends the step on SIGTERM (a lone SIGINT only prints the tasks' state)
-        proc.terminate()
-        with contextlib.suppress(KeyboardInterrupt):
-            proc.wait(timeout=30)
-        raise
-
-
-def salloc_argv(site: Site, request: LaunchRequest) -> tuple[list[str], dict[str, str], list[str]]:
-    """`salloc <the #SBATCH options> srun ...`: an interactive allocation running the step."""
-    from hvd_container.launcher.batch import render_batch_plan
-    from hvd_container.launcher.compose import plan_launch
-
-    text, warnings = render_batch_plan(site, request)
-    skip = ("--output=", "--error=", "--open-mode=", "--parsable")
-    options = [
-        line.split(None, 1)[1]
-        for line in text.splitlines()
-        if line.startswith("#SBATCH ") and not line.split(None, 1)[1].startswith(skip)
-    ]
-    plan = plan_launch(site, replace(request, inside_allocation=True))
-    return ["salloc", *options, *plan.argv], plan.env, warnings
-
-
-def submit_request(
-    site: Site, request: LaunchRequest, *, private: bool = False
-) -> tuple[str, list[str]]:
-    """Submit a prepared launch as a batch job from the current directory; (job id, warnings)."""
-    from hvd_container.launcher.batch import render_batch_plan
-    from hvd_container.launcher.prepare import working_directory
-
-    text, warnings = render_batch_plan(site, replace(request, inside_allocation=False))
-    return submit(text, workdir=working_directory(), private=private), warnings
-
-
 @contextlib.contextmanager
-def submitted_job(
-    site: Site, request: LaunchRequest, *, private: bool = False, ask: bool | None = None
-) -> Iterator[tuple[str, list[str]]]:
-    """Submit a prepared launch; a Ctrl-C from sbatch's start to the end of the block
-    cancels the job (`ask`: offer it first, as cancel_on_interrupt does). Yields (job id,
-    warnings)."""
+def submitted(
+    script: str,
+    reporter: Reporter,
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+    private: bool = False,
+    ask: bool = True,
+) -> Iterator[str]:
+    """Submit a batch script; a Ctrl-C from sbatch's start to the end of the block cancels
+    the job (`ask`: offer it first, as cancel_on_interrupt does). Yields the job id."""
     require_slurm("sbatch")
     with _interrupts_held() as release:
-        job_id, warnings = submit_request(site, request, private=private)
-        with cancel_on_interrupt(job_id, ask=ask):
+        job_id = submit(script, workdir=workdir, private=private)
+        with cancel_on_interrupt(job_id, reporter, ask=ask):
             release()  # a Ctrl-C held back during sbatch arrives here, inside the guard
-            yield job_id, warnings
-
-
-def submit_launch(site: Site, request: LaunchRequest, *, private: bool = False) -> str:
-    """Preflight, prepare and submit a launch as a batch job; print warnings; the job id."""
-    from hvd_container.launcher.prepare import prepare_launch
-
-    prepared = prepare_launch(site, request, "launch")
-    with submitted_job(prepared.site, prepared.request, private=private) as (job_id, more):
-        warn([*prepared.warnings, *more])
-    return job_id
-
-
-def execute(
-    site: Site,
-    request: LaunchRequest,
-    *,
-    detach: bool = False,
-    salloc: bool = False,
-    batch: bool = False,
-    poll: float = 0.5,
-) -> int:
-    """Run a launch for real and return its exit code.
-
-    Inside an allocation ($SLURM_JOB_ID set) the composed srun line runs here, its output
-    streaming through. Outside one the launch is submitted as a batch job and followed to its
-    end (`detach`: return once submitted), or with `salloc` run in an interactive allocation.
-    `batch` submits even from inside an allocation (`hvd-container batch --submit`).
-    """
-    from hvd_container.launcher.compose import plan_launch
-    from hvd_container.launcher.prepare import prepare_launch
-
-    inside = bool(os.environ.get("SLURM_JOB_ID")) and not salloc and not batch
-    if detach and salloc:
-        raise UserError("--detach and --salloc exclude each other: --salloc runs interactively")
-    if detach and inside:
-        raise UserError(
-            f"--detach: inside an allocation (job {os.environ['SLURM_JOB_ID']}) the step runs "
-            "here and cannot detach; run from a login shell, or use `hvd-container batch --submit --detach`"
-        )
-    prepared = prepare_launch(site, request, "launch")
-    site, request, warnings = prepared.site, prepared.request, prepared.warnings
-    if inside:
-        launch = plan_launch(site, replace(request, inside_allocation=True))
-        warn([*warnings, *launch.warnings])
-        require_slurm("srun")
-        return _run_foreground(launch.argv, launch.env)
-    if salloc:
-        argv, env, more = salloc_argv(site, request)
-        warn([*warnings, *more])
-        require_slurm("salloc")
-        return _run_foreground(argv, env)
-    with submitted_job(site, request) as (job_id, more):
-        warn([*warnings, *more])
-        print(f"submitted batch job {job_id}", file=sys.stderr, flush=True)
-        if detach:
-            print(
-                f"follow it with `hvd-container logs -f {job_id}`, cancel with `scancel {job_id}`",
-                file=sys.stderr,
-            )
-            return 0
-        job = follow(job_id, poll=poll)
-    path = output_path(job)
-    if path is not None:
-        print(f"job {job_id} output: {path}", file=sys.stderr)
-    return job.exit_code
+            yield job_id

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from hvd_container import __version__
-from hvd_container.core.errors import Interrupted, guarded
+from hvd_container.cli.terminal import Interrupted, guarded
 
 
 class _Group(TyperGroup):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from hvd_container.core.errors import guarded
+from hvd_container.cli.terminal import guarded
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from hvd_container.cli.commands.launch_options import (
     build_request,
     dry_run_text,
 )
-from hvd_container.core.errors import warn
+from hvd_container.cli.terminal import warn
 
 # click's shell completion is driven by this variable: completion is the full CLI's job
 COMPLETION_VAR = "_HVD_CONTAINER_COMPLETE"

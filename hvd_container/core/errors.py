@@ -1,10 +1,6 @@
-"""The one error type users see: a single line, no traceback."""
+"""The errors users see (one line each, no traceback) and how they map to exit codes."""
 
 from __future__ import annotations
-
-import sys
-from collections.abc import Callable
-from typing import Any
 
 
 class UserError(Exception):
@@ -33,48 +29,3 @@ def exit_code_of(exc: BaseException) -> int:
 def interrupt_text(exc: KeyboardInterrupt) -> str:
     """What the CLI says for an interrupt: 'terminated' for SIGTERM, else 'interrupted'."""
     return "terminated" if isinstance(exc, Terminated) else "interrupted"
-
-
-class Interrupted(Exception):
-    """Ctrl-C/SIGTERM carried past typer, which would turn it into a silent `Exit(130)`."""
-
-    def __init__(self, interrupt: KeyboardInterrupt) -> None:
-        super().__init__(interrupt_text(interrupt))
-        self.exit_code = exit_code_of(interrupt)
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
-def guarded(call: Callable[[], int]) -> int:
-    """call(), with SIGTERM raised like Ctrl-C and user errors and interrupts as one line."""
-    import signal
-    import threading
-
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
-    try:
-        return call()
-    except UserError as exc:
-        _say(f"error: {exc}")
-        return exc.exit_code
-    except Interrupted as exc:
-        _say(str(exc))
-        return exc.exit_code
-    except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
-        _say(interrupt_text(exc))
-        return exit_code_of(exc)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def warn(messages: list[str]) -> None:
-    """Print each warning once, in order, as `hvd-container: warning: ...` on stderr."""
-    for message in dict.fromkeys(messages):
-        _say(f"warning: {message}")
-
-
-def _say(message: str) -> None:
-    print(f"hvd-container: {message}", file=sys.stderr, flush=True)

@@ -78,7 +78,10 @@ def test_shifter_failure_with_exit_0_is_a_failure(
 ) -> None:
     with pytest.raises(StepFailed, match="reported FAILURE"):
         publish_to_site(
-            "hvd-test/never-pushed:1", runtime="shifter", registry=registry, push=lambda a, b: None
+            "hvd-test/never-pushed:1",
+            runtime="shifter",
+            registry=registry,
+            push=lambda image, registry: None,
         )
 
 
@@ -86,7 +89,7 @@ def test_shifter_gateway_down(registry: str, standin_env: dict[str, str], monkey
     monkeypatch.setenv("SHIFTER_STANDIN_DOWN", "1")
     with pytest.raises(StepFailed, match="exit 1"):
         publish_to_site(
-            "hvd-test/x:1", runtime="shifter", registry=registry, push=lambda a, b: None
+            "hvd-test/x:1", runtime="shifter", registry=registry, push=lambda image, registry: None
         )
 
 
@@ -120,7 +123,7 @@ def test_podman_hpc_pull_failed_is_a_failure(
             "hvd-test/never-pushed:1",
             runtime="podman-hpc",
             registry=registry,
-            push=lambda a, b: None,
+            push=lambda image, registry: None,
         )
 
 

@@ -97,20 +97,21 @@ def test_salloc_mode_runs_interactively(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    from hvd_container.launcher import slurm
-    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher import execute
+    from hvd_container.launcher.report import Reporter
+    from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import load_site
 
     request = LaunchRequest(
         script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1
     )
-    argv, _env, _warnings = slurm.salloc_argv(load_site("local"), request)
+    argv, _env, _warnings = execute.salloc_argv(load_site("local"), request)
     assert argv[0] == "salloc" and "--nodes=2" in argv and "srun" in argv
     assert not any(a.startswith("--output") for a in argv[: argv.index("srun")])
     cwd = os.getcwd()
     os.chdir(job_dir)
     try:
-        assert slurm.execute(load_site("local"), request, salloc=True) == 0
+        assert execute.execute(load_site("local"), request, Reporter(), salloc=True) == 0
     finally:
         os.chdir(cwd)
 

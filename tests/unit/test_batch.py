@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
 from hvd_container.launcher.batch import render_batch, render_batch_plan
-from hvd_container.launcher.compose import LaunchRequest, plan_launch
+from hvd_container.launcher.compose import plan_launch
 from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import list_sites, load_site
 
 from hvd_container.core.errors import UserError
@@ -104,11 +105,18 @@ def test_batch_script_runs_the_same_srun_line(name: str, tmp_path: Path) -> None
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    inside = plan_launch(site, LaunchRequest(**{**req.__dict__, "inside_allocation": True}))
+    # the step of the one plan whose allocation the #SBATCH lines ask for
+    plan = plan_launch(site, LaunchRequest(**{**req.__dict__, "inside_allocation": False}))
     received = (tmp_path / "srun.argv").read_bytes().split(b"\0")[:-1]
-    assert [a.decode() for a in received] == inside.argv[1:]
+    assert [a.decode() for a in received] == plan.step[1:]
+    sbatch = [
+        line.split(None, 1)[1]
+        for line in script.read_text().splitlines()
+        if line.startswith("#SBATCH ")
+    ]
+    assert sbatch[: len(plan.allocation)] == plan.allocation
     env_lines = (tmp_path / "srun.argv.env").read_text().splitlines()
-    for key, value in inside.env.items():
+    for key, value in plan.env.items():
         assert f"{key}={value}" in env_lines
     if site.modules:
         modules = (tmp_path / "module.argv").read_bytes().split(b"\0")[:-1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.launcher.batch import render_batch
-from hvd_container.launcher.compose import LaunchRequest
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 from hvd_container.cli.app import main

@@ -6,16 +6,16 @@ import json
 
 import docker.errors
 import pytest
-from hvd_container.containers.build_progress import (
+from hvd_container.containers.engine.docker_api import BuildFailed
+from hvd_container.containers.push import push_image, remote_ref, split_tag, stream_errors
+from test_build_flow import FakeDockerAPI
+
+from hvd_container.cli.progress import (
     JsonReporter,
     PlainReporter,
     format_json,
     format_plain,
 )
-from hvd_container.containers.engine.docker_api import BuildFailed
-from hvd_container.containers.push import push_image, remote_ref, split_tag, stream_errors
-from test_build_flow import FakeDockerAPI
-
 from hvd_container.core.errors import StepFailed, UserError
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
-from hvd_container.launcher.compose import LaunchRequest, compose_srun, plan_launch
+from hvd_container.launcher.compose import compose_srun, plan_launch
 from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 NGC = "/apps/applications/singularity_images/ngc/pytorch_22.03-hd-py3.sif"

@@ -163,15 +163,15 @@ def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
 def test_without_dry_run_the_executor_runs_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import slurm
+    from hvd_container.launcher import execute
 
     calls = []
 
-    def fake_execute(site, request, **options):  # type: ignore[no-untyped-def]
+    def fake_execute(site, request, reporter, **options):  # type: ignore[no-untyped-def]
         calls.append((site.name, request.script, request.args, request.ntasks))
         return 3
 
-    monkeypatch.setattr(slurm, "execute", fake_execute)
+    monkeypatch.setattr(execute, "execute", fake_execute)
     code, out, _ = run(capsys, "--site", "zih-alpha", "--image", "x.sif", "-n", "8", "t.py", "a b")
     assert code == 3 and out == ""
     assert calls == [("zih-alpha", "t.py", ["a b"], 8)]

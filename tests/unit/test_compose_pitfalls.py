@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
-from hvd_container.launcher.compose import LaunchRequest, plan_launch
+from hvd_container.launcher.compose import plan_launch
 from hvd_container.launcher.facts import ImageFacts, facts_from_recipe
 from hvd_container.launcher.lightning import uses_lightning
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 from hvd_container.core.errors import UserError

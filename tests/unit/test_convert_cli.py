@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hvd_container.containers.convert.site_images import push_image
+from hvd_container.containers.convert.site_images import publish_to_site
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import render_definition
 
@@ -173,20 +173,26 @@ def test_def_bootstrap_debootstrap_needs_a_debootstrap_base(
     assert err.startswith("--bootstrap debootstrap: recipe 'perlmutter-tf210-pt113' starts from")
 
 
-def test_push_with_the_engine_down_is_one_line(no_docker: str) -> None:
-    with pytest.raises(UserError, match=r"^cannot reach the Docker engine \(") as exc:
-        push_image("cpu:1", "127.0.0.1:5000/cpu:1")
+def test_site_push_with_the_engine_down_is_one_line(no_docker: str) -> None:
+    with pytest.raises(UserError, match=r"^cannot reach the Docker engine at ") as exc:
+        publish_to_site("cpu:1", runtime="shifter", registry="127.0.0.1:5000", login_host="l1")
     assert "\n" not in str(exc.value)
 
 
-def test_push_engine_lost_midway_is_step_failed(no_docker: str) -> None:
-    import docker
+def test_site_push_goes_through_the_one_push(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The site path pushes with containers.push (credentials, masking, rollback)."""
+    from hvd_container.containers import push
 
-    # A client made with a fixed API version does not connect until the first call.
-    client = docker.DockerClient(base_url=no_docker, version="1.41")
-    with pytest.raises(StepFailed, match=r"^docker push 127.0.0.1:5000/cpu:1 failed: ") as exc:
-        push_image("cpu:1", "127.0.0.1:5000/cpu:1", client=client)
-    assert "\n" not in str(exc.value)
+    calls = []
+
+    def recorded(api: object, image: str, registry: str, report: object = None) -> None:
+        calls.append((image, registry))
+        raise StepFailed("push of 127.0.0.1:5000/cpu:1 refused: denied")
+
+    monkeypatch.setattr(push, "push_image", recorded)
+    with pytest.raises(StepFailed, match="refused: denied"):
+        publish_to_site("cpu:1", runtime="shifter", registry="127.0.0.1:5000", login_host="l1")
+    assert calls == [("cpu:1", "127.0.0.1:5000")]
 
 
 def test_convert_to_shifter_with_the_engine_down(capsys: pytest.CaptureFixture[str]) -> None:
@@ -195,4 +201,4 @@ def test_convert_to_shifter_with_the_engine_down(capsys: pytest.CaptureFixture[s
         "--login-host", "login1",
     )  # fmt: skip
     assert code == 2
-    assert err.startswith("cannot reach the Docker engine (")
+    assert err.startswith("cannot reach the Docker engine at ")

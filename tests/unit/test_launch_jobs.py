@@ -17,11 +17,13 @@ from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import jupyter, local_runtime, preflight, slurm
-from hvd_container.launcher.compose import LaunchRequest
+from hvd_container.launcher.report import Reporter
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.cli.app import main
+from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.core.errors import UserError
 
 
@@ -99,7 +101,7 @@ def test_an_unreadable_log_is_a_one_line_error(
     )
     assert err.count("\n") == 1
     with pytest.raises(UserError, match="cannot read the job's log"):
-        slurm.follow("31", poll=0)
+        slurm.follow("31", Reporter(), poll=0)
 
 
 def test_logs_follow_sends_the_err_file_to_stderr(
@@ -120,8 +122,8 @@ def test_follow_keeps_one_file_for_both_streams_on_stdout(
     write(job_dir / "train_31.out", "all\n")
     job = _job(job_dir, stderr=str(job_dir / "train_31.out"), state="COMPLETED", exit_status=0)
     monkeypatch.setattr(slurm, "job_info", lambda job_id: job)
-    assert slurm.follow("31", poll=0, status=lambda line: None).exit_code == 0
-    assert capsys.readouterr() == ("all\n", "")
+    assert slurm.follow("31", TerminalReporter(), poll=0).exit_code == 0
+    assert capsys.readouterr() == ("all\n", "job 31 COMPLETED (exit code 0)\n")
 
 
 # --- detach -----------------------------------------------------------------------------------
@@ -186,7 +188,7 @@ def test_ctrl_c_while_following_cancels_the_job(
     image: Path,
     cancelled: list[str],
 ) -> None:
-    def follow(job_id: str, **options: Any) -> Job:
+    def follow(job_id: str, reporter: Any, **options: Any) -> Job:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(slurm, "submit", lambda script, **options: "56")
@@ -243,7 +245,9 @@ def test_ctrl_c_while_waiting_for_jupyter_cancels_its_job(
     monkeypatch.setattr(slurm, "submit", lambda script, **options: "77")
     monkeypatch.setattr(slurm, "job_info", job_info)
     with pytest.raises(KeyboardInterrupt):
-        jupyter.start(load_site("local"), LaunchRequest(script="jupyter", image=str(image)))
+        jupyter.start(
+            load_site("local"), LaunchRequest(script="jupyter", image=str(image)), Reporter()
+        )
     assert cancelled == ["77"]
 
 

@@ -14,7 +14,7 @@ import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import local_runtime, preflight, slurm
+from hvd_container.launcher import execute, local_runtime, preflight, slurm
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.cli.app import main
@@ -57,7 +57,7 @@ class Recorder:
         self.mpi_list_calls = 0
         monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
         monkeypatch.setattr(preflight, "srun_mpi_plugins", self.mpi_list)
-        monkeypatch.setattr(slurm, "_run_foreground", self.run_foreground)
+        monkeypatch.setattr(execute, "_run_foreground", self.run_foreground)
         monkeypatch.setattr(slurm, "submit", self.submit)
         monkeypatch.setattr(slurm, "cancel", self.cancelled.append)
         monkeypatch.setattr(slurm, "follow", self.follow)
@@ -74,7 +74,7 @@ class Recorder:
         self.scripts.append(script)
         return "4242"
 
-    def follow(self, job_id: str, **options: Any) -> Job:
+    def follow(self, job_id: str, reporter: Any, **options: Any) -> Job:
         return Job(job_id, "x", "COMPLETED", 0, 0)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from hvd_container.containers.convert import podman_hpc, shifter
-from hvd_container.containers.convert.site_images import remote_name
 from hvd_container.containers.convert.source import default_output
+from hvd_container.containers.push import remote_ref
 
 
 def test_shifter_commands_local_and_over_ssh() -> None:
@@ -55,7 +55,7 @@ def test_podman_hpc_commands_and_store_listing() -> None:
     ],
 )
 def test_remote_name(image: str, remote: str) -> None:
-    assert remote_name(image, "127.0.0.1:5000/") == remote
+    assert ":".join(remote_ref(image, "127.0.0.1:5000/")) == remote
 
 
 @pytest.mark.parametrize(

@@ -158,11 +158,11 @@ INVALID = [
     (MINIMAL + "env:\n  NCCL_DEBUG: 1\n", r"5: env.NCCL_DEBUG: expected a string \(got 1\)"),
     (
         MINIMAL + "binds: [data:/data]\n",
-        r"4: binds: each bind is SRC\[:DST\[:ro\|rw\]\] with an absolute SRC, not 'data:/data'",
+        r"4: binds: 'data:/data' is not SRC\[:DST\[:ro\|rw\]\] with absolute paths",
     ),
     (
         MINIMAL + "binds: ['/data:/data:rx']\n",
-        r"4: binds: bind option must be ro or rw in '/data:/data:rx'",
+        r"4: binds: '/data:/data:rx': the option must be ro or rw",
     ),
     (
         "name: My_Site\nruntime: {kind: none}\n",

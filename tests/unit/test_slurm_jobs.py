@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from hvd_container.launcher import gloo, jupyter, preflight
-from hvd_container.launcher.compose import LaunchRequest
 from hvd_container.launcher.local_runtime import image_env
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
 
 from hvd_container.core.errors import UserError

@@ -54,8 +54,8 @@ def build_cmd(
     ] = False,
 ) -> None:
     """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
+    from hvd_container.cli.progress import make_reporter
     from hvd_container.containers.build import BuildOptions, build_recipe
-    from hvd_container.containers.build_progress import make_reporter
     from hvd_container.containers.engine.docker_api import engine_errors
     from hvd_container.containers.recipe import load_recipe
 
@@ -121,7 +121,7 @@ def verify_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
-    from hvd_container.containers.build_progress import JsonReporter
+    from hvd_container.cli.progress import JsonReporter
     from hvd_container.containers.engine.docker_api import engine_errors
 
     try:
@@ -210,7 +210,7 @@ def push_cmd(
 
     They go only to the engine and are never printed.
     """
-    from hvd_container.containers.build_progress import make_reporter
+    from hvd_container.cli.progress import make_reporter
     from hvd_container.containers.engine.docker_api import engine_errors
 
     reporter = make_reporter("plain", json_output)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -133,8 +133,18 @@ def convert(
         registry=registry,
         login_host=login_host,
         on_step=typer.echo,
+        site_lookup=_site_target,
     )
     typer.echo(f"ready: {ref}")
+
+
+def _site_target(name: str | None) -> Any:
+    """The registry and login host of a site profile, for publishing to it."""
+    from hvd_container.containers.convert.site_images import SiteTarget
+    from hvd_container.launcher.sites import select_site
+
+    site = select_site(name)
+    return SiteTarget(site.name, site.images.registry, site.login_host)
 
 
 def inspect(

@@ -42,22 +42,25 @@ def logs(
 ) -> None:
     """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
     (the stderr file to stderr) and exits with its code."""
+    from hvd_container.cli.terminal import TerminalReporter
     from hvd_container.core.errors import UserError
     from hvd_container.launcher import slurm
+
+    reporter = TerminalReporter()
 
     if not job_id.isdigit():
         raise UserError(
             f"JOBID: {job_id!r} is not a job id (allowed: digits, see `hvd-container jobs`)"
         )
     if not follow:
-        slurm.print_log(job_id)
+        slurm.print_log(job_id, reporter)
         return
     if slurm.job_info(job_id) is None:
         raise UserError(
             f"job {job_id}: Slurm does not know this job (allowed: ids from `hvd-container jobs`)"
         )
-    with slurm.cancel_on_interrupt(job_id):
-        job = slurm.follow(job_id)
+    with slurm.cancel_on_interrupt(job_id, reporter):
+        job = slurm.follow(job_id, reporter)
     raise typer.Exit(job.exit_code)
 
 

@@ -63,7 +63,9 @@ def jupyter(
         binds=bind, env=env, workdir=None, job_name="jupyter", time=time,
         partition=partition, account=account, qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
-    session = jup.start(site_obj, request, timeout=timeout)
+    from hvd_container.cli.terminal import TerminalReporter
+
+    session = jup.start(site_obj, request, TerminalReporter(), timeout=timeout)
     typer.echo(f"Jupyter job {session.job_id} on {session.node}, port {session.port}")
     typer.echo("1. open the tunnel on your computer:")
     typer.echo(f"   {session.ssh_line}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.compose import LaunchRequest
+    from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import Site
 
 LAUNCH = "Launch"
@@ -86,12 +86,8 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
 
 def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
     """(site, LaunchRequest) from the CLI options; recipe facts loaded only when asked for."""
-    from hvd_container.launcher.compose import LaunchRequest
-    from hvd_container.launcher.sites import MPI_PLUGINS, select_site
-
-    mpi = options.get("mpi")
-    if mpi is not None and mpi not in MPI_PLUGINS:
-        raise UserError(f"--mpi: {mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})")
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import select_site
 
     site = select_site(options.pop("site"))
     recipe = options.get("recipe")
@@ -101,8 +97,6 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
 
         facts = facts_from_recipe(str(recipe))
     controller = options.pop("controller")
-    if controller not in ("mpi", "gloo"):
-        raise UserError(f"--controller: {controller!r} is not allowed (allowed: mpi, gloo)")
     options["env"] = parse_env(options.pop("env"))
     for key in ("binds", "modules", "args"):
         options[key] = list(options.get(key) or [])

@@ -20,7 +20,8 @@ from hvd_container.cli.commands.launch_options import (
     build_request,
     dry_run_text,
 )
-from hvd_container.core.errors import UserError, warn
+from hvd_container.cli.terminal import TerminalReporter, warn
+from hvd_container.core.errors import UserError
 
 
 def _option(name: str) -> Any:
@@ -107,9 +108,9 @@ def run(
         warn(warnings)
         typer.echo(line)
         return
-    from hvd_container.launcher.slurm import execute
+    from hvd_container.launcher.execute import execute
 
-    code = execute(site_obj, request, detach=detach, salloc=salloc)  # composes and warns itself
+    code = execute(site_obj, request, TerminalReporter(), detach=detach, salloc=salloc)
     raise typer.Exit(code or 0)
 
 
@@ -173,9 +174,10 @@ def batch(
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
     if submit:
-        from hvd_container.launcher.slurm import execute
+        from hvd_container.launcher.execute import execute
 
-        raise typer.Exit(execute(site_obj, request, detach=detach, batch=True) or 0)
+        reporter = TerminalReporter()
+        raise typer.Exit(execute(site_obj, request, reporter, detach=detach, batch=True) or 0)
     if detach:
         raise UserError("--detach goes with --submit (without it nothing is submitted)")
     from hvd_container.launcher.batch import render_batch_plan

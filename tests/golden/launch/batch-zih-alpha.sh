@@ -12,4 +12,4 @@
 
 module load modenv/hiera
 
-srun -n 16 singularity exec --nv hvd.sif python train.py
+srun -N 2 -n 16 singularity exec --nv hvd.sif python train.py

@@ -1,0 +1,86 @@
+"""What the command line shows on the terminal: errors, warnings, job states, job output.
+
+`guarded` turns user errors and interrupts into one line and an exit code; the launch
+reporter is what the CLI hands to launcher code, which never prints itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from hvd_container.core.errors import Terminated, UserError, exit_code_of, interrupt_text
+from hvd_container.launcher.report import Reporter
+
+
+class Interrupted(Exception):
+    """Ctrl-C/SIGTERM carried past typer, which would turn it into a silent `Exit(130)`."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__(interrupt_text(interrupt))
+        self.exit_code = exit_code_of(interrupt)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def guarded(call: Callable[[], int]) -> int:
+    """call(), with SIGTERM raised like Ctrl-C and user errors and interrupts as one line."""
+    import signal
+    import threading
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        return call()
+    except UserError as exc:
+        _say(f"error: {exc}")
+        return exc.exit_code
+    except Interrupted as exc:
+        _say(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # outside any command, e.g. while parsing
+        _say(interrupt_text(exc))
+        return exit_code_of(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def warn(messages: list[str]) -> None:
+    """Print each warning once, in order, as `hvd-container: warning: ...` on stderr."""
+    for message in dict.fromkeys(messages):
+        _say(f"warning: {message}")
+
+
+def _say(message: str) -> None:
+    print(f"hvd-container: {message}", file=sys.stderr, flush=True)
+
+
+class TerminalReporter(Reporter):
+    """The launch reporter of the CLI: warnings and states on stderr (each warning once),
+    a job's output on stdout/stderr, questions asked only on a terminal."""
+
+    def warn(self, messages: list[str]) -> None:
+        fresh = [m for m in dict.fromkeys(messages) if m not in self.warnings]
+        super().warn(fresh)
+        warn(fresh)
+
+    def status(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def job_output(self, text: str, *, stderr: bool) -> None:
+        stream = sys.stderr if stderr else sys.stdout
+        stream.write(text)
+        stream.flush()
+
+    def confirm(self, question: str) -> bool | None:
+        if not sys.stdin.isatty():
+            return None
+        try:
+            answer = input(f"\n{question} [Y/n] ").strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            return True
+        return answer in ("", "y", "yes")

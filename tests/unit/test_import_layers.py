@@ -1,0 +1,203 @@
+"""The architecture as rules on imports, read from the source (every import, lazy ones too).
+
+    hvd_container.core            errors, YAML loading, atomic writes: imports none of the rest
+    hvd_container.containers      build side: core only (never the launch side, never the CLI)
+    hvd_container.launcher        launch side: core, and the build side's readers
+    hvd_container.cli             parses, calls one library function, prints
+
+Run by `make lint` and by the fast suite.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGE_DIRS: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+OLD_TOP_LEVEL = ("containers", "launcher", "recipes")
+
+
+def _folder(package: str) -> Path:
+    """The source folder of a package, through the package-dir mapping."""
+    for prefix in sorted(PACKAGE_DIRS, key=len, reverse=True):
+        if package == prefix or package.startswith(prefix + "."):
+            rest = package[len(prefix) :].strip(".")
+            return (
+                ROOT / PACKAGE_DIRS[prefix] / Path(*rest.split("."))
+                if rest
+                else ROOT / PACKAGE_DIRS[prefix]
+            )
+    raise AssertionError(f"{package}: no package-dir entry")  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the installed namespace -> its source file."""
+    found: dict[str, Path] = {}
+    for package in PYPROJECT["tool"]["setuptools"]["packages"]:
+        folder = _folder(package)
+        for path in sorted(folder.glob("*.py")):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path, *, import_time_only: bool) -> list[tuple[int, str]]:
+    """(line, imported module) for each import in the file; with import_time_only, only the
+    imports that run when the module is imported (not in functions or `if TYPE_CHECKING`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if not import_time_only:
+                    visit(child, False)
+                continue
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                if not import_time_only:
+                    visit(child, top)
+                continue
+            if isinstance(child, ast.Import):
+                out.extend((child.lineno, alias.name) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                for alias in child.names:
+                    sub = f"{child.module}.{alias.name}"
+                    out.append((child.lineno, sub if sub in MODULES else child.module))
+            visit(child, top)
+
+    visit(tree, True)
+    return out
+
+
+def test_package_list_matches_the_folders_holding_an_init() -> None:
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    on_disk = set()
+    for prefix, folder in PACKAGE_DIRS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rest = init.parent.relative_to(ROOT / folder).parts
+            name = ".".join((prefix, *rest))
+            # a mapped folder nested in another's is listed under its own prefix only
+            if any(
+                p != prefix and name.startswith(p)
+                for p in PACKAGE_DIRS
+                if p.startswith(prefix + ".")
+            ):
+                continue  # fmt: skip
+            on_disk.add(name)
+    assert listed == on_disk
+
+
+def test_no_module_imports_the_old_top_level_names() -> None:
+    files = [*MODULES.values(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in files
+        for line, name in _imports(path, import_time_only=False)
+        if name.split(".")[0] in OLD_TOP_LEVEL
+    ]
+    assert found == []
+
+
+# (importer prefix, imported prefix, why not)
+FORBIDDEN = [
+    ("hvd_container.core", "hvd_container.containers", "the core is below both sides"),
+    ("hvd_container.core", "hvd_container.launcher", "the core is below both sides"),
+    ("hvd_container.core", "hvd_container.cli", "the core is below the CLI"),
+    ("hvd_container.containers", "hvd_container.launcher", "the build side never needs the launch side"),
+    ("hvd_container.containers", "hvd_container.cli", "the CLI is the top layer"),
+    ("hvd_container.launcher", "hvd_container.cli", "the CLI is the top layer"),
+    ("hvd_container.containers", "typer", "only the CLI parses command lines"),
+    ("hvd_container.launcher", "typer", "only the CLI parses command lines"),
+]  # fmt: skip
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize(("importer", "imported", "why"), FORBIDDEN)
+def test_layer_rule(importer: str, imported: str, why: str) -> None:
+    found = [
+        f"{module}:{line} imports {name}"
+        for module, path in MODULES.items()
+        if _under(module, importer)
+        for line, name in _imports(path, import_time_only=False)
+        if _under(name, imported)
+    ]
+    assert found == [], why
+
+
+def _cycle() -> list[str] | None:
+    graph = {
+        module: sorted({n for _, n in _imports(path, import_time_only=True) if n in MODULES} - {module})
+        for module, path in MODULES.items()
+    }  # fmt: skip
+    # a package imports its parent package implicitly; only explicit edges count
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for module in graph:
+        if module not in state:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycles_at_import_time() -> None:
+    assert _cycle() is None
+
+
+def test_the_checker_sees_a_planted_violation(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import os\n"
+        "def f():\n"
+        "    from hvd_container.launcher import sites\n"
+        "if TYPE_CHECKING:\n"
+        "    from hvd_container.cli import app\n"
+    )
+    assert _imports(planted, import_time_only=False) == [
+        (1, "os"),
+        (3, "hvd_container.launcher.sites"),
+        (5, "hvd_container.cli.app"),
+    ]
+    assert _imports(planted, import_time_only=True) == [(1, "os")]
+
+
+NO_PRINTING = ("hvd_container.containers", "hvd_container.launcher")
+
+
+def test_library_code_neither_prints_nor_prompts() -> None:
+    """The CLI owns the terminal: library code reports through the reporter it is handed."""
+    found = []
+    for module, path in MODULES.items():
+        if not any(_under(module, p) for p in NO_PRINTING):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = node.func if isinstance(node, ast.Call) else None
+            if isinstance(called, ast.Name) and called.id in ("print", "input"):
+                found.append(f"{module}:{node.lineno}: {called.id}()")
+    assert found == []
