@@ -1,15 +1,15 @@
-"""Dockerfile building blocks: one component per module, each a pure function of the recipe.
+"""Building blocks: one component per module, each a pure function of the recipe.
 
-`BLOCKS` is the layer order: early blocks change rarely and are big (base, MPI, frameworks),
-late ones are small and change often (extras, env/labels, checks), so editing a late part of
-a recipe rebuilds only late layers. Each block returns "" when its component is absent, else
-text starting with a `# hvd-container phase: <phase>` marker line.
+A block yields instruction records (containers/instructions.py) tagged with a build phase, or
+None when its component is absent; containers/printers/ writes them as a Dockerfile or a
+Singularity definition. `BLOCKS` is the layer order: early blocks change rarely and are big
+(base, MPI, frameworks), late ones are small and change often (extras, env/labels, checks), so
+editing a late part of a recipe rebuilds only late layers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.resources import files
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import (
@@ -27,14 +27,16 @@ from hvd_container.containers.blocks import (
     pytorch,
     tensorflow,
 )
-from hvd_container.containers.blocks._text import MARKER_PREFIX, PHASES
+from hvd_container.containers.blocks._text import PHASES
+from hvd_container.containers.blocks.pip_setup import hvd_pip_script
+from hvd_container.containers.instructions import Block
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import Recipe
 
-Block = Callable[["Recipe"], str]
+BlockFunction = Callable[["Recipe"], Block | None]
 
-BLOCKS: list[tuple[str, Block]] = [
+BLOCKS: list[tuple[str, BlockFunction]] = [
     ("base", base.render),
     ("python", python.render),
     ("mpi", mpi.render),
@@ -50,19 +52,14 @@ BLOCKS: list[tuple[str, Block]] = [
     ("checks", checks.render),
 ]
 
-__all__ = ["BLOCKS", "MARKER_PREFIX", "PHASES", "hvd_pip_script", "render_blocks"]
+__all__ = ["BLOCKS", "PHASES", "hvd_pip_script", "render_blocks"]
 
 
-def render_blocks(recipe: Recipe) -> list[tuple[str, str]]:
-    """(block name, text) for every block that applies to the recipe, in layer order."""
+def render_blocks(recipe: Recipe) -> list[tuple[str, Block]]:
+    """(block name, block) for every block that applies to the recipe, in layer order."""
     out = []
     for name, render in BLOCKS:
-        text = render(recipe)
-        if text:
-            out.append((name, text))
+        found = render(recipe)
+        if found is not None:
+            out.append((name, found))
     return out
-
-
-def hvd_pip_script() -> bytes:
-    """The hvd-pip wrapper COPYed into every image (see hvd-pip.sh)."""
-    return files(__name__).joinpath("hvd-pip.sh").read_bytes()

@@ -1,40 +1,30 @@
-"""Small helpers that every block uses to spell Dockerfile instructions the same way.
-
-Only forms that spython converts correctly are produced: shell-form RUN, one `ENV K=v` and one
-`LABEL k="v"` per instruction, absolute COPY destinations.
-"""
+"""Small helpers every block uses to make the same instruction records the same way."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterable
 
+from hvd_container.containers.instructions import Block, Env, Instruction, Label, Run
+
 PHASES = ("base", "mpi", "frameworks", "horovod", "extras", "checks")
-MARKER_PREFIX = "# hvd-container phase: "
 
 HVD_PIP = "/usr/local/bin/hvd-pip"
 VENV = "/opt/venv"
 
 
-def marker(phase: str) -> str:
-    """The comment line the build side uses to tag log lines with a phase."""
-    if phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}")
-    return MARKER_PREFIX + phase
+def run(*commands: str) -> Run:
+    """One RUN of commands, each of which must succeed."""
+    return Run(tuple(commands))
 
 
-def run(*commands: str) -> str:
-    """One shell-form RUN of commands joined with &&, one per continuation line."""
-    return "RUN " + " \\\n    && ".join(commands)
-
-
-def apt_install(packages: Iterable[str]) -> str:
+def apt_install(packages: Iterable[str], *, flags: str = "") -> Run:
     """apt-get install with the lists removed in the same layer."""
     names = " ".join(shlex.quote(p) for p in packages)
+    options = "--no-install-recommends" + (f" {flags}" if flags else "")
     return run(
         "apt-get update",
-        f"apt-get install -y --no-install-recommends {names}",
+        f"apt-get install -y {options} {names}",
         "rm -rf /var/lib/apt/lists/*",
     )
 
@@ -44,22 +34,19 @@ def pip_install(*args: str) -> str:
     return "hvd-pip install --no-cache-dir " + " ".join(args)
 
 
-def quote_value(value: str) -> str:
-    """A Dockerfile ENV/LABEL value in double quotes (backslash and quote escaped)."""
-    return json.dumps(value, ensure_ascii=False)
+def env(key: str, value: str, quote: bool = True) -> Env:
+    return Env(key, value, quoted=quote)
 
 
-def env(key: str, value: str, quote: bool = True) -> str:
-    return f"ENV {key}={quote_value(value) if quote else value}"
+def label(key: str, value: str) -> Label:
+    return Label(key, value)
 
 
-def label(key: str, value: str) -> str:
-    return f"LABEL {key}={quote_value(value)}"
-
-
-def block(phase: str, *lines: str) -> str:
-    """A block: the phase marker, then its instructions."""
-    return "\n".join((marker(phase), *lines)) + "\n"
+def block(phase: str, *items: Instruction) -> Block:
+    """A block: its phase (which tags log lines of the build), then its instructions."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}")
+    return Block(phase, tuple(items))
 
 
 def major_minor(version: str) -> str:

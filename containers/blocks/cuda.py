@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import block, env, major_minor, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 CUDA_HOME = "/usr/local/cuda"
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     if recipe.cuda is None:
-        return ""
+        return None
     toolkit = f"/usr/local/cuda-{major_minor(recipe.cuda.version)}"
     # Phase "mpi": the communication/GPU runtime libraries (CUDA, NCCL, MPI) come in one phase.
     return block(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import block, env, label
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 LABEL_PREFIX = "org.hvd-container."
@@ -21,7 +22,7 @@ def recipe_labels(recipe: Recipe) -> dict[str, str]:
     }
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     lines = [env(k, v) for k, v in recipe.env.items()]
     labels = {**recipe.labels, **recipe_labels(recipe)}
     # One key per LABEL: spython merges `LABEL a=1 b=2` into a single label.

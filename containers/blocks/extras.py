@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     lines = []
     if recipe.apt:
         lines.append(apt_install(recipe.apt))
     if recipe.pip:
         lines.append(run(pip_install(*(shlex.quote(p) for p in recipe.pip))))
-    return block("extras", *lines) if lines else ""
+    return block("extras", *lines) if lines else None

@@ -13,6 +13,7 @@ from hvd_container.containers.blocks import horovod_patches
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 # Horovod's own build-time imports, absent from a fresh venv when the build is not isolated.
@@ -49,10 +50,10 @@ def build_packages(recipe: Recipe) -> list[str]:
     return packages
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     hvd = recipe.horovod
     if hvd is None:
-        return ""
+        return None
     flags = " ".join(f"{k}={v}" for k, v in build_env(recipe).items())
     commands: list[str] = []
     if recipe.gpu:

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import block, pip_install, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     lit = recipe.lightning
     if lit is None:
-        return ""
+        return None
     return block("frameworks", run(pip_install(f"{lit.package}=={lit.version}")))

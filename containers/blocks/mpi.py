@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import apt_install, block, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 PACKAGES = {
@@ -30,10 +31,10 @@ def packages(recipe: Recipe) -> list[str]:
     return names
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     mpi = recipe.mpi
     if mpi is None:
-        return ""
+        return None
     lines = []
     if mpi.source == "apt":
         lines.append(apt_install(packages(recipe)))

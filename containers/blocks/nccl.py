@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import apt_install, block, major_minor
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 
@@ -19,13 +20,12 @@ def package_version(recipe: Recipe) -> str:
     return f"{version}-1+cuda{major_minor(recipe.cuda.version)}"
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     if recipe.nccl is None:
-        return ""
+        return None
     pinned = package_version(recipe)
-    text = apt_install([f"libnccl2={pinned}", f"libnccl-dev={pinned}"])
     # nvidia/cuda images apt-mark hold their NCCL; replacing it needs this flag.
-    text = text.replace(
-        "--no-install-recommends", "--no-install-recommends --allow-change-held-packages"
+    install = apt_install(
+        [f"libnccl2={pinned}", f"libnccl-dev={pinned}"], flags="--allow-change-held-packages"
     )
-    return block("mpi", text)
+    return block("mpi", install)

@@ -6,22 +6,31 @@ so the base, python and MPI layers stay cached even when the pip config URL diff
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import TYPE_CHECKING
 
-from hvd_container.containers.blocks._text import HVD_PIP, block
+from hvd_container.containers.blocks._text import HVD_PIP, block, run
+from hvd_container.containers.instructions import Arg, Copy
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 CONFIG_URL_ARG = "HVD_PIP_CONFIG_URL"
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     return block(
         "frameworks",
-        # Empty by default: hvd-pip then uses the image's own pip configuration.
-        f"ARG {CONFIG_URL_ARG}=",
-        f"COPY hvd-pip {HVD_PIP}",
+        # Empty by default: hvd-pip then uses the image's own pip configuration. A definition
+        # file takes it from the builder's environment.
+        Arg(CONFIG_URL_ARG, "", passthrough=True),
+        Copy("hvd-pip", HVD_PIP, hvd_pip_script()),
         # The legacy builder has no COPY --chmod; the context's file mode is not guaranteed.
-        f"RUN chmod 0755 {HVD_PIP}",
+        run(f"chmod 0755 {HVD_PIP}"),
     )
+
+
+def hvd_pip_script() -> bytes:
+    """The hvd-pip wrapper copied into every image (see hvd-pip.sh)."""
+    return files("hvd_container.containers.blocks").joinpath("hvd-pip.sh").read_bytes()

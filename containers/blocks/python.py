@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import VENV, apt_install, block, env, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 
@@ -17,7 +18,7 @@ def version_check(python: str, version: str) -> str:
     )
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     version = recipe.python.version
     if recipe.python.source == "image":
         return block("base", run(version_check("python3", version)))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import block, module_version_check, pip_install, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 WHEEL_INDEX = "https://download.pytorch.org/whl/{tag}"
@@ -30,10 +31,10 @@ def requirements(recipe: Recipe) -> list[str]:
     return [f"{name}=={version}{suffix}" for name, version in pins if version]
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     torch = recipe.pytorch
     if torch is None:
-        return ""
+        return None
     if torch.source == "image":
         return block("frameworks", run(module_version_check("torch", torch.version)))
     url = index_url(recipe)

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks._text import block, module_version_check, pip_install, run
 
 if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
 
-def render(recipe: Recipe) -> str:
+def render(recipe: Recipe) -> Block | None:
     tf = recipe.tensorflow
     if tf is None:
-        return ""
+        return None
     if tf.source == "image":
         return block("frameworks", run(module_version_check("tensorflow", tf.version)))
     return block("frameworks", run(pip_install(f"{tf.package}=={tf.version}")))

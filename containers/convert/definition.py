@@ -19,7 +19,6 @@ def definition_text(recipe: Any, bootstrap: str | None = None) -> str:
     """The recipe's definition (containers.render); bootstrap="docker" starts a debootstrap
     base from the Docker image of the same Debian suite instead (no debootstrap on the cluster)."""
     from hvd_container.containers.render import render_definition
-    from hvd_container.containers.singularity_def import with_docker_bootstrap
 
     if bootstrap is not None and bootstrap not in BOOTSTRAPS:
         raise UserError(
@@ -31,10 +30,7 @@ def definition_text(recipe: Any, bootstrap: str | None = None) -> str:
             f"--bootstrap debootstrap: recipe {recipe.name!r} starts from the Docker image "
             f"{recipe.base.image!r}, not from a Debian mirror (allowed here: docker)"
         )
-    text = render_definition(recipe)
-    if bootstrap == "docker" and suite:
-        text = with_docker_bootstrap(text, suite)
-    return text
+    return render_definition(recipe, docker_bootstrap=bootstrap == "docker")
 
 
 def write_definition(

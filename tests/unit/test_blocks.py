@@ -1,4 +1,4 @@
-"""Each building block's rendered text, checked on its own."""
+"""Each building block's instructions, checked on its own as Dockerfile text."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from hvd_container.containers.blocks import (
     render_blocks,
     tensorflow,
 )
-from hvd_container.containers.blocks._text import MARKER_PREFIX
+from hvd_container.containers.instructions import Block
+from hvd_container.containers.printers.dockerfile import MARKER_PREFIX, block_text
 from hvd_container.containers.recipe import Recipe, load_recipe
 from hvd_container.containers.render import render_dockerfile
 
@@ -46,13 +47,22 @@ def recipe_of(tmp_path: Path, data: dict) -> Recipe:  # type: ignore[type-arg]
     return load_recipe(write(tmp_path, data, "variant.yaml"))
 
 
+def text_of(block: Block | None) -> str:
+    """A block as Dockerfile text ("" for an absent component)."""
+    return "" if block is None else block_text(block)
+
+
+def blocks_text(recipe: Recipe) -> list[tuple[str, str]]:
+    return [(name, block_text(block)) for name, block in render_blocks(recipe)]
+
+
 def instructions(text: str) -> list[str]:
     return [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
 
 
 def test_every_block_starts_with_its_phase_marker(cpu: Recipe, gpu: Recipe) -> None:
     for recipe in (cpu, gpu):
-        for name, text in render_blocks(recipe):
+        for name, text in blocks_text(recipe):
             first = text.splitlines()[0]
             assert first.startswith(MARKER_PREFIX), name
             assert first[len(MARKER_PREFIX) :] in PHASES
@@ -60,7 +70,7 @@ def test_every_block_starts_with_its_phase_marker(cpu: Recipe, gpu: Recipe) -> N
 
 def test_phases_never_go_back(tmp_path: Path) -> None:
     recipe = recipe_of(tmp_path, merged(GPU_RECIPE, pip=["rich"], checks=["true"]))
-    phases = [text.splitlines()[0][len(MARKER_PREFIX) :] for _, text in render_blocks(recipe)]
+    phases = [text.splitlines()[0][len(MARKER_PREFIX) :] for _, text in blocks_text(recipe)]
     assert phases == sorted(phases, key=PHASES.index)
     assert set(phases) == set(PHASES)
 
@@ -85,18 +95,18 @@ def test_block_order_is_the_layer_order() -> None:
 
 def test_absent_components_render_nothing(cpu: Recipe) -> None:
     for block in (cuda, nccl, tensorflow, lightning, extras, checks):
-        assert block.render(cpu) == ""
+        assert block.render(cpu) is None
 
 
 def test_base_debootstrap(cpu: Recipe) -> None:
-    assert instructions(base.render(cpu)) == [
+    assert instructions(text_of(base.render(cpu))) == [
         "FROM hvd-base/debian:bookworm",
         "ARG DEBIAN_FRONTEND=noninteractive",
     ]
 
 
 def test_pip_wrapper_and_its_build_arg(cpu: Recipe) -> None:
-    assert instructions(pip_setup.render(cpu)) == [
+    assert instructions(text_of(pip_setup.render(cpu))) == [
         "ARG HVD_PIP_CONFIG_URL=",
         "COPY hvd-pip /usr/local/bin/hvd-pip",
         "RUN chmod 0755 /usr/local/bin/hvd-pip",
@@ -112,7 +122,7 @@ def test_pip_config_arg_comes_after_the_system_layers(gpu: Recipe) -> None:
 
 
 def test_base_docker_reference(gpu: Recipe) -> None:
-    assert "FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04\n" in base.render(gpu)
+    assert "FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04\n" in text_of(base.render(gpu))
 
 
 @pytest.mark.parametrize("arch", ["arm64", "ppc64le"])
@@ -120,17 +130,17 @@ def test_base_names_the_platform_of_other_arches(tmp_path: Path, arch: str) -> N
     data = merged(CPU_RECIPE, arch=arch, base={"image": "debian:bookworm"})
     if arch == "ppc64le":  # no torch wheels on PyPI for ppc64le: the base image has it
         data["pytorch"] = {**data["pytorch"], "source": "image"}
-    assert instructions(base.render(recipe_of(tmp_path, data)))[0] == (
+    assert instructions(text_of(base.render(recipe_of(tmp_path, data))))[0] == (
         f"FROM --platform=linux/{arch} debian:bookworm"
     )
 
 
 def test_base_amd64_is_a_plain_from(cpu: Recipe) -> None:
-    assert "--platform" not in base.render(cpu)
+    assert "--platform" not in text_of(base.render(cpu))
 
 
 def test_python_system_venv(cpu: Recipe) -> None:
-    text = python.render(cpu)
+    text = text_of(python.render(cpu))
     assert "apt-get install -y --no-install-recommends ca-certificates python3.11 " in text
     assert "python3.11-venv" in text and "python3.11-dev" in text
     assert "RUN python3.11 -m venv /opt/venv" in text
@@ -140,21 +150,21 @@ def test_python_system_venv(cpu: Recipe) -> None:
 
 def test_python_from_image_only_checks(tmp_path: Path) -> None:
     recipe = recipe_of(tmp_path, merged(GPU_RECIPE, python={"version": "3.10", "source": "image"}))
-    text = python.render(recipe)
+    text = text_of(python.render(recipe))
     assert "apt-get" not in text and "venv" not in text
     assert "python3 -c 'import sys; assert sys.version_info[:2] == (3, 10)" in text
 
 
 def test_mpi_openmpi_with_pmix_and_version_check(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, mpi={"flavor": "openmpi", "version": "4.1.4", "pmi": ["pmix"]})
-    text = mpi.render(recipe_of(tmp_path, data))
+    text = text_of(mpi.render(recipe_of(tmp_path, data)))
     assert "install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \\" in text
     assert "RUN mpirun --version | grep -F 4.1.4" in text
 
 
 def test_mpi_mpich_with_pmi2(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, mpi={"flavor": "mpich", "pmi": ["pmi2"]})
-    text = mpi.render(recipe_of(tmp_path, data))
+    text = text_of(mpi.render(recipe_of(tmp_path, data)))
     # MPICH's PMI-1 client is built in: no Slurm PMI library to add
     assert "install -y --no-install-recommends mpich libmpich-dev \\\n" in text
     assert "openmpi" not in text and "pmi" not in text
@@ -162,48 +172,48 @@ def test_mpi_mpich_with_pmi2(tmp_path: Path) -> None:
 
 def test_mpi_from_image_installs_nothing(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, mpi={"flavor": "openmpi", "source": "image"})
-    assert instructions(mpi.render(recipe_of(tmp_path, data))) == ["RUN mpirun --version"]
+    assert instructions(text_of(mpi.render(recipe_of(tmp_path, data)))) == ["RUN mpirun --version"]
 
 
 def test_cuda_checks_the_base_image_toolkit(gpu: Recipe) -> None:
-    text = cuda.render(gpu)
+    text = text_of(cuda.render(gpu))
     assert "ENV CUDA_HOME=/usr/local/cuda" in text
     assert "RUN test -d /usr/local/cuda-11.8 ||" in text
 
 
 def test_nccl_pinned_to_cuda_build(gpu: Recipe) -> None:
-    text = nccl.render(gpu)
+    text = text_of(nccl.render(gpu))
     assert "libnccl2=2.15.5-1+cuda11.8 libnccl-dev=2.15.5-1+cuda11.8" in text
     assert "--allow-change-held-packages" in text
 
 
 def test_nccl_full_debian_version_kept(tmp_path: Path) -> None:
     recipe = recipe_of(tmp_path, merged(GPU_RECIPE, nccl={"version": "2.15.5-1+cuda11.0"}))
-    assert "libnccl2=2.15.5-1+cuda11.0 " in nccl.render(recipe)
+    assert "libnccl2=2.15.5-1+cuda11.0 " in text_of(nccl.render(recipe))
 
 
 def test_tensorflow_wheel(gpu: Recipe) -> None:
-    assert instructions(tensorflow.render(gpu)) == [
+    assert instructions(text_of(tensorflow.render(gpu))) == [
         "RUN hvd-pip install --no-cache-dir tensorflow==2.10.1"
     ]
 
 
 def test_pytorch_cuda_wheels_from_pytorch_index(gpu: Recipe) -> None:
-    assert instructions(pytorch.render(gpu)) == [
+    assert instructions(text_of(pytorch.render(gpu))) == [
         "RUN hvd-pip install --no-cache-dir --extra-index-url "
         "https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117"
     ]
 
 
 def test_pytorch_cpu_wheel_from_pip_configuration(cpu: Recipe) -> None:
-    assert instructions(pytorch.render(cpu)) == [
+    assert instructions(text_of(pytorch.render(cpu))) == [
         "RUN hvd-pip install --no-cache-dir torch==2.13.0+cpu"
     ]
 
 
 def test_lightning(tmp_path: Path) -> None:
     recipe = recipe_of(tmp_path, merged(GPU_RECIPE, lightning={"version": "2.0.2"}))
-    assert instructions(lightning.render(recipe)) == [
+    assert instructions(text_of(lightning.render(recipe))) == [
         "RUN hvd-pip install --no-cache-dir lightning==2.0.2"
     ]
 
@@ -233,7 +243,7 @@ def test_horovod_gloo_only_without_mpi(tmp_path: Path) -> None:
 
 
 def test_horovod_cxx17_patch_builds_from_patched_sdist(cpu: Recipe) -> None:
-    text = horovod.render(cpu)
+    text = text_of(horovod.render(cpu))
     build = text[text.index("hvd_src=$(mktemp -d)") :]
     steps = [s.strip() for s in build.split("&&")]
     assert steps[1] == (
@@ -250,13 +260,13 @@ def test_horovod_cxx17_patch_builds_from_patched_sdist(cpu: Recipe) -> None:
 
 
 def test_horovod_build_dependencies(cpu: Recipe) -> None:
-    text = horovod.render(cpu)
+    text = text_of(horovod.render(cpu))
     assert "install -y --no-install-recommends cmake g++ make python3.11-dev" in text
     assert "hvd-pip install --no-cache-dir setuptools wheel packaging" in text
 
 
 def test_horovod_gpu_links_against_cuda_stubs(gpu: Recipe) -> None:
-    text = horovod.render(gpu)
+    text = text_of(horovod.render(gpu))
     assert "RUN ldconfig /usr/local/cuda/lib64/stubs \\" in text
     run = text[text.index("RUN ldconfig") :]
     assert run.index("horovod==0.28.1") < run.index("&& ldconfig \\")
@@ -266,7 +276,7 @@ def test_horovod_gpu_links_against_cuda_stubs(gpu: Recipe) -> None:
 
 def test_extras_apt_then_pip_quoted(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, apt=["vim"], pip=["rich>=13", "pandas"])
-    text = extras.render(recipe_of(tmp_path, data))
+    text = text_of(extras.render(recipe_of(tmp_path, data)))
     assert text.index("apt-get install") < text.index("hvd-pip install")
     assert "RUN hvd-pip install --no-cache-dir 'rich>=13' pandas" in text
 
@@ -274,7 +284,7 @@ def test_extras_apt_then_pip_quoted(tmp_path: Path) -> None:
 def test_env_and_labels_one_per_instruction(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, env={"A": "1", "B": "a\\b"}, labels={"maintainer": 'me "x"'})
     recipe = recipe_of(tmp_path, data)
-    lines = instructions(env_labels.render(recipe))
+    lines = instructions(text_of(env_labels.render(recipe)))
     assert lines[:3] == ['ENV A="1"', 'ENV B="a\\\\b"', 'LABEL maintainer="me \\"x\\""']
     assert f'LABEL org.hvd-container.recipe.digest="{recipe.digest()}"' in lines
     assert 'LABEL org.hvd-container.recipe.name="t"' in lines
@@ -283,7 +293,7 @@ def test_env_and_labels_one_per_instruction(tmp_path: Path) -> None:
 
 def test_checks_one_run_each(tmp_path: Path) -> None:
     data = merged(CPU_RECIPE, checks=["python -c 'import torch'", "mpirun --version"])
-    assert instructions(checks.render(recipe_of(tmp_path, data))) == [
+    assert instructions(text_of(checks.render(recipe_of(tmp_path, data)))) == [
         "RUN python -c 'import torch'",
         "RUN mpirun --version",
     ]
@@ -291,7 +301,7 @@ def test_checks_one_run_each(tmp_path: Path) -> None:
 
 def test_pip_only_through_hvd_pip(cpu: Recipe, gpu: Recipe) -> None:
     for recipe in (cpu, gpu):
-        for _, text in render_blocks(recipe):
+        for _, text in blocks_text(recipe):
             for match in re.finditer(r"\bpip\b", text):
                 before = text[max(0, match.start() - 4) : match.start()]
                 assert before.endswith(("hvd-", "-m ")) or "/" in before, text
@@ -307,13 +317,13 @@ def test_frameworks_from_the_image_are_version_checked(tmp_path: Path) -> None:
         nccl=None,
     )
     recipe = recipe_of(tmp_path, data)
-    assert instructions(tensorflow.render(recipe)) == [
+    assert instructions(text_of(tensorflow.render(recipe))) == [
         "RUN python3 -c 'import tensorflow; v = tensorflow.__version__; "
         'assert v.startswith("2.10.1"), "tensorflow " + v + " is not 2.10.1"\''
     ]
-    check = instructions(pytorch.render(recipe))[0]
+    check = instructions(text_of(pytorch.render(recipe)))[0]
     assert check.startswith("RUN python3 -c 'import torch; v = torch.__version__; ")
-    assert "hvd-pip" not in pytorch.render(recipe) + tensorflow.render(recipe)
+    assert "hvd-pip" not in text_of(pytorch.render(recipe)) + text_of(tensorflow.render(recipe))
     code = check[len("RUN python3 -c '") : -1]
     fake = tmp_path / "torch.py"
     fake.write_text('__version__ = "1.13.1+cu117"\n')

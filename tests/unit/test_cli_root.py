@@ -82,7 +82,10 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: 
             ["run", "-n", "abc", "x.py"],
             "hvd-container: error: --ntasks/-n: 'abc' is not a valid int",
         ),
-        (["render"], "hvd-container: error: Missing argument 'RECIPE'"),
+        (
+            ["render"],
+            "hvd-container: error: RECIPE: missing (a built-in recipe name or a recipe file), or --from-dockerfile FILE",
+        ),
         (
             ["recipes", "nosuch"],
             "hvd-container: error: No such command 'nosuch' (allowed: list, show, validate)",

@@ -18,6 +18,8 @@ from hvd_container.launcher.facts import ImageFacts
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
+from hvd_container.core.errors import UserError
+
 NGC = "/apps/applications/singularity_images/ngc/pytorch_22.03-hd-py3.sif"
 QUALIS = "qualis2006/tensorflow-pytorch-horovod:tf2.10_pt1.13"
 FACTS = ImageFacts(
@@ -533,3 +535,26 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
     assert sbatch == ["#SBATCH --nodes=2", "#SBATCH --ntasks=8", "#SBATCH --ntasks-per-node=4"]
     assert "#SBATCH --gres=gpu:4" in text.splitlines()
     assert text.rstrip().splitlines()[-1].startswith("srun -N 2 -n 8 --ntasks-per-node=4 ")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"mpi": "bogus"}, "--mpi: 'bogus' is not allowed"),
+        ({"controller": "horovodrun"}, "--controller: 'horovodrun' is not allowed"),
+        ({"ntasks": 0}, "-n/--ntasks: must be 1 or more"),
+        ({"env": {"A B": "1"}}, "--env: 'A B' is not a variable name"),
+        ({"binds": ["data:/data"]}, "--bind: 'data:/data' is not SRC"),
+        ({"time": "soon"}, "--time: 'soon' is not a Slurm time"),
+    ],
+)
+def test_library_callers_go_through_the_same_check(fields: dict, message: str) -> None:  # type: ignore[type-arg]
+    """plan_launch and prepare_launch check the request themselves, not only the CLI."""
+    from hvd_container.launcher.prepare import prepare_launch
+
+    request = LaunchRequest(script="t.py", image="u/i:t", **fields)
+    for call in (lambda: plan_launch(load_site("perlmutter"), request),
+                 lambda: prepare_launch(load_site("perlmutter"), request, "show")):  # fmt: skip
+        with pytest.raises(UserError) as info:
+            call()
+        assert str(info.value).startswith(message)

@@ -151,13 +151,13 @@ def test_render_context_that_cannot_be_created(capsys: pytest.CaptureFixture[str
 
 
 def _failing_second_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hvd_container.containers import render as render_module
+    from hvd_container.containers import context as context_module
 
     def context(recipe: object) -> dict[str, bytes]:
         # the second file's temporary name lands in a missing directory: it fails after the first
         return {"Dockerfile": b"FROM x\n", "missing/hvd-pip": b"#!/bin/sh\n"}
 
-    monkeypatch.setattr(render_module, "build_context", context)
+    monkeypatch.setattr(context_module, "build_context", context)
 
 
 def test_render_context_failing_midway_removes_the_directory_it_made(
@@ -178,3 +178,35 @@ def test_render_context_failing_midway_keeps_an_existing_directory_as_it_was(
     assert main(["render", "cpu-bookworm", "--context", str(tmp_path)]) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["Dockerfile"]
     assert (tmp_path / "Dockerfile").read_text() == "old\n"
+
+
+def test_render_from_a_users_dockerfile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text('FROM debian:bookworm\nENV A=1\nLABEL team="ml"\nRUN echo hi\n')
+    assert main(["render", "--from-dockerfile", str(dockerfile), "--format", "singularity"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Bootstrap: docker\nFrom: debian:bookworm\n")
+    assert "%labels\nteam ml\n" in out and "export A=1\n" in out and "echo hi\n" in out
+
+
+@pytest.mark.parametrize(
+    "extra", [["cpu-bookworm", "--format", "singularity"], ["--format", "docker"], []]
+)
+def test_render_from_dockerfile_goes_alone_with_singularity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM debian:bookworm\n")
+    assert main(["render", "--from-dockerfile", str(dockerfile), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hvd-container: error: --from-dockerfile: ") and err.count("\n") == 1
+
+
+def test_render_from_a_missing_dockerfile_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope"
+    assert main(["render", "--from-dockerfile", str(missing), "-f", "singularity"]) == 2
+    assert capsys.readouterr().err == (
+        f"hvd-container: error: --from-dockerfile {missing}: cannot read: No such file or directory\n"
+    )

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hvd_container.containers.convert.from_dockerfile import instructions
 from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
 from hvd_container.containers.render import render_definition, render_dockerfile
-from hvd_container.containers.singularity_def import instructions
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

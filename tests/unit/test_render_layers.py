@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
+from hvd_container.containers.convert.from_dockerfile import instructions
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import render_dockerfile
-from hvd_container.containers.singularity_def import instructions
 
 
 def first_difference(a: list[str], b: list[str]) -> int:

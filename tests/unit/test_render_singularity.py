@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
 from hvd_container.containers.blocks import PHASES, hvd_pip_script
-from hvd_container.containers.blocks._text import MARKER_PREFIX
-from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
-from hvd_container.containers.render import build_context, render_definition, render_dockerfile
-from hvd_container.containers.singularity_def import (
+from hvd_container.containers.convert.from_dockerfile import (
     _spython_convert,
     dockerfile_to_definition,
     hazards,
     instructions,
 )
+from hvd_container.containers.printers.dockerfile import MARKER_PREFIX
+from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
+from hvd_container.containers.render import build_context, render_definition, render_dockerfile
 
 from hvd_container.core.errors import UserError
 

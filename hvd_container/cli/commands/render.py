@@ -1,4 +1,5 @@
-"""CLI command: `render RECIPE --format docker|singularity [-o FILE]`."""
+"""CLI command: `render RECIPE --format docker|singularity [-o FILE]`, and a user's own
+Dockerfile as a definition: `render --from-dockerfile FILE --format singularity`."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ class Format(str, Enum):
 
 def render_cmd(
     recipe: Annotated[
-        str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
-    ],
+        str | None,
+        typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file."),
+    ] = None,
     fmt: Annotated[
         Format,
         typer.Option("--format", "-f", help="docker: a Dockerfile; singularity: a definition."),
@@ -33,20 +35,35 @@ def render_cmd(
             help="Write the whole Docker build context (Dockerfile + hvd-pip) into this directory.",
         ),
     ] = None,
+    from_dockerfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-dockerfile",
+            help="Convert your own Dockerfile (one stage) instead of a recipe; needs --format singularity.",
+        ),
+    ] = None,
 ) -> None:
     """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
-    from hvd_container.containers.recipe import load_recipe
-    from hvd_container.containers.render import render, write_context
     from hvd_container.core.atomic import write_text
     from hvd_container.core.errors import UserError
 
-    if context is not None:
-        if output is not None or fmt is not Format.docker:
+    if from_dockerfile is not None:
+        if recipe is not None or context is not None or fmt is not Format.singularity:
+            raise UserError(
+                "--from-dockerfile: converts a Dockerfile to a definition: give it with "
+                "--format singularity, without RECIPE or --context"
+            )
+        text = _dockerfile_definition(from_dockerfile)
+    elif recipe is None:
+        raise UserError(
+            "RECIPE: missing (a built-in recipe name or a recipe file), or --from-dockerfile FILE"
+        )
+    else:
+        if context is not None and (output is not None or fmt is not Format.docker):
             raise UserError("--context writes a Docker build context: use it without -o/--format")
-        for path in write_context(load_recipe(recipe), context):
-            typer.echo(f"wrote {path}", err=True)
-        return
-    text = render(load_recipe(recipe), fmt.value)
+        text = _recipe_text(recipe, fmt, context)
+        if text is None:
+            return
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -61,6 +78,31 @@ def render_cmd(
     typer.echo(f"wrote {output}", err=True)
     if fmt is Format.docker:
         typer.echo("note: `docker build` also needs hvd-pip next to it: see --context", err=True)
+
+
+def _dockerfile_definition(path: Path) -> str:
+    from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
+    from hvd_container.core.errors import UserError
+
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UserError(f"--from-dockerfile {path}: cannot read: {reason}") from None
+    return dockerfile_to_definition(text)
+
+
+def _recipe_text(recipe: str, fmt: Format, context: Path | None) -> str | None:
+    """The recipe rendered in fmt; None when --context wrote a build context instead."""
+    from hvd_container.containers.context import write_context
+    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.render import render
+
+    if context is not None:
+        for path in write_context(load_recipe(recipe), context):
+            typer.echo(f"wrote {path}", err=True)
+        return None
+    return render(load_recipe(recipe), fmt.value)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,8 @@
-"""Dockerfile -> Singularity/Apptainer definition: spython's converter, then fixes for its mistakes.
+"""A user's own Dockerfile -> Singularity/Apptainer definition: spython, then fixes for its mistakes.
+
+Recipes do not come this way: their definition is printed natively from the same instruction
+records as their Dockerfile (containers/printers/singularity.py). This is for
+`hvd-container render --from-dockerfile FILE --format singularity`.
 
 spython 0.3.14 is used only as a parser/writer (never its Client, which shells out to a
 `singularity` binary with sudo). What it gets wrong, and what happens here:
@@ -10,31 +14,25 @@ spython 0.3.14 is used only as a parser/writer (never its Client, which shells o
 - ENV/ARG values land in %post as bare `K=v` assignments, not exported to the commands after
   them (apt would see no DEBIAN_FRONTEND): rewritten `export K=v`; the pip config URL build arg
   is taken from the builder's environment instead of being reset to empty.
-- COPY of build-context files becomes a %files line with a relative source that only resolves
-  from the right directory: the files are written by %post from here-documents instead, so the
-  definition is self-contained.
+- COPY of build-context files becomes a %files line with a relative source: it resolves from
+  the directory the definition is built in (the Dockerfile's context), as spython leaves it.
 - The runscript becomes `exec /bin/bash "$@"`, so `run img python x.py` would hand `python`
   to bash as a script: replaced by `exec "$@"` (bash when no arguments). %startscript dropped.
 - %post starts with `set -e`, so a failing step fails the build as a failing RUN does.
-- `debootstrap:<suite>` bases become Singularity's own debootstrap bootstrap agent (or, on
-  request, Docker's debian:<suite>: see with_docker_bootstrap).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING
+
+from hvd_container.containers.printers import singularity
 
 from hvd_container.core.errors import UserError
 
-if TYPE_CHECKING:
-    from hvd_container.containers.recipe import Recipe
-
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
 PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)
 
-RUNSCRIPT = ['if [ "$#" -eq 0 ]; then', "    exec /bin/bash", "fi", 'exec "$@"']
+RUNSCRIPT = list(singularity.RUNSCRIPT)
 
 _FROM = re.compile(r"^FROM\s", re.I)
 _HAZARDS: list[tuple[re.Pattern[str], str]] = [
@@ -154,83 +152,38 @@ def _label_line(line: str) -> str:
     return f"{key.strip()} {' '.join(words)}".rstrip()
 
 
-def _heredoc(path: str, data: bytes) -> list[str]:
-    text = data.decode()
-    delimiter = "HVD_CONTAINER_EOF"
-    if delimiter in text:  # pragma: no cover - our own files never contain it
-        raise UserError(f"cannot inline {path}: it contains {delimiter}")
-    return [f"cat > {path} <<'{delimiter}'", *text.rstrip("\n").split("\n"), delimiter]
-
-
-def debootstrap_header(suite: str) -> list[str]:
-    return ["Bootstrap: debootstrap", f"OSVersion: {suite}", f"MirrorURL: {DEBIAN_MIRROR}"]
-
-
-def with_docker_bootstrap(definition: str, suite: str) -> str:
-    """The definition of a `debootstrap:<suite>` base started from Docker's debian:<suite>
-    instead, for build hosts without debootstrap (rare on RHEL/SLES login nodes)."""
-    old = "\n".join(debootstrap_header(suite)) + "\n"
-    if not definition.startswith(old):
-        raise ValueError(f"not a definition bootstrapped with debootstrap {suite}")
-    return f"Bootstrap: docker\nFrom: debian:{suite}\n" + definition[len(old) :]
-
-
-def _header(recipe: Recipe | None, header: list[str]) -> list[str]:
-    suite = recipe.base.debootstrap_suite if recipe is not None else None
-    if suite:
-        return debootstrap_header(suite)
+def _header(header: list[str]) -> list[str]:
     # A single stage needs no `Stage:` line.
     return [line for line in header if line.strip() and not line.startswith("Stage:")]
 
 
-def dockerfile_to_definition(
-    dockerfile: str, context: dict[str, bytes] | None = None, recipe: Recipe | None = None
-) -> str:
-    """Convert a (single-stage, hazard-free) Dockerfile; context holds the files it COPYs."""
+def dockerfile_to_definition(dockerfile: str) -> str:
+    """Convert a (single-stage, hazard-free) Dockerfile."""
     problems = hazards(dockerfile)
     if problems:
         raise UserError(f"Dockerfile cannot be converted faithfully: {problems[0]}")
-    context = context or {}
     header, sections = _sections(_spython_convert(dockerfile))
     assignments = _assignments(dockerfile)
 
-    inlined: list[str] = []
     out: dict[str, list[str]] = {}
     for name, lines in sections:
-        if name == "files":
-            kept = []
-            for line in lines:
-                if not line.strip():
-                    continue
-                source, _, dest = line.strip().rpartition(" ")
-                if source in context:
-                    inlined += _heredoc(dest, context[source])
-                else:
-                    kept.append(line)
-            if kept:
-                out["files"] = kept
-        elif name == "labels":
+        if name == "labels":
             out["labels"] = [_label_line(line) for line in lines if line.strip()]
         elif name == "post":
-            post = [assignments.get(line.strip(), line) for line in lines]
-            out["post"] = post
+            out["post"] = [assignments.get(line.strip(), line) for line in lines]
         elif name in ("runscript", "startscript"):
             continue
         else:
             out[name] = [line for line in lines if line.strip()]
     # Like each Docker RUN, a failing command must fail the build.
-    out["post"] = ["set -e", *inlined, *out.get("post", [])]
+    out["post"] = ["set -e", *out.get("post", [])]
     for line in out["post"]:
         if line.lstrip().startswith("su -"):  # pragma: no cover - hazards() refuses USER
             raise UserError(f"definition would switch user in %post: {line}")
     out["runscript"] = RUNSCRIPT
-    if recipe is not None and recipe.checks:
-        out["test"] = list(recipe.checks)
 
-    text = _header(recipe, header)
-    if recipe is not None and recipe.description:
-        text += ["", "%help", f"    {recipe.description}"]
-    for name in ("files", "labels", "environment", "post", "runscript", "test"):
+    text = _header(header)
+    for name in ("files", "labels", "environment", "post", "runscript"):
         if name in out:
             text += ["", f"%{name}", *out[name]]
     return "\n".join(text) + "\n"

@@ -1,0 +1,67 @@
+"""Instruction records -> Dockerfile text.
+
+Forms: shell-form RUN (one command per continuation line), one `ENV K=v` and one `LABEL k="v"`
+per instruction, absolute COPY destinations. Help and Test records have no Dockerfile form
+(the checks block also yields a RUN for each Test).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from hvd_container.containers.instructions import (
+    Arg,
+    Block,
+    Copy,
+    Env,
+    From,
+    Help,
+    Instruction,
+    Label,
+    Run,
+    Test,
+)
+from hvd_container.containers.printers import one_line
+
+MARKER_PREFIX = "# hvd-container phase: "
+
+
+def quote(value: str, what: str) -> str:
+    """A double-quoted one-line value (backslash and quote escaped, as JSON does). A line break
+    is refused even here: Docker and sh would keep an escaped one as a backslash and a letter."""
+    return json.dumps(one_line(value, what), ensure_ascii=False)
+
+
+def instruction(item: Instruction) -> str | None:
+    """The Dockerfile text of one record (None: no Dockerfile form)."""
+    if isinstance(item, From):
+        platform = f"--platform={item.platform} " if item.platform else ""
+        return f"FROM {platform}{one_line(item.image, 'base image')}"
+    if isinstance(item, Arg):
+        return f"ARG {item.name}={one_line(item.default, item.name)}"
+    if isinstance(item, Run):
+        return "RUN " + " \\\n    && ".join(one_line(c, "RUN") for c in item.commands)
+    if isinstance(item, Env):
+        value = quote(item.value, item.key) if item.quoted else one_line(item.value, item.key)
+        return f"ENV {one_line(item.key, 'env')}={value}"
+    if isinstance(item, Label):
+        return f"LABEL {one_line(item.key, 'labels')}={quote(item.value, item.key)}"
+    if isinstance(item, Copy):
+        return f"COPY {item.source} {item.dest}"
+    if isinstance(item, (Help, Test)):
+        return None
+    raise TypeError(f"not an instruction: {item!r}")
+
+
+def block_text(block: Block) -> str:
+    """A block: its phase marker line, then its instructions, each ending with a newline."""
+    lines = [MARKER_PREFIX + block.phase]
+    lines += [text for text in map(instruction, block.items) if text is not None]
+    return "\n".join(lines) + "\n"
+
+
+def dockerfile(header: Iterable[str], blocks: Iterable[Block]) -> str:
+    """The Dockerfile: comment lines, then the blocks, a blank line between blocks."""
+    top = "".join(f"# {line}\n" for line in header)
+    return top + "\n".join(block_text(b) for b in blocks)
