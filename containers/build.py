@@ -1,7 +1,7 @@
 """Recipe -> verified, labelled Docker image (and optionally pushed).
 
 Steps: render the build context; reuse the tagged image when its build digest matches (cache
-hit); otherwise serve the host's pip configuration, build through a BuildEngine with live
+hit); otherwise serve the host's pip configuration, build through the engine interface with live
 progress, verify the result (containers/verify.py), record the facts as labels in a metadata-only
 second build, and tag. A failed build or verification leaves no new tag and no containers.
 """
@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from hvd_container.core.errors import StepFailed, UserError
 
 if TYPE_CHECKING:
-    from hvd_container.containers.engine import BuildEngine, BuildEvent
+    from hvd_container.containers.engine import BuildEvent, Engine
     from hvd_container.containers.recipe import Recipe
 
 PHASE_MARKER = re.compile(r"^#\s*hvd-container phase:\s*(\S+)")
@@ -74,9 +74,9 @@ def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> st
     return h.hexdigest()
 
 
-def engine_build_digest(api: Any, context: Mapping[str, bytes]) -> str:
+def engine_build_digest(engine: Engine, context: Mapping[str, bytes]) -> str:
     """build_digest of context with the ID its base image has in the engine now."""
-    found = _image_labels(api, base_image_of(context["Dockerfile"].decode()))
+    found = _image_labels(engine, base_image_of(context["Dockerfile"].decode()))
     return build_digest(context, found[0] if found else None)
 
 
@@ -116,20 +116,17 @@ class BuildOptions:
         self.pip_config_port = pip_config_port
 
 
-def _image_labels(client: Any, ref: str) -> tuple[str, dict[str, str]] | None:
-    import docker.errors
-
-    try:
-        info = client.inspect_image(ref)
-    except docker.errors.ImageNotFound:
+def _image_labels(engine: Engine, ref: str) -> tuple[str, dict[str, str]] | None:
+    info = engine.inspect(ref)
+    if info is None:
         return None
     return info["Id"], dict((info.get("Config") or {}).get("Labels") or {})
 
 
-def ensure_base_image(client: Any, recipe: Recipe, dockerfile: str, report: Reporter) -> None:
+def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: Reporter) -> None:
     """Make sure FROM exists locally; `debootstrap:<suite>` bases are built once if missing."""
     base = base_image_of(dockerfile)
-    if _image_labels(client, base) is not None:
+    if _image_labels(engine, base) is not None:
         return
     spec = recipe.base.image
     if not spec.startswith(DEBOOTSTRAP_PREFIX):
@@ -168,17 +165,15 @@ def build_recipe(
     recipe: Recipe,
     report: Reporter,
     options: BuildOptions | None = None,
-    engine: BuildEngine | None = None,
-    client: Any | None = None,
+    engine: Engine | None = None,
 ) -> BuildResult:
     """Build, verify and label the image of recipe; reuse it when nothing changed."""
-    from hvd_container.containers.engine.docker_api import DockerAPIEngine, docker_client
+    from hvd_container.containers.engine.docker_api import DockerEngine
     from hvd_container.containers.render import build_context
 
     opts = options or BuildOptions()
     start = time.monotonic()
-    api = client or docker_client()
-    engine = engine or DockerAPIEngine(api, nocache=opts.no_cache)
+    engine = engine or DockerEngine(nocache=opts.no_cache)
     context = build_context(recipe)
     dockerfile = context["Dockerfile"].decode()
     tag = recipe.image_tag
@@ -187,9 +182,9 @@ def build_recipe(
     # engine pulls it during the build) gives a digest no earlier build labelled: a rebuild.
     # Whether the host's pip configuration is served (--no-host-pip) is not part of it: the
     # recipe pins what is installed, the pip configuration only says where it comes from.
-    ensure_base_image(api, recipe, dockerfile, report)
-    digest = engine_build_digest(api, context)
-    existing = _image_labels(api, tag)
+    ensure_base_image(engine, recipe, dockerfile, report)
+    digest = engine_build_digest(engine, context)
+    existing = _image_labels(engine, tag)
     if (
         not opts.no_cache
         and existing is not None
@@ -200,10 +195,10 @@ def build_recipe(
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
     phases = dockerfile_phases(dockerfile)
-    image_id = _run_engine(engine, api, recipe, context, phases, report, opts)
+    image_id = _run_engine(engine, recipe, context, phases, report, opts)
     try:
         # Again: a base the engine pulled during the build has an ID only now.
-        labels = {BUILD_DIGEST_LABEL: engine_build_digest(api, context)}
+        labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, context)}
         if opts.verify:
             from hvd_container.containers.verify import (
                 docker_runner,
@@ -212,10 +207,10 @@ def build_recipe(
                 verify_image,
             )
 
-            arch = _image_arch(api, image_id)
+            arch = _image_arch(engine, image_id)
             result = verify_image(
                 image_id,
-                docker_runner(api, image_id),
+                docker_runner(engine, image_id),
                 arch,
                 recipe,
                 on_step=lambda msg: report("step", "checks", f"verify: {msg}"),
@@ -223,17 +218,16 @@ def build_recipe(
             result.image = tag
             require_ok(result)
             labels.update(fact_labels(result, recipe))
-        final_id = apply_labels(api, image_id, tag, labels)
+        final_id = apply_labels(engine, image_id, tag, labels)
     finally:
-        _remove_untagged(api, image_id)
+        _remove_untagged(engine, image_id)
     seconds = time.monotonic() - start
     report("done", "done", f"built {tag} ({final_id[7:19]}) in {seconds:.0f} s")
     return BuildResult(tag, final_id, False, seconds, labels)
 
 
 def _run_engine(
-    engine: BuildEngine,
-    api: Any,
+    engine: Engine,
     recipe: Recipe,
     context: Mapping[str, bytes],
     phases: list[str],
@@ -242,7 +236,6 @@ def _run_engine(
 ) -> str:
     from hvd_container.containers.pipconfig import (
         PORT_ENV,
-        bridge_gateway,
         configured_port,
         read_host_pip_config,
         serve_host_pip_config,
@@ -265,7 +258,7 @@ def _run_engine(
 
     if not opts.use_host_pip:
         return drive(_with_proxies({}, proxy_build_args(os.environ), report))
-    gateway = bridge_gateway(api)
+    gateway = engine.bridge_gateway()
     host_pip = read_host_pip_config()
     wanted = opts.pip_config_port if opts.pip_config_port is not None else configured_port()
     with serve_host_pip_config(gateway, wanted, host_pip) as url:
@@ -332,28 +325,26 @@ def _with_proxies(
     return {**buildargs, **proxies}
 
 
-def _image_arch(api: Any, image: str) -> str:
-    return str(api.inspect_image(image).get("Architecture") or "unknown")
+def _image_arch(engine: Engine, image: str) -> str:
+    return str((engine.inspect(image) or {}).get("Architecture") or "unknown")
 
 
-def apply_labels(api: Any, image_id: str, tag: str, labels: Mapping[str, str]) -> str:
+def apply_labels(engine: Engine, image_id: str, tag: str, labels: Mapping[str, str]) -> str:
     """Tag image_id with labels added: a metadata-only build (`FROM id` + labels), no new layer."""
-    from hvd_container.containers.engine.docker_api import DockerAPIEngine
-
     context = {"Dockerfile": f"FROM {image_id}\n".encode()}
-    for ev in DockerAPIEngine(api).build(context, tag, labels=labels):
+    for ev in engine.build(context, tag, labels=labels):
         if ev.kind == "done" and ev.image_id:
             return ev.image_id
     raise StepFailed(f"labelling {tag} failed")
 
 
-def _remove_untagged(api: Any, image_id: str) -> None:
+def _remove_untagged(engine: Engine, image_id: str) -> None:
     """Drop the intermediate (unlabelled) image if nothing refers to it by tag."""
-    import docker.errors
+    from hvd_container.containers.engine import EngineError
 
     try:
-        info = api.inspect_image(image_id)
-        if not info.get("RepoTags"):
-            api.remove_image(image_id, noprune=True)
-    except docker.errors.APIError:
+        info = engine.inspect(image_id)
+        if info is not None and not info.get("RepoTags"):
+            engine.remove(image_id)
+    except EngineError:
         pass  # a child image (the labelled one) keeps it alive; that is fine

@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 from hvd_container.core.errors import UserError
@@ -196,19 +195,6 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             self.wfile.write(data)
             return
         super().do_GET()
-
-
-def bridge_gateway(client: Any | None = None) -> str:
-    """The gateway address of Docker's default bridge network (reachable from builds)."""
-    from hvd_container.containers.engine.docker_api import docker_client
-
-    api = client or docker_client()  # a docker.APIClient (docker-py has no type information)
-    networks = api.networks(names=["bridge"])
-    for net in networks:
-        for cfg in (net.get("IPAM") or {}).get("Config") or []:
-            if cfg.get("Gateway"):
-                return str(cfg["Gateway"])
-    return "172.17.0.1"
 
 
 NO_HOST_PIP_FLAG = "--no-host-pip"

@@ -17,9 +17,12 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hvd_container.core.errors import StepFailed, UserError
+
+if TYPE_CHECKING:
+    from hvd_container.containers.engine import Engine
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 
@@ -103,11 +106,11 @@ def redact(text: str, auth: Mapping[str, str] | None) -> str:
     """
     if not auth:
         return text
-    from docker.auth import encode_header
+    from hvd_container.containers.engine.docker_api import auth_header
 
     user, password = auth.get("username", ""), auth.get("password", "")
     secrets = [
-        encode_header(dict(auth)).decode(),  # X-Registry-Auth, as docker-py sends it
+        auth_header(auth),  # X-Registry-Auth, as the engine is sent it
         base64.b64encode(f"{user}:{password}".encode()).decode(),  # HTTP Basic
         password,
         user,
@@ -118,85 +121,69 @@ def redact(text: str, auth: Mapping[str, str] | None) -> str:
 
 
 def push_image(
-    api: Any | None, image: str, registry: str, report: Callable[[str], None] | None = None
+    engine: Engine | None, image: str, registry: str, report: Callable[[str], None] | None = None
 ) -> PushResult:
     """Tag image as REGISTRY/name:tag, push it and read its digest back from the registry.
 
-    The registry is checked before the engine is contacted (api None: connect only then). A
-    refused push leaves no new tag behind.
+    The registry is checked before the engine is contacted (engine None: the local Docker
+    engine, connected only then). A refused push leaves no new tag behind.
     """
-    import docker.errors
-    import requests
+    from hvd_container.containers.engine import EngineError
 
     repo, tag = remote_ref(image, registry)
     remote = f"{repo}:{tag}"
     auth = auth_from_env()
     note = report or (lambda _msg: None)
-    if api is None:
-        from hvd_container.containers.engine.docker_api import docker_client
+    if engine is None:
+        from hvd_container.containers.engine.docker_api import DockerEngine
 
-        api = docker_client()
-    try:
-        api.inspect_image(image)
-    except docker.errors.ImageNotFound:
-        raise UserError(f"image {image} does not exist locally; build it first") from None
-    had_tag = _exists(api, remote)
-    api.tag(image, repo, tag)
+        engine = DockerEngine()
+    if engine.inspect(image) is None:
+        raise UserError(f"image {image} does not exist locally; build it first")
+    had_tag = engine.inspect(remote) is not None
+    engine.tag(image, repo, tag)
     ok = False
     try:
         note(f"pushing {remote}")
         try:
-            stream = api.push(repo, tag=tag, stream=True, decode=True, auth_config=auth)
-            error, digest = stream_errors(_progress(stream, note))
-        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            error, digest = stream_errors(_progress(engine.push(repo, tag, auth), note))
+        except EngineError as exc:
             error, digest = _first_line(exc), None
         if error:
             raise StepFailed(f"push of {remote} refused: {redact(error, auth)}")
         ok = True
     finally:
         if not ok and not had_tag:
-            with contextlib.suppress(docker.errors.APIError):
-                api.remove_image(remote, noprune=True)
-    served = read_back_digest(api, remote, auth)
+            with contextlib.suppress(EngineError):
+                engine.remove(remote)
+    served = read_back_digest(engine, remote, auth)
     if digest and served != digest:
         raise StepFailed(f"pushed {remote} as {digest}, but the registry serves {served}")
     return PushResult(remote, served)
 
 
-def read_back_digest(api: Any, remote: str, auth: Mapping[str, str] | None = None) -> str:
+def read_back_digest(engine: Engine, remote: str, auth: Mapping[str, str] | None = None) -> str:
     """The digest of the manifest the registry serves for remote, asked through the engine."""
-    import docker.errors
-    import requests
+    from hvd_container.containers.engine import EngineError
 
     try:
-        info = api.inspect_distribution(remote, auth_config=dict(auth) if auth else None)
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        digest = engine.registry_digest(remote, auth)
+    except EngineError as exc:
         reason = redact(_one_line(exc), auth)
         raise StepFailed(f"pushed {remote}, but cannot read it back: {reason}") from None
-    digest = (info.get("Descriptor") or {}).get("digest") if isinstance(info, dict) else None
     if not digest:
         raise StepFailed(f"pushed {remote}, but the registry reports no manifest digest for it")
-    return str(digest)
+    return digest
 
 
 def _one_line(exc: BaseException) -> str:
     """The engine's whole explanation (registry errors span lines) on one line."""
-    return " ".join(str(getattr(exc, "explanation", None) or exc).split()) or type(exc).__name__
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "explanation", None) or exc).strip()
+    text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _exists(api: Any, ref: str) -> bool:
-    import docker.errors
-
-    try:
-        api.inspect_image(ref)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
 
 
 def _progress(

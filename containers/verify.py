@@ -9,7 +9,6 @@ running the image.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hvd_container.core.errors import StepFailed
 
 if TYPE_CHECKING:
+    from hvd_container.containers.engine import Engine
     from hvd_container.containers.recipe import Recipe
 
 LABEL_PREFIX = "org.hvd-container."
@@ -338,56 +338,29 @@ def require_ok(result: VerifyResult) -> None:
         raise StepFailed(f"verification of {result.image} failed: {'; '.join(result.problems)}")
 
 
-def docker_runner(client: Any, image: str, timeout: int = 600) -> Runner:
-    """run(argv) in a fresh container of image; the container is always removed.
+def docker_runner(engine: Engine, image: str, timeout: int = 600) -> Runner:
+    """run(argv) in a fresh container of image (the engine removes it afterwards).
 
     A command the image does not have gives exit 127 and the engine's reason as output (the
     checks then report it as a problem); a check running longer than timeout seconds, or an
     engine that stops answering, is a StepFailed.
     """
-    import docker.errors
-    import requests
+    from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
 
     def run(argv: list[str]) -> tuple[int, str]:
         what = f"verification of {image}: `{_short(argv)}`"
         try:
-            container = client.create_container(
-                image, command=argv, labels={f"{LABEL_PREFIX}verify": "1"}, network_disabled=False
-            )
-        except docker.errors.APIError as exc:
-            raise StepFailed(f"{what} could not be created: {_api_reason(exc)}") from None
-        except requests.exceptions.RequestException as exc:
-            raise StepFailed(f"{what}: the Docker engine did not answer ({_reason(exc)})") from None
-        cid = container["Id"]
-        try:
-            try:
-                client.start(cid)
-            except docker.errors.APIError as exc:
-                reason = _api_reason(exc)
-                missing = _NOT_FOUND.search(reason)
-                if missing:
-                    return 127, f"{missing[1]}: {missing[2]}" if missing[1] else reason
-                raise StepFailed(f"{what} could not start: {reason}") from None
-            status = client.wait(cid, timeout=timeout)
-            out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
-            return int(status.get("StatusCode", 1)), out
-        except requests.exceptions.ReadTimeout:
-            raise StepFailed(f"{what} did not finish within {timeout} s") from None
-        except requests.exceptions.RequestException as exc:
-            if "timed out" in str(exc).lower():
+            return engine.run(image, argv, timeout=timeout, labels={f"{LABEL_PREFIX}verify": "1"})
+        except CommandNotFound as exc:
+            return 127, str(exc)
+        except EngineUnreachable as exc:
+            if exc.timed_out:
                 raise StepFailed(f"{what} did not finish within {timeout} s") from None
             raise StepFailed(f"{what}: the Docker engine did not answer ({_reason(exc)})") from None
-        finally:
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                client.remove_container(cid, force=True)
+        except EngineError as exc:
+            raise StepFailed(f"{what} could not run: {_api_reason(exc)}") from None
 
     return run
-
-
-# How runc/containerd say that the command of a container does not exist in its image.
-_NOT_FOUND = re.compile(
-    r'(?:exec: "([^"]+)": )?(executable file not found in \$PATH|no such file or directory)', re.I
-)
 
 
 def _api_reason(exc: Any) -> str:

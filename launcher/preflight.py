@@ -83,13 +83,15 @@ def facts_from_labels(
 def _docker_labels(ref: str) -> dict[str, str] | None:
     """The labels of a local Docker image, or None (no SDK, no engine, no such image)."""
     try:
-        import docker  # the SDK; only when the image is a Docker reference
+        # the SDK is imported only when the image is a Docker reference
+        from hvd_container.containers.engine.docker_api import DockerEngine, docker_client
 
-        client = docker.from_env(timeout=5)
-        image = client.images.get(ref)
-    except Exception:  # no engine, no such image: no facts, no checks
+        info = DockerEngine(docker_client(timeout=5)).inspect(ref)
+    except Exception:  # no SDK, no engine: no facts, no checks
         return None
-    return dict((image.attrs.get("Config") or {}).get("Labels") or {})
+    if info is None:
+        return None
+    return dict((info.get("Config") or {}).get("Labels") or {})
 
 
 def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:

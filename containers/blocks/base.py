@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks._text import block
-from hvd_container.containers.instructions import Arg, From, Help
+from hvd_container.containers.instructions import Arg, From, Help, Instruction
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
@@ -31,7 +31,7 @@ def platform(recipe: Recipe) -> str | None:
 
 
 def render(recipe: Recipe) -> Block | None:
-    items = [
+    items: list[Instruction] = [
         From(base_image(recipe), platform(recipe), recipe.base.debootstrap_suite),
         # ARG, not ENV: only the build is non-interactive, the image keeps its default.
         Arg("DEBIAN_FRONTEND", "noninteractive"),

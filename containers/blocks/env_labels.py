@@ -23,8 +23,9 @@ def recipe_labels(recipe: Recipe) -> dict[str, str]:
 
 
 def render(recipe: Recipe) -> Block | None:
-    lines = [env(k, v) for k, v in recipe.env.items()]
     labels = {**recipe.labels, **recipe_labels(recipe)}
-    # One key per LABEL: spython merges `LABEL a=1 b=2` into a single label.
-    lines += [label(k, v) for k, v in labels.items()]
-    return block("extras", *lines)
+    return block(
+        "extras",
+        *(env(k, v) for k, v in recipe.env.items()),
+        *(label(k, v) for k, v in labels.items()),
+    )

@@ -142,17 +142,22 @@ def _temporary_target(target: Path) -> Iterator[Path]:
 
 
 def _image_size(image: str) -> int:
-    import docker
+    from hvd_container.containers.engine import EngineError
+    from hvd_container.containers.engine.docker_api import DockerEngine
 
+    hint = "pass --archive FILE (from `docker save`) instead"
     try:
-        return int(docker.from_env().images.get(image).attrs.get("Size") or 0)
-    except docker.errors.ImageNotFound:
-        raise UserError(f"image {image!r} not found in the local Docker engine") from None
-    except docker.errors.DockerException as exc:
+        info = DockerEngine().inspect(image)
+    except UserError as exc:  # no engine to connect to
+        raise UserError(f"{exc}; for docker-daemon:// {hint}") from None
+    except EngineError as exc:
+        reason = " ".join(str(exc).split())
         raise UserError(
-            f"cannot reach the Docker engine for docker-daemon:// ({exc}); "
-            f"pass --archive FILE (from `docker save`) instead"
+            f"the Docker engine failed for docker-daemon:// ({reason}); {hint}"
         ) from None
+    if info is None:
+        raise UserError(f"image {image!r} not found in the local Docker engine")
+    return int(info.get("Size") or 0)
 
 
 def stop_signal(exc: BaseException) -> signal.Signals:

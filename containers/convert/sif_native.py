@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hvd_container.containers.convert.compression import check_compressor
 from hvd_container.containers.convert.options import check_arch_flag
@@ -34,7 +34,9 @@ from hvd_container.containers.sif.tarstream import TarFormatError, buffered, fil
 from hvd_container.core.atomic import atomic_output
 from hvd_container.core.errors import StepFailed, UserError
 
-_EXPORT_CHUNK = 1024 * 1024
+if TYPE_CHECKING:
+    from hvd_container.containers.engine import Engine
+
 _FULL_BELOW = 1024 * 1024
 
 
@@ -113,29 +115,19 @@ def sif_labels(ref: str, image_id: str, config: ImageConfig) -> dict[str, str]:
     return labels
 
 
-def _docker_client() -> Any:
-    import docker  # heavy: imported only when converting
+def _image(engine: Engine, ref: str) -> dict[str, Any]:
+    from hvd_container.containers.engine import EngineError
 
     try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise UserError(f"cannot reach the Docker engine ({exc}); is dockerd running?") from None
-    return client
-
-
-def _image(client: Any, ref: str) -> Any:
-    import docker
-
-    try:
-        return client.images.get(ref)
-    except docker.errors.ImageNotFound:
+        info = engine.inspect(ref)
+    except EngineError as exc:
+        raise UserError(f"image {ref!r}: {' '.join(str(exc).split())}") from None
+    if info is None:
         raise UserError(
             f"image {ref!r} not found in the local Docker engine (build it first: "
             f"hvd-container build RECIPE)"
-        ) from None
-    except docker.errors.APIError as exc:
-        raise UserError(f"image {ref!r}: {exc.explanation or exc}") from None
+        )
+    return info
 
 
 def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
@@ -151,13 +143,12 @@ def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
 
 
 def _guarded(chunks: Iterable[bytes], ref: str) -> Iterator[bytes]:
-    """The export stream, with engine/network failures turned into one-line errors."""
-    import docker
-    import requests
+    """The export stream, with engine failures turned into one-line errors."""
+    from hvd_container.containers.engine import EngineError
 
     try:
         yield from chunks
-    except (docker.errors.DockerException, requests.RequestException) as exc:
+    except EngineError as exc:
         raise StepFailed(f"docker export of {ref!r} failed: {exc}") from None
 
 
@@ -288,11 +279,12 @@ def convert_image_to_sif(
     compression: str = "gzip",
     threads: int | None = None,
     arch: str | None = None,
-    client: Any = None,
+    engine: Engine | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> SifResult:
     """Convert the local Docker image ref into a SIF at target (see module docstring)."""
-    import docker
+    from hvd_container.containers.engine import EngineError
+    from hvd_container.containers.engine.docker_api import DockerEngine
 
     # Flags first: a wrong --arch must not be reported as a missing image or engine.
     check_compressor(compression)
@@ -300,29 +292,30 @@ def convert_image_to_sif(
     target = check_output_path(Path(target), ".sif")
     threads = threads or os.cpu_count() or 1
     epoch = source_date_epoch()
-    client = client or _docker_client()
-    image = _image(client, ref)
-    image_arch = check_arch(image.attrs.get("Architecture", ""), arch, ref)
-    config = ImageConfig.from_docker(image.attrs.get("Config"))
-    labels = sif_labels(ref, image.id, config)
+    engine = engine or DockerEngine()
+    image = _image(engine, ref)
+    image_id = str(image["Id"])
+    image_arch = check_arch(image.get("Architecture", ""), arch, ref)
+    config = ImageConfig.from_docker(image.get("Config"))
+    labels = sif_labels(ref, image_id, config)
     image_uuid = (
-        uuid.uuid5(uuid.NAMESPACE_URL, f"hvd-container:{image.id}:{compression}")
+        uuid.uuid5(uuid.NAMESPACE_URL, f"hvd-container:{image_id}:{compression}")
         if epoch is not None
         else uuid.uuid4()
     )
     step = on_step or (lambda _msg: None)
     started = time.monotonic()
-    step(f"exporting {ref} ({image.id[:19]}) through tar2sqfs ({compression}, {threads} jobs)")
-    try:
-        container = client.containers.create(
-            image.id, entrypoint=["/"], command=[], network_disabled=True
-        )
-    except docker.errors.APIError as exc:
-        raise StepFailed(f"cannot create a container from {ref!r} to export it: {exc}") from None
-    try:
-        chunks = _guarded(container.export(chunk_size=_EXPORT_CHUNK), ref)
+    step(f"exporting {ref} ({image_id[:19]}) through tar2sqfs ({compression}, {threads} jobs)")
+    with contextlib.ExitStack() as stack:
+        try:
+            stream = stack.enter_context(engine.export(image_id))
+        except EngineError as exc:
+            reason = " ".join(str(exc).split())
+            raise StepFailed(
+                f"cannot create a container from {ref!r} to export it: {reason}"
+            ) from None
         offset, rootfs_size, method = stream_rootfs_to_sif(
-            chunks,
+            _guarded(stream, ref),
             target,
             ref=ref,
             config=config,
@@ -333,13 +326,10 @@ def convert_image_to_sif(
             epoch=epoch,
             image_uuid=image_uuid,
         )
-    finally:
-        with contextlib.suppress(docker.errors.APIError):
-            container.remove(force=True)
     return SifResult(
         path=target,
         image=ref,
-        image_id=image.id,
+        image_id=image_id,
         arch=image_arch,
         compression=compression,
         size=target.stat().st_size,

@@ -51,7 +51,7 @@ def publish_to_site(
     local_tool = shutil.which(TOOL[runtime]) is not None
     need_site = site_name is not None or registry is None or (login_host is None and not local_tool)
     site = site_lookup(site_name) if need_site and site_lookup is not None else None
-    registry = registry or (site.images.registry if site else None)
+    registry = registry or (site.registry if site else None)
     if not registry:
         where = f"site {site.name!r} has no images.registry" if site else "no site"
         raise UserError(f"--registry: needed for --to {runtime} ({where})")

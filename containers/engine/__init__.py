@@ -1,15 +1,17 @@
-"""Build engines: turn a build context into an image, reporting progress as events.
+"""The engine interface: what the build side asks of a container engine, and nothing more.
 
-The interface is deliberately small so that another backend (BuildKit through a CLI, a remote
-builder) can sit behind it: `BuildEngine.build(...)` yields `BuildEvent`s and finishes with one
-event of kind "done" (carrying the image id) or raises StepFailed.
+Build, verify, push and convert go through `Engine` (repo2docker's model): one backend today,
+the Docker engine through docker-py (containers/engine/docker_api.py), another (BuildKit through
+a CLI, podman's API, a remote builder) can sit behind it. Errors come out engine-neutral:
+`EngineError` with the engine's explanation, `EngineUnreachable` when it does not answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 EventKind = Literal["step", "log", "cached", "done"]
 
@@ -28,7 +30,23 @@ class BuildEvent:
     image_id: str | None = None
 
 
-class BuildEngine(Protocol):
+class EngineError(Exception):
+    """The engine refused or failed a call; str() is its explanation (may span lines)."""
+
+
+class EngineUnreachable(EngineError):
+    """The engine did not answer (stopped, or a call timed out)."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.timed_out = timed_out
+
+
+class CommandNotFound(EngineError):
+    """The command given to `run` does not exist in the image."""
+
+
+class Engine(Protocol):
     def build(
         self,
         context: Mapping[str, bytes],
@@ -36,5 +54,40 @@ class BuildEngine(Protocol):
         buildargs: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> Iterator[BuildEvent]:
-        """Build context (file name -> bytes, with a "Dockerfile") into an image tagged tag."""
+        """Build context (file name -> bytes, with a "Dockerfile") into an image tagged tag;
+        the last event is of kind "done" and carries the image id (else StepFailed)."""
+        ...
+
+    def inspect(self, ref: str) -> dict[str, Any] | None:
+        """The image's record (Id, Architecture, Size, Config.Labels, ...), None if absent."""
+        ...
+
+    def tag(self, ref: str, repository: str, tag: str) -> None: ...
+
+    def remove(self, ref: str) -> None:
+        """Remove the image name (its layers stay while other names use them)."""
+        ...
+
+    def push(
+        self, repository: str, tag: str, auth: Mapping[str, str] | None
+    ) -> Iterator[dict[str, Any]]:
+        """Push to the registry; the engine's progress records (an `error` key on failure)."""
+        ...
+
+    def registry_digest(self, remote: str, auth: Mapping[str, str] | None) -> str | None:
+        """The digest of the manifest the registry serves for remote."""
+        ...
+
+    def run(
+        self, image: str, argv: list[str], *, timeout: int, labels: Mapping[str, str]
+    ) -> tuple[int, str]:
+        """(exit status, output) of argv in a fresh container of image, removed afterwards."""
+        ...
+
+    def export(self, ref: str) -> AbstractContextManager[Iterator[bytes]]:
+        """The image's root filesystem as a tar stream (a container made for it, removed on exit)."""
+        ...
+
+    def bridge_gateway(self) -> str:
+        """An address of this host that build containers reach."""
         ...

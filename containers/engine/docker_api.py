@@ -1,4 +1,6 @@
-"""Build backend: the Docker engine's classic builder through docker-py's low-level APIClient.
+"""The Docker engine behind the engine interface, through docker-py's low-level APIClient.
+
+Builds use the classic builder:
 
 Chosen over BuildKit because docker-py has no BuildKit support (docker/docker-py#2230) and the
 rendered Dockerfiles need neither cache mounts nor build secrets: the pip configuration and CA
@@ -16,7 +18,12 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from hvd_container.containers.engine import BuildEvent
+from hvd_container.containers.engine import (
+    BuildEvent,
+    CommandNotFound,
+    EngineError,
+    EngineUnreachable,
+)
 
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -74,7 +81,17 @@ def engine_errors() -> Iterator[None]:
         yield
     except requests.exceptions.ConnectionError as exc:
         raise StepFailed(_unreachable(exc)) from None
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+    except EngineUnreachable as exc:
+        if exc.timed_out:
+            raise StepFailed(
+                f"the Docker engine did not answer in time: {_api_message(exc)}"
+            ) from None
+        raise StepFailed(_unreachable(exc)) from None
+    except (
+        docker.errors.DockerException,
+        requests.exceptions.RequestException,
+        EngineError,
+    ) as exc:
         raise StepFailed(f"the Docker engine failed: {_api_message(exc)}") from None
 
 
@@ -93,8 +110,8 @@ def context_tar(files: Mapping[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-class DockerAPIEngine:
-    """BuildEngine backed by the Docker engine's classic builder."""
+class DockerEngine:
+    """containers.engine.Engine on the local Docker engine (DOCKER_HOST)."""
 
     def __init__(self, client: Any | None = None, nocache: bool = False) -> None:
         self._client = client
@@ -102,6 +119,7 @@ class DockerAPIEngine:
 
     @property
     def client(self) -> Any:
+        """docker-py's APIClient, connected on first use (a stopped daemon: one UserError)."""
         if self._client is None:
             self._client = docker_client()
         return self._client
@@ -132,6 +150,141 @@ class DockerAPIEngine:
             yield from parse_build_stream(stream)
         except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:
             raise StepFailed(f"docker build of {tag}: {_api_message(exc)}") from None
+
+    def inspect(self, ref: str) -> dict[str, Any] | None:
+        import docker.errors
+
+        with _neutral():
+            try:
+                return dict(self.client.inspect_image(ref))
+            except docker.errors.ImageNotFound:
+                return None
+
+    def tag(self, ref: str, repository: str, tag: str) -> None:
+        with _neutral():
+            self.client.tag(ref, repository, tag)
+
+    def remove(self, ref: str) -> None:
+        with _neutral():
+            self.client.remove_image(ref, noprune=True)
+
+    def push(
+        self, repository: str, tag: str, auth: Mapping[str, str] | None
+    ) -> Iterator[dict[str, Any]]:
+        # docker-py reports a failed push only inside the stream (docker-py#3161, #3277)
+        with _neutral():
+            stream = self.client.push(
+                repository, tag=tag, stream=True, decode=True, auth_config=auth
+            )
+            yield from stream
+
+    def registry_digest(self, remote: str, auth: Mapping[str, str] | None) -> str | None:
+        with _neutral():
+            info = self.client.inspect_distribution(
+                remote, auth_config=dict(auth) if auth else None
+            )
+        digest = (info.get("Descriptor") or {}).get("digest") if isinstance(info, dict) else None
+        return str(digest) if digest else None
+
+    def run(
+        self, image: str, argv: list[str], *, timeout: int, labels: Mapping[str, str]
+    ) -> tuple[int, str]:
+        import docker.errors
+        import requests
+
+        client = self.client
+        with _neutral():
+            container = client.create_container(
+                image, command=argv, labels=dict(labels), network_disabled=False
+            )
+        cid = container["Id"]
+        try:
+            try:
+                client.start(cid)
+            except docker.errors.APIError as exc:
+                reason = _explanation(exc)
+                missing = _NOT_FOUND.search(reason)
+                if missing:
+                    raise CommandNotFound(
+                        f"{missing[1]}: {missing[2]}" if missing[1] else reason
+                    ) from None
+                raise EngineError(reason) from None
+            with _neutral():
+                status = client.wait(cid, timeout=timeout)
+                out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
+            return int(status.get("StatusCode", 1)), out
+        finally:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                client.remove_container(cid, force=True)
+
+    @contextlib.contextmanager
+    def export(self, ref: str) -> Iterator[Iterator[bytes]]:
+        import docker.errors
+        import requests
+
+        client = self.client
+        with _neutral():
+            # an entrypoint that exists in every image: the container is never started
+            cid = client.create_container(ref, entrypoint=["/"], command=[], network_disabled=True)[
+                "Id"
+            ]
+        try:
+            yield _neutral_stream(client.export(cid, chunk_size=EXPORT_CHUNK))
+        finally:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                client.remove_container(cid, force=True)
+
+    def bridge_gateway(self) -> str:
+        with _neutral():
+            networks = self.client.networks(names=["bridge"])
+        for net in networks:
+            for cfg in (net.get("IPAM") or {}).get("Config") or []:
+                if cfg.get("Gateway"):
+                    return str(cfg["Gateway"])
+        return "172.17.0.1"
+
+
+EXPORT_CHUNK = 1024 * 1024
+
+# How runc/containerd say that the command of a container does not exist in its image.
+_NOT_FOUND = re.compile(
+    r'(?:exec: "([^"]+)": )?(executable file not found in \$PATH|no such file or directory)', re.I
+)
+
+
+def auth_header(auth: Mapping[str, str]) -> str:
+    """The X-Registry-Auth header docker-py sends the engine for these credentials."""
+    from docker.auth import encode_header
+
+    return str(encode_header(dict(auth)).decode())
+
+
+def _explanation(exc: BaseException) -> str:
+    return str(getattr(exc, "explanation", None) or exc)
+
+
+@contextlib.contextmanager
+def _neutral() -> Iterator[None]:
+    """docker-py's and requests' exceptions as the engine interface's."""
+    import docker.errors
+    import requests
+
+    try:
+        yield
+    except docker.errors.APIError as exc:  # before requests': it subclasses HTTPError
+        raise EngineError(_explanation(exc)) from None
+    except requests.exceptions.ReadTimeout as exc:
+        raise EngineUnreachable(str(exc), timed_out=True) from None
+    except requests.exceptions.RequestException as exc:
+        timed_out = "timed out" in str(exc).lower()
+        raise EngineUnreachable(str(exc), timed_out=timed_out) from None
+    except docker.errors.DockerException as exc:
+        raise EngineError(_explanation(exc)) from None
+
+
+def _neutral_stream(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    with _neutral():
+        yield from chunks
 
 
 def _api_message(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ import pytest
 import requests
 from build_fixtures import CPU_RECIPE, hvd
 from hvd_container.containers.build import BUILD_DIGEST_LABEL, engine_build_digest
+from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.push import MANIFEST_V2
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import build_context
@@ -63,7 +64,9 @@ def test_cpu_image_is_verified_and_labelled(api: Any, cpu_image: str) -> None:
     recipe = load_recipe(CPU_RECIPE)
     assert labels[p + "recipe.digest"] == recipe.digest()
     # the digest covers the rendered context and the base image's ID in the engine
-    assert labels[BUILD_DIGEST_LABEL] == engine_build_digest(api, build_context(recipe))
+    assert labels[BUILD_DIGEST_LABEL] == engine_build_digest(
+        DockerEngine(api), build_context(recipe)
+    )
 
 
 def test_no_ca_bundle_or_pip_config_left_in_the_image(api: Any, cpu_image: str) -> None:

@@ -24,6 +24,7 @@ from hvd_container.containers.build import (
     proxy_build_args,
 )
 from hvd_container.containers.engine import BuildEvent
+from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.pipconfig import HostPipConfig
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import build_context
@@ -138,13 +139,15 @@ class FakeDockerAPI:
         return self.distribution
 
 
-class FakeEngine:
-    """A FAKE BuildEngine: records the build args; the build 'succeeds' with image NEW_ID.
+class FakeEngine(DockerEngine):
+    """A FAKE build on the FAKE engine API: records the build args; the build 'succeeds' with
+    image NEW_ID (labelling builds go to FakeDockerAPI.build).
 
     While the build runs it fetches pip.conf from the pip config server, as hvd-pip would.
     """
 
     def __init__(self, api: FakeDockerAPI) -> None:
+        super().__init__(api)
         self.api = api
         self.buildargs: dict[str, str] = {}
         self.pip_conf: str | None = None
@@ -156,6 +159,9 @@ class FakeEngine:
         buildargs: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> Iterator[BuildEvent]:
+        if labels:  # the metadata-only labelling build: the FAKE engine API's
+            yield from super().build(context, tag, buildargs, labels)
+            return
         self.buildargs = dict(buildargs or {})
         url = self.buildargs.get("HVD_PIP_CONFIG_URL")
         if url:
@@ -188,7 +194,6 @@ def build(
         lambda kind, phase, text: sink.append((kind, phase, text)),
         options,
         engine=engine,
-        client=api,
     )
     return engine, result
 
@@ -348,6 +353,6 @@ def test_base_pulled_during_the_build_is_in_the_label_digest() -> None:
 
     engine.build = pulling  # type: ignore[method-assign]
     options = BuildOptions(verify=False, use_host_pip=False)
-    build_recipe(recipe, lambda *_: None, options, engine, api)
+    build_recipe(recipe, lambda *_: None, options, engine)
     labels = api.images[recipe.image_tag]["Config"]["Labels"]
     assert labels[BUILD_DIGEST_LABEL] == build_digest(build_context(recipe), "sha256:pulled")

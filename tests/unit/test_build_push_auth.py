@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import docker.errors
 import pytest
+from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.push import auth_from_env, push_image, redact
 from test_build_flow import FakeDockerAPI
 
@@ -66,7 +67,7 @@ def recording_api() -> FakeDockerAPI:
 
 def test_env_credentials_reach_push_and_read_back(env_credentials: None) -> None:
     api = recording_api()
-    result = push_image(api, IMAGE, REGISTRY)
+    result = push_image(DockerEngine(api), IMAGE, REGISTRY)
     assert result.digest == DIGEST
     wanted = {"username": USER, "password": PASSWORD}
     assert api.auth_configs == [("push", wanted), ("distribution", wanted)]
@@ -76,7 +77,7 @@ def test_without_env_docker_py_uses_the_docker_config(monkeypatch: pytest.Monkey
     for name in ("HVD_REGISTRY_USERNAME", "HVD_REGISTRY_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     api = recording_api()
-    push_image(api, IMAGE, REGISTRY)
+    push_image(DockerEngine(api), IMAGE, REGISTRY)
     # None: docker-py's APIClient puts the Docker config's credentials in (see the HTTP test)
     assert api.auth_configs == [("push", None), ("distribution", None)]
 
@@ -338,6 +339,6 @@ def test_step_failed_message_is_one_line(env_credentials: None) -> None:
     api = recording_api()
     api.push_stream = [{"error": echo()}]
     with pytest.raises(StepFailed) as info:
-        push_image(api, IMAGE, REGISTRY)
+        push_image(DockerEngine(api), IMAGE, REGISTRY)
     assert "\n" not in str(info.value)
     assert_no_secret(str(info.value))

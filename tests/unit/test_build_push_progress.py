@@ -6,7 +6,7 @@ import json
 
 import docker.errors
 import pytest
-from hvd_container.containers.engine.docker_api import BuildFailed
+from hvd_container.containers.engine.docker_api import BuildFailed, DockerEngine
 from hvd_container.containers.push import push_image, remote_ref, split_tag, stream_errors
 from test_build_flow import FakeDockerAPI
 
@@ -114,7 +114,7 @@ def pushing_api() -> FakeDockerAPI:
 
 def test_push_reads_the_digest_back_through_the_engine() -> None:
     api = pushing_api()
-    result = push_image(api, "cpu-bookworm:1", "registry.example/team")
+    result = push_image(DockerEngine(api), "cpu-bookworm:1", "registry.example/team")
     assert result.remote == "registry.example/team/cpu-bookworm:1"
     assert result.digest == PUSHED
     assert api.pushed == [("registry.example/team/cpu-bookworm", "1")]
@@ -126,7 +126,7 @@ def test_read_back_refused_by_the_registry_is_one_line() -> None:
         "401", explanation="errors:\nunauthorized: authentication required\n"
     )
     with pytest.raises(StepFailed) as info:
-        push_image(api, "cpu-bookworm:1", "r.example")
+        push_image(DockerEngine(api), "cpu-bookworm:1", "r.example")
     assert str(info.value) == (
         "pushed r.example/cpu-bookworm:1, but cannot read it back: "
         "errors: unauthorized: authentication required"
@@ -137,7 +137,7 @@ def test_registry_serving_another_digest_fails() -> None:
     api = pushing_api()
     api.distribution = {"Descriptor": {"digest": "sha256:other"}}
     with pytest.raises(StepFailed, match="but the registry serves sha256:other$"):
-        push_image(api, "cpu-bookworm:1", "r.example")
+        push_image(DockerEngine(api), "cpu-bookworm:1", "r.example")
 
 
 def test_bad_registry_flag_fails_before_the_engine_is_contacted(

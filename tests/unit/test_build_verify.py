@@ -9,6 +9,7 @@ from typing import Any
 import docker.errors
 import pytest
 import requests
+from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.verify import (
     CheckBuild,
@@ -149,7 +150,9 @@ def test_command_missing_in_the_image_is_a_problem_not_a_traceback() -> None:
     # e.g. `verify hvd-base/debian:bookworm`: neither horovodrun nor python exist there
     api = FakeDockerAPI({})
     api.start_error = docker.errors.APIError("500 Server Error", explanation=NOT_FOUND)
-    result = verify_image("hvd-base/debian:bookworm", docker_runner(api, "x"), "amd64")
+    result = verify_image(
+        "hvd-base/debian:bookworm", docker_runner(DockerEngine(api), "x"), "amd64"
+    )
     assert result.problems == [
         "`horovodrun --check-build` failed (exit 127): "
         "horovodrun: executable file not found in $PATH",
@@ -162,9 +165,9 @@ def test_other_start_failure_is_one_line() -> None:
     api = FakeDockerAPI({})
     api.start_error = docker.errors.APIError("500", explanation="cgroup setup failed:\n  details")
     with pytest.raises(StepFailed) as info:
-        docker_runner(api, "img")(["horovodrun", "--check-build"])
+        docker_runner(DockerEngine(api), "img")(["horovodrun", "--check-build"])
     assert str(info.value) == (
-        "verification of img: `horovodrun --check-build` could not start: "
+        "verification of img: `horovodrun --check-build` could not run: "
         "cgroup setup failed: details"
     )
     assert api.live == {}
@@ -176,7 +179,7 @@ def test_check_running_too_long_is_one_line_and_leaves_no_container() -> None:
         "UnixHTTPConnectionPool(host='localhost', port=None): Read timed out. (read timeout=5)"
     )
     with pytest.raises(StepFailed) as info:
-        docker_runner(api, "img", timeout=5)(["sh", "-c", "sleep 100"])
+        docker_runner(DockerEngine(api), "img", timeout=5)(["sh", "-c", "sleep 100"])
     assert str(info.value) == "verification of img: `sh -c sleep 100` did not finish within 5 s"
     assert api.live == {}
 

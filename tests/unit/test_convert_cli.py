@@ -55,7 +55,7 @@ def test_recipe_arch_mismatch_is_refused_before_the_engine(
     assert os.listdir(tmp_path) == []
     # The recipe's own arch passes this check and goes on to the (unreachable) engine.
     code, err = error_of(capsys, "convert", RECIPE, "--to", "sif", "--arch", "amd64")
-    assert code == 2 and err.startswith("cannot reach the Docker engine (")
+    assert code == 2 and err.startswith("cannot reach the Docker engine at ")
 
 
 def test_library_checks_arch_before_the_engine(tmp_path: Path) -> None:
@@ -202,3 +202,24 @@ def test_convert_to_shifter_with_the_engine_down(capsys: pytest.CaptureFixture[s
     )  # fmt: skip
     assert code == 2
     assert err.startswith("cannot reach the Docker engine at ")
+
+
+def test_site_push_takes_registry_and_login_host_from_the_site_lookup() -> None:
+    from hvd_container.containers.convert.site_images import SiteTarget
+
+    asked: list[str | None] = []
+    pushed: list[tuple[str, str]] = []
+
+    def lookup(name: str | None) -> SiteTarget:
+        asked.append(name)
+        return SiteTarget("mysite", None if name == "bare" else "reg.example:5000", None)
+
+    with pytest.raises(
+        UserError,
+        match=r"^--registry: needed for --to shifter \(site 'mysite' has no images.registry\)$",
+    ):
+        publish_to_site("cpu:1", runtime="shifter", site_name="bare", site_lookup=lookup)
+    with pytest.raises(UserError, match=r"site 'mysite' has no login_host"):
+        publish_to_site("cpu:1", runtime="shifter", site_name="s", site_lookup=lookup,
+                        push=lambda image, registry: pushed.append((image, registry)))  # fmt: skip
+    assert asked == ["bare", "s"] and pushed == []

@@ -116,7 +116,21 @@ FORBIDDEN = [
     ("hvd_container.launcher", "hvd_container.cli", "the CLI is the top layer"),
     ("hvd_container.containers", "typer", "only the CLI parses command lines"),
     ("hvd_container.launcher", "typer", "only the CLI parses command lines"),
+    ("hvd_container.launcher", "docker", "the engine interface (containers/engine) wraps the client"),
+    ("hvd_container.cli", "docker", "the engine interface (containers/engine) wraps the client"),
+    ("hvd_container.core", "docker", "the engine interface (containers/engine) wraps the client"),
 ]  # fmt: skip
+
+
+def test_only_the_engine_backend_imports_the_docker_client() -> None:
+    found = [
+        f"{module}:{line} imports {name}"
+        for module, path in MODULES.items()
+        if not _under(module, "hvd_container.containers.engine")
+        for line, name in _imports(path, import_time_only=False)
+        if _under(name, "docker")
+    ]
+    assert found == []
 
 
 def _under(name: str, prefix: str) -> bool:

@@ -134,9 +134,7 @@ def verify_cmd(
 
 
 def _verify(image: str, recipe: str | None, json_output: bool) -> None:
-    import docker.errors
-
-    from hvd_container.containers.engine.docker_api import docker_client
+    from hvd_container.containers.engine.docker_api import DockerEngine
     from hvd_container.containers.recipe import list_builtin, load_recipe
     from hvd_container.containers.verify import (
         LABEL_PREFIX,
@@ -145,11 +143,10 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
         verify_image,
     )
 
-    api = docker_client()
-    try:
-        info = api.inspect_image(image)
-    except docker.errors.ImageNotFound:
-        raise UserError(f"image {image} does not exist locally") from None
+    engine = DockerEngine()
+    info = engine.inspect(image)
+    if info is None:
+        raise UserError(f"image {image} does not exist locally")
     labels = (info.get("Config") or {}).get("Labels") or {}
     named = labels.get(f"{LABEL_PREFIX}recipe.name")
     loaded = None
@@ -167,7 +164,7 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
         typer.echo(f"{image}: recipe {named} is not built in; verifying against {against}")
     result = verify_image(
         image,
-        docker_runner(api, image),
+        docker_runner(engine, image),
         str(info.get("Architecture") or "unknown"),
         loaded,
         on_step=None if json_output else lambda m: typer.echo(f"[checks] => {m}"),

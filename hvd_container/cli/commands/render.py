@@ -61,9 +61,10 @@ def render_cmd(
     else:
         if context is not None and (output is not None or fmt is not Format.docker):
             raise UserError("--context writes a Docker build context: use it without -o/--format")
-        text = _recipe_text(recipe, fmt, context)
-        if text is None:
+        rendered = _recipe_text(recipe, fmt, context)
+        if rendered is None:
             return
+        text = rendered
     if output is None:
         typer.echo(text, nl=False)
         return
