@@ -78,7 +78,7 @@ def _docker() -> str:
 
 def bare(image: str, out: Path, compression: str, threads: int, mtime: int | None = None) -> float:
     """docker export | tar2sqfs, timed from export start to tar2sqfs exit."""
-    from hvd_container.containers.convert.sif_native import tar2sqfs_argv
+    from hvd_container.containers.sif.writer import tar2sqfs_argv
 
     # The native path's own tar2sqfs flags, so that the ratio compares the same work.
     argv = tar2sqfs_argv(

@@ -56,7 +56,7 @@ def hvd() -> list[str]:
 def host_venv(image: Path) -> Path:
     """The image's /opt/venv copied to the host (cached next to the unpacked image)."""
     sys.path.insert(0, str(ROOT))
-    from hvd_container.launcher.local_runtime import cache_dir, prepare
+    from hvd_container.launcher.charliecloud_cache import cache_dir, prepare
 
     prepared = prepare(str(image))
     venv = cache_dir() / f"{prepared.root.name}.host-venv"

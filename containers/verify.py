@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hvd_container.core.errors import StepFailed
+from hvd_container.core.errors import StepFailed, brief
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
@@ -348,7 +348,7 @@ def docker_runner(engine: Engine, image: str, timeout: int = 600) -> Runner:
     from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
 
     def run(argv: list[str]) -> tuple[int, str]:
-        what = f"verification of {image}: `{_short(argv)}`"
+        what = f"verification of {image}: `{brief(' '.join(argv), 60)}`"
         try:
             return engine.run(image, argv, timeout=timeout, labels={f"{LABEL_PREFIX}verify": "1"})
         except CommandNotFound as exc:
@@ -371,8 +371,3 @@ def _api_reason(exc: Any) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _short(argv: list[str], limit: int = 60) -> str:
-    flat = " ".join(" ".join(argv).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

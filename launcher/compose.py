@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hvd_container.launcher import pitfalls
 from hvd_container.launcher.binds import parse_bind
 from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
-from hvd_container.launcher.request import LaunchRequest, check
+from hvd_container.launcher.request import LaunchRequest, check, program_path
 from hvd_container.launcher.runtimes import Invocation, runtime_module
 from hvd_container.launcher.sites import Site
 
@@ -91,8 +91,7 @@ def allocation_options(site: Site, request: LaunchRequest) -> list[str]:
 
 
 def _program(request: LaunchRequest, python: str) -> list[str]:
-    # a leading '-' would be read as an option by python or the runtime
-    script = f"./{request.script}" if request.script.startswith("-") else request.script
+    script = program_path(request.script)
     if script.endswith(".py"):
         return [python, script, *request.args]
     return [script, *request.args]

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Literal
 
 from hvd_container.launcher import preflight
+from hvd_container.launcher.binds import dest_of, source_of
 from hvd_container.launcher.compose import resolve_image
-from hvd_container.launcher.request import LaunchRequest, check
+from hvd_container.launcher.request import LaunchRequest, check, program_path
 from hvd_container.launcher.sites import Runtime, Site
 
 from hvd_container.core.errors import UserError
@@ -108,7 +109,7 @@ def _charliecloud(
 ) -> tuple[Site, LaunchRequest, list[str]]:
     """ch-run needs $USER, the working and script directories bound, and a directory image;
     also returns the image's environment lines that could not be passed on."""
-    from hvd_container.launcher import local_runtime
+    from hvd_container.launcher import charliecloud_cache
     from hvd_container.launcher.slurm import current_user
 
     env = dict(request.env)
@@ -124,16 +125,16 @@ def _charliecloud(
             wanted.append(parent)
             request = replace(request, script=str(script.resolve()))
     for path in wanted:
-        if not any(b.split(":")[0] == path for b in binds):
+        if not any(source_of(b) == path for b in binds):
             binds.append(f"{path}:{path}")
     image = request.image
     skipped: list[str] = []
     if image and image_ready:
         if mode == "show":
-            prepared = local_runtime.planned(image)
+            prepared = charliecloud_cache.planned(image)
         else:
-            dests = [b.split(":")[1] if ":" in b else b for b in binds]
-            prepared = local_runtime.prepare(image, mount_points=dests)
+            dests = [dest_of(b) for b in binds]
+            prepared = charliecloud_cache.prepare(image, mount_points=dests)
             skipped = list(prepared.warnings)
         site = _with_flags(site, runtime, prepared.ch_run_flags())
         image = str(prepared.root)
@@ -154,9 +155,7 @@ def _gloo(runtime: Runtime, request: LaunchRequest) -> LaunchRequest:
 
         lightning = lightning_script(request.script, request.facts)[0]
     if request.script.endswith(".py"):
-        # a leading '-' would be read as an option by python
-        target = f"./{request.script}" if request.script.startswith("-") else request.script
-        script, args = gloo.wrap_program(runtime.python, target, request.args)
+        script, args = gloo.wrap_program(runtime.python, program_path(request.script), request.args)
         name = request.job_name or Path(request.script).stem
         request = replace(request, script=script, args=args, lightning=lightning, job_name=name)
     return replace(request, mpi=request.mpi or "none")

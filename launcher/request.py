@@ -52,6 +52,11 @@ class LaunchRequest:
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
+def program_path(script: str) -> str:
+    """The script as the runtime or python is given it: a leading '-' would read as an option."""
+    return f"./{script}" if script.startswith("-") else script
+
+
 COUNTS = (
     ("ntasks", "-n/--ntasks"),
     ("nodes", "-N/--nodes"),

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from hvd_container.containers.convert.shifter import remote
 
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.image_refs import strip_docker_scheme
 
 FAILURE_MARKERS = ("Pull failed", "Error:", "Traceback")
 
 
 def podman_image_ref(image: str) -> str:
     """podman-hpc refuses Shifter's `docker:` prefix; it wants a plain reference."""
-    return image[len("docker:") :] if image.startswith("docker:") else image
+    return strip_docker_scheme(image)
 
 
 def images_argv(login_host: str | None = None) -> list[str]:

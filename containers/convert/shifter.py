@@ -12,9 +12,8 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterable
 
-from hvd_container.containers.convert.image_refs import shifter_image_ref
-
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.image_refs import shifter_image_ref
 
 __all__ = ["follow_pull", "lookup_argv", "pull_and_lookup", "pull_argv", "shifter_image_ref"]
 

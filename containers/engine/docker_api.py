@@ -25,7 +25,7 @@ from hvd_container.containers.engine import (
     EngineUnreachable,
 )
 
-from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError, brief
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -352,15 +352,12 @@ class BuildFailed(StepFailed):
     def __init__(
         self, message: str, step: int | None, total: int | None, instruction: str, tail: list[str]
     ) -> None:
-        where = f"step {step}/{total} `{_short(instruction)}`" if step else "before the first step"
+        where = (
+            f"step {step}/{total} `{brief(instruction, 120)}`" if step else "before the first step"
+        )
         super().__init__(f"build failed at {where}: {message}")
         self.message = message
         self.step = step
         self.total = total
         self.instruction = instruction
         self.tail = tail
-
-
-def _short(instruction: str, limit: int = 120) -> str:
-    flat = " ".join(instruction.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

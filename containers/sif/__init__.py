@@ -1,1 +1,2 @@
-"""SIF (Singularity Image Format) files: a native writer and a pure-Python reader."""
+"""SIF (Singularity Image Format) files: the native writer (writer.py) and a pure-Python reader
+(reader.py), over the format (format.py, layout.py) and the root filesystem stream (tarstream.py)."""

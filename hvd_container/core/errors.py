@@ -15,6 +15,13 @@ class StepFailed(UserError):
     exit_code = 1
 
 
+def brief(text: str, limit: int) -> str:
+    """text on one line, cut to limit characters with "...": a command or instruction quoted in
+    a message."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that every cleanup path (temp files, srun) runs."""
 

@@ -49,14 +49,6 @@ def runtime_module(kind: str) -> ModuleType:
     return importlib.import_module(f"hvd_container.launcher.runtimes.{_MODULES[kind]}")
 
 
-def strip_docker_scheme(ref: str) -> str:
-    """`docker://x` and `docker:x` -> `x`."""
-    for prefix in ("docker://", "docker:"):
-        if ref.startswith(prefix):
-            return ref[len(prefix) :]
-    return ref
-
-
 def is_file_ref(ref: str) -> bool:
     return ref.startswith(("/", "./", "../", "~")) or ref.endswith(
         (".sif", ".img", ".sqsh", ".sqfs", ".squashfs", ".tar.gz")

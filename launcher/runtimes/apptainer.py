@@ -6,7 +6,9 @@ the ranks; `--cleanenv` would drop them (see pitfalls).
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
+
+from hvd_container.core.image_refs import strip_docker_scheme
 
 
 def image_ref(ref: str) -> str:

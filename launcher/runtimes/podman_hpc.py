@@ -6,9 +6,10 @@ pass the host environment in, so every variable the launch sets is named with `-
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref, strip_docker_scheme
+from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.image_refs import strip_docker_scheme
 
 
 def image_ref(ref: str) -> str:

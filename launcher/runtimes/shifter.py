@@ -6,10 +6,10 @@ Options stop at the first non-option, so every flag goes before the command; a s
 
 from __future__ import annotations
 
-from hvd_container.containers.convert.image_refs import shifter_image_ref
 from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.image_refs import shifter_image_ref
 
 
 def image_ref(ref: str) -> str:

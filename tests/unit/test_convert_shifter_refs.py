@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from hvd_container.containers.convert.image_refs import shifter_image_ref
 from hvd_container.launcher.runtimes import shifter as shifter_runtime
+
+from hvd_container.core.image_refs import shifter_image_ref
 
 
 @pytest.mark.parametrize(

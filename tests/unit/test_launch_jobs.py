@@ -16,7 +16,7 @@ import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import jupyter, local_runtime, preflight, slurm
+from hvd_container.launcher import charliecloud_cache, jupyter, preflight, slurm
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
@@ -283,7 +283,7 @@ def test_a_concurrent_unpack_of_the_same_image_counts_as_success(
     monkeypatch: pytest.MonkeyPatch, job_dir: Path
 ) -> None:
     sif = _sif(job_dir / "a.sif")
-    target = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    target = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
     parts: list[str] = []
 
     def unsquashfs(argv: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
@@ -294,11 +294,11 @@ def test_a_concurrent_unpack_of_the_same_image_counts_as_success(
             write(target / "etc" / "os-release", "theirs\n")  # another run finished first
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(local_runtime.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(local_runtime.subprocess, "run", unsquashfs)
-    local_runtime._unpack_sif(sif, target)
+    monkeypatch.setattr(charliecloud_cache.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(charliecloud_cache.subprocess, "run", unsquashfs)
+    charliecloud_cache._unpack_sif(sif, target)
     assert (target / "etc" / "os-release").read_text() == "theirs\n"
-    local_runtime._unpack_sif(sif, target.with_name("other"))
+    charliecloud_cache._unpack_sif(sif, target.with_name("other"))
     assert parts[0] != parts[1] and f".part-{os.getpid()}-" in parts[0]
     assert sorted(p.name for p in target.parent.iterdir()) == sorted(["other", target.name])
 
@@ -308,10 +308,10 @@ def test_an_unusable_cache_directory_names_the_variable(
 ) -> None:
     blocker = write(job_dir / "not-a-dir", "")
     monkeypatch.setenv("HVD_CONTAINER_CACHE", str(blocker))
-    monkeypatch.setattr(local_runtime.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(charliecloud_cache.shutil, "which", lambda name: f"/usr/bin/{name}")
     for source in (str(_sif(job_dir / "a.sif")), str(image)):
         with pytest.raises(UserError) as info:
-            local_runtime.prepare(source)
+            charliecloud_cache.prepare(source)
         message = str(info.value)
         assert message.startswith(f"image cache {blocker}/images: ") and "\n" not in message
         assert "set $HVD_CONTAINER_CACHE to a writable directory" in message

@@ -14,7 +14,7 @@ import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import execute, local_runtime, preflight, slurm
+from hvd_container.launcher import charliecloud_cache, execute, preflight, slurm
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.cli.app import main
@@ -102,7 +102,7 @@ def no_unpack(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         image_dir(target)
         unpacked.append(target)
 
-    monkeypatch.setattr(local_runtime, "_unpack_sif", unpack)
+    monkeypatch.setattr(charliecloud_cache, "_unpack_sif", unpack)
     return unpacked
 
 
@@ -157,8 +157,8 @@ def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
     code, printed, err = cli(capsys, "run", "--dry-run", *args)
     assert code == 0, err
     assert no_unpack == []  # computed from the SIF header, nothing unpacked
-    key = local_runtime.sif_digest(sif)
-    cache = Path(local_runtime.cache_dir())
+    key = charliecloud_cache.sif_digest(sif)
+    cache = Path(charliecloud_cache.cache_dir())
     assert f"--set-env={cache / (key + '.env')} {cache / key} -- " in printed
     assert not cache.exists()
     code, _, err = cli(capsys, "run", *args)
@@ -207,7 +207,7 @@ def test_batch_to_a_file_unpacks_a_local_sif_so_the_script_runs(
         "train.py",
     )  # fmt: skip
     assert code == 0, err
-    root = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    root = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
     assert no_unpack == [root]
     script = (job_dir / "job.sh").read_text()
     assert f" {root} -- /opt/venv/bin/python train.py" in script
@@ -234,7 +234,7 @@ def test_batch_warns_about_image_environment_lines_it_cannot_pass_on(
         "'export HOST=$(hostname)' uses shell expansion other than $NAME or ${NAME}: not passed "
         "to ch-run; set it with --env if the job needs it\n"
     ) in err
-    env_file = local_runtime.planned(str(image)).env_file
+    env_file = charliecloud_cache.planned(str(image)).env_file
     assert env_file.read_text() == "PATH=/opt/venv/bin:/usr/bin\nVIRTUAL_ENV=/opt/venv\n"
 
 
@@ -265,7 +265,7 @@ def test_recipe_without_image_uses_the_templated_sif(
     args = ["--site", "local", "--recipe", "cpu-bookworm", "-N", "2", "--ntasks-per-node", "1"]
     code, _, err = cli(capsys, "run", "--detach", *args, "train.py")
     assert code == 0, err
-    root = local_runtime.cache_dir() / local_runtime.sif_digest(sif)
+    root = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
     assert no_unpack == [root]
     (script,) = slurm_stub.scripts
     assert f" {root} -- /opt/venv/bin/python train.py" in script

@@ -10,10 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hvd_container.containers.convert.sif_native import sif_labels, sif_objects
+from hvd_container.containers.convert.sif_native import sif_labels
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, partition_offset, sif_prefix
 from hvd_container.containers.sif.metadata import ImageConfig
+from hvd_container.containers.sif.writer import sif_objects
 
 from hvd_container.cli.app import main
 

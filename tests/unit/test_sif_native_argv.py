@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hvd_container.containers.convert.sif_native import tar2sqfs_argv
+from hvd_container.containers.sif.writer import tar2sqfs_argv
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "convert.py"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from hvd_container.launcher import gloo, jupyter, preflight
-from hvd_container.launcher.local_runtime import image_env
+from hvd_container.launcher.apptainer_env import image_env
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
 

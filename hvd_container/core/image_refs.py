@@ -4,12 +4,17 @@ uses these on its fast path (`run --dry-run`), so they must not pull in docker/r
 from __future__ import annotations
 
 
+def strip_docker_scheme(ref: str) -> str:
+    """`docker://x` and `docker:x` -> `x`."""
+    for prefix in ("docker://", "docker:"):
+        if ref.startswith(prefix):
+            return ref[len(prefix) :]
+    return ref
+
+
 def shifter_image_ref(image: str) -> str:
     """`docker:repo/name:tag` as shifterimg wants it: no docker.io/ prefix, explicit tag."""
-    for scheme in ("docker://", "docker:"):
-        if image.startswith(scheme):
-            image = image[len(scheme) :]
-            break
+    image = strip_docker_scheme(image)
     for prefix in (
         "docker.io/library/",
         "index.docker.io/library/",
