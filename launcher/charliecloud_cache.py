@@ -157,12 +157,13 @@ def _image_path(image: str) -> Path:
 
 
 def _is_sif(path: Path, image: str) -> bool:
+    from hvd_container.containers.sif.format import has_sif_magic
+
     try:
-        with path.open("rb") as fh:
-            magic = fh.read(64)
+        sif = has_sif_magic(path)
     except OSError as exc:
         raise UserError(f"--image {image}: cannot read it ({exc.strerror})") from None
-    if b"SIF_MAGIC" not in magic:
+    if not sif:
         raise UserError(
             f"--image {image}: not a SIF file or an image directory (allowed: .sif files, directories)"
         )

@@ -111,12 +111,13 @@ def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
             return facts_from_labels(labels, f"image {image}")
         return None
     if path.is_file():
+        from hvd_container.containers.sif.format import has_sif_magic
+
         try:
-            with path.open("rb") as fh:
-                head = fh.read(64)
+            sif = has_sif_magic(path)
         except OSError as exc:
             raise UserError(f"image {image}: cannot read it ({exc.strerror})") from None
-        if b"SIF_MAGIC" not in head:
+        if not sif:
             return None
         from hvd_container.containers.sif.reader import read_sif
 

@@ -9,6 +9,7 @@ size with padding, created, modified, uid, gid, name, extra (type-specific metad
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<i?3I7q128s384s")
@@ -91,3 +92,10 @@ def fixed(value: bytes, size: int) -> bytes:
 def align(offset: int, alignment: int) -> int:
     """The first offset >= offset that is a multiple of alignment."""
     return -(-offset // alignment) * alignment
+
+
+def has_sif_magic(path: Path) -> bool:
+    """True when the file starts like a SIF (the magic sits after the 32-byte launch script).
+    An unreadable file raises OSError: the caller words the error for its flag."""
+    with path.open("rb") as fh:
+        return MAGIC in fh.read(64)

@@ -195,11 +195,17 @@ def modules_after_a_dry_run(entry: str, env: dict[str, str] | None = None) -> li
 HEAVY = ("docker", "requests", "spython", "yaml", "pydantic")
 
 
+# what a launch reads of the build side: SIF headers (pure struct/json work)
+SIF_READING = ("hvd_container.containers", "hvd_container.containers.sif")
+
+
 def heavy_modules(modules: list[str]) -> list[str]:
-    """The heavy libraries among modules, and anything of the build side."""
+    """The heavy libraries among modules, and anything of the build side but the SIF modules."""
     return [
         m for m in modules
-        if m.split(".")[0] in HEAVY or m.startswith("hvd_container.containers")
+        if m.split(".")[0] in HEAVY
+        or (m.startswith("hvd_container.containers") and m not in SIF_READING
+            and not m.startswith("hvd_container.containers.sif."))
     ]  # fmt: skip
 
 
