@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,24 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(src)], check=True)
     (wheel,) = wheels.glob("hvd_container-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
+    with zipfile.ZipFile(wheel) as zf:
+        tops = {n.split("/", 1)[0] for n in zf.namelist() if ".dist-info/" not in n}
+    assert tops == {"hvd_container"}
+    # a throwaway distribution with a top-level `launcher` module, installed beside ours
+    other = _throwaway_launcher(tmp_path / "other", wheels, pip)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(site), str(wheel), str(other)], check=True
+    )
+    assert (site / "launcher.py").is_file()
     shutil.rmtree(src)  # nothing may come from the sources any more
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "t.py").write_text("import horovod.torch as hvd\n")
+    # and a user's own launcher.py in the working directory, which `python -m` puts first
+    (elsewhere / "launcher.py").write_text(
+        "raise SystemExit('the user launcher.py was imported')\n"
+    )
     env = {
         **os.environ,
         "PYTHONPATH": str(site),
@@ -57,11 +70,20 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
         return done.stdout
 
     where = subprocess.run(
-        [sys.executable, "-c", "import containers, hvd_container, launcher, recipes\n"
-         "print(*(m.__path__[0] for m in (containers, hvd_container, launcher, recipes)))"],
+        [sys.executable, "-c", "import hvd_container.containers as c, hvd_container.launcher as l\n"
+         "import hvd_container.recipes as r\n"
+         "print(*(m.__path__[0] for m in (c, l, r)))"],
         cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(site) for p in where), where
+    perlmutter = ["run", "--site", "perlmutter", "--image", "u/i:t", "-n", "8", "--dry-run", "t.py"]
+    expected = (ROOT / "tests" / "golden" / "launch" / "perlmutter-dry-run-u-i-t.txt").read_text()
+    assert cli(*perlmutter) == expected
+    by_module = subprocess.run(
+        [sys.executable, "-m", "hvd_container", *perlmutter],
+        cwd=elsewhere, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (by_module.returncode, by_module.stdout) == (0, expected), by_module.stderr
 
     recipes = cli("recipes", "list")
     for name in _names(ROOT / "recipes"):
@@ -81,3 +103,17 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     assert line == "srun --partition=amd_a100nv_8 --comment=pytorch -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
     assert "--ntasks-per-node" in cli("run", "--help")
     assert cli("--version").startswith("hvd-container ")
+
+
+def _throwaway_launcher(folder: Path, wheels: Path, pip: list[str]) -> Path:
+    """A wheel of a distribution named like PyPI's `launcher` 0.1: a top-level launcher module."""
+    folder.mkdir()
+    (folder / "launcher.py").write_text("WHO = 'someone else'\n")
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "launcher"\nversion = "0.1"\n'
+        '[tool.setuptools]\npy-modules = ["launcher"]\n'
+    )
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(folder)], check=True)
+    (built,) = wheels.glob("launcher-*.whl")
+    return built
