@@ -1,7 +1,7 @@
 """The `hvd-container` console script.
 
-`run --dry-run` is answered by hvd_container/quick_dry_run.py without loading typer (it
-must take under 150 ms); every other command line goes to the full CLI (hvd_container/cli.py).
+`run --dry-run` is answered by hvd_container/cli/quick_dry_run.py without loading typer (it
+must stay fast); every other command line goes to the full CLI (hvd_container/cli/app.py).
 """
 
 from __future__ import annotations

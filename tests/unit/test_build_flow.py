@@ -1,6 +1,6 @@
 """build_recipe end to end against a FAKE Docker client and a FAKE build engine (no daemon).
 
-The fakes below stand in for docker.APIClient and the BuildEngine only in these fast tests; the
+The fakes below stand in for docker.APIClient and the engine's build only in these fast tests; the
 real engine is exercised by tests/e2e/test_build_*.py. They implement just the calls the build,
 verify and push steps make, and record what those steps did (tags, removals, build args).
 """

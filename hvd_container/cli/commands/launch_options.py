@@ -1,7 +1,7 @@
 """The options of `run`, `batch` and `jupyter`, as plain data, and what they turn into.
 
 One table serves two parsers: commands/run.py makes typer options from it, and the quick dry
-run (hvd_container/quick_dry_run.py) makes an argparse parser from it, so that
+run (hvd_container/cli/quick_dry_run.py) makes an argparse parser from it, so that
 `run --dry-run` needs no typer. Nothing here imports typer, the launcher or PyYAML at import.
 """
 
