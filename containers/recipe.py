@@ -27,8 +27,9 @@ Pmi = Literal["pmi2", "pmix"]
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
 _TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# fullmatch, not match with $: `$` also matches before a trailing newline
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 # `$NAME` and `${NAME}`: the only references Docker (build time) and the definition's
 # %environment (container start) both expand.
 _REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
@@ -55,7 +56,7 @@ def _no_control_characters(value: str) -> None:
 
 
 def _env_name(key: str) -> str:
-    if not _ENV_NAME.match(key):
+    if not _ENV_NAME.fullmatch(key):
         raise ValueError(
             "not an environment variable name (allowed: letters, digits and _, "
             "not starting with a digit)"
@@ -82,7 +83,7 @@ def _env_value(value: str) -> str:
 
 
 def _label_key(key: str) -> str:
-    if not _LABEL_KEY.match(key):
+    if not _LABEL_KEY.fullmatch(key):
         raise ValueError(
             "not a label key (allowed: letters, digits, '.', '-', '_', '/'; no spaces, quotes "
             "or '=')"

@@ -57,6 +57,9 @@ def program_path(script: str) -> str:
     return f"./{script}" if script.startswith("-") else script
 
 
+# far above any machine's ranks or nodes; keeps the layout arithmetic on small integers
+MAX_COUNT = 1_000_000
+
 COUNTS = (
     ("ntasks", "-n/--ntasks"),
     ("nodes", "-N/--nodes"),
@@ -80,8 +83,8 @@ def check(site: Site, request: LaunchRequest) -> None:
     site.runtime_for(request.runtime)  # an unknown or unconfigured runtime is refused there
     for name, flag in COUNTS:
         value = getattr(request, name)
-        if value is not None and value < 1:
-            raise UserError(f"{flag}: must be 1 or more (got {value})")
+        if value is not None and not 1 <= value <= MAX_COUNT:
+            raise UserError(f"{flag}: must be 1 to {MAX_COUNT} (got {value})")
     n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
     if n is not None and nodes is not None and per_node is not None and n > nodes * per_node:
         # fewer is fine: Slurm then reads --ntasks-per-node as a maximum

@@ -37,28 +37,29 @@ GpuRequest = Literal["gres", "gpus-per-node", "none"]
 SITE_ENV_VAR = "HVD_CONTAINER_SITE"
 SLURM_CONF_PATHS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf")
 BUILTIN_DIR = Path(__file__).with_name("sites")
-_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
-_SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+# fullmatch, not match with $ (which also matches before a trailing newline); ASCII digits only
+_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+_SLURM_TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}")
 _MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 # An environment variable name: what `--env` and a profile's `env:` accept. Anything else
 # would end up unquoted in `export NAME=...` lines of batch scripts.
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEMPLATE_FIELDS = ("name", "version", "registry", "dir")
 
 
 def _name_ok(value: str) -> str | None:
-    return None if _NAME.match(value) else "lower-case letters, digits and . _ - only"
+    return None if _NAME.fullmatch(value) else "lower-case letters, digits and . _ - only"
 
 
 def _time_ok(value: str | None) -> str | None:
-    if value is None or _SLURM_TIME.match(value):
+    if value is None or _SLURM_TIME.fullmatch(value):
         return None
     return "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS"
 
 
 def valid_slurm_time(value: str) -> bool:
     """MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
-    return bool(_SLURM_TIME.match(value))
+    return bool(_SLURM_TIME.fullmatch(value))
 
 
 def _positive(value: int | None) -> str | None:
@@ -97,7 +98,7 @@ def _template_ok(value: str | None) -> str | None:
 
 def env_name_problem(name: str) -> str | None:
     """Why name cannot be an environment variable, or None if it can."""
-    if ENV_NAME.match(name):
+    if ENV_NAME.fullmatch(name):
         return None
     return f"{name!r} is not a variable name (letters, digits, _)"
 

@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
         elif opt.kind == "list":
             parser.add_argument(*opt.flags, dest=dest, action="append")
         else:
-            kind = int if opt.kind == "int" else str
-            parser.add_argument(*opt.flags, dest=dest, type=kind, default=DEFAULTS.get(dest))
+            # counts stay text, as in the typer command: build_request reads them
+            parser.add_argument(*opt.flags, dest=dest, default=DEFAULTS.get(dest))
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)  # everything after SCRIPT, as given
     return parser
@@ -80,7 +80,7 @@ def _as_declared(kind: str, value: Any) -> bool:
         return isinstance(value, bool)
     if kind == "list":
         return value is None or all(isinstance(item, str) for item in value)
-    return value is None or type(value) is (int if kind == "int" else str)
+    return value is None or type(value) is str
 
 
 def show(values: dict[str, Any]) -> int:

@@ -77,7 +77,11 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     ).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(site) for p in where), where
     perlmutter = ["run", "--site", "perlmutter", "--image", "u/i:t", "-n", "8", "--dry-run", "t.py"]
-    expected = (ROOT / "tests" / "golden" / "launch" / "perlmutter-dry-run-u-i-t.txt").read_text()
+    expected = (
+        "env SLURM_CPU_BIND=cores 'NCCL_NET=AWS Libfabric' NCCL_SOCKET_IFNAME=hsn srun --mpi=pmi2 "
+        "--qos=regular --constraint=gpu -N 2 -n 8 --gpus-per-node=4 --cpus-per-task=32 "
+        "shifter --module=gpu,nccl-2.15 --image=docker:u/i:t python t.py\n"
+    )
     assert cli(*perlmutter) == expected
     by_module = subprocess.run(
         [sys.executable, "-m", "hvd_container", *perlmutter],

@@ -80,7 +80,7 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: 
         ),
         (
             ["run", "-n", "abc", "x.py"],
-            "hvd-container: error: --ntasks/-n: 'abc' is not a valid int",
+            "hvd-container: error: --ntasks/-n: 'abc' is not a valid int (decimal digits only)",
         ),
         (
             ["render"],

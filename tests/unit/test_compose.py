@@ -542,10 +542,15 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
     [
         ({"mpi": "bogus"}, "--mpi: 'bogus' is not allowed"),
         ({"controller": "horovodrun"}, "--controller: 'horovodrun' is not allowed"),
-        ({"ntasks": 0}, "-n/--ntasks: must be 1 or more"),
+        ({"ntasks": 0}, "-n/--ntasks: must be 1 to 1000000 (got 0)"),
+        ({"nodes": 10**30}, "-N/--nodes: must be 1 to 1000000"),
         ({"env": {"A B": "1"}}, "--env: 'A B' is not a variable name"),
         ({"binds": ["data:/data"]}, "--bind: 'data:/data' is not SRC"),
         ({"time": "soon"}, "--time: 'soon' is not a Slurm time"),
+        # `$` in a match also matches before a trailing newline; \d takes other scripts' digits
+        ({"env": {"A\n": "1"}}, "--env: 'A\\n' is not a variable name"),
+        ({"time": "10\n"}, "--time: '10\\n' is not a Slurm time"),
+        ({"time": "١٠"}, "--time: '١٠' is not a Slurm time"),
     ],
 )
 def test_library_callers_go_through_the_same_check(fields: dict, message: str) -> None:  # type: ignore[type-arg]

@@ -341,8 +341,8 @@ ERRORS: list[tuple[str, str, dict[str, Any]]] = [
         dict(image="x.sif", ntasks=8, nodes=2, ntasks_per_node=3),
     ),
     (r"^-n 2 is fewer tasks than -N 4 nodes$", "zih-alpha", dict(image="x.sif", ntasks=2, nodes=4)),
-    (r"^-n/--ntasks: must be 1 or more \(got 0\)$", "zih-alpha", dict(image="x.sif", ntasks=0)),
-    (r"^-N/--nodes: must be 1 or more \(got -1\)$", "zih-alpha", dict(image="x.sif", nodes=-1)),
+    (r"^-n/--ntasks: must be 1 to 1000000 \(got 0\)$", "zih-alpha", dict(image="x.sif", ntasks=0)),
+    (r"^-N/--nodes: must be 1 to 1000000 \(got -1\)$", "zih-alpha", dict(image="x.sif", nodes=-1)),
     (
         r"^--gpus-per-node 9: partition alpha has 8 GPUs per node \(allowed: 1\.\.8\)$",
         "zih-alpha",

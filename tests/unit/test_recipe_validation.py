@@ -309,3 +309,12 @@ def test_duplicate_keys_are_an_error(tmp_path: Path) -> None:
 def test_duplicate_top_level_keys_are_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "name: a\nversion: '1'\nname: b\n")
     assert error_of(path) == f"{path}:3: name: key appears twice (first on line 1): keep one"
+
+
+@pytest.mark.parametrize("field", ["env", "labels"])
+def test_a_key_with_a_trailing_newline_is_refused(tmp_path: Path, field: str) -> None:
+    """`$` in re.match also matches before a trailing newline: keys are matched whole."""
+    path = write(tmp_path, merged(CPU_RECIPE, **{field: {"A\n": "1"}}))
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    assert f"{field}" in str(info.value) and "\n" not in str(info.value)

@@ -73,6 +73,17 @@ ARGS_HELP = "Arguments for the script, passed as given."
 CONTEXT = {"allow_interspersed_args": False}
 
 
+def plain_count(value: str | int, flags: tuple[str, ...]) -> int:
+    """A count as Slurm reads one: ASCII decimal digits only. int() alone would take `1_6`,
+    Unicode digits and surrounding spaces, which srun and sbatch do not."""
+    if isinstance(value, int):
+        return value
+    if not (value.isascii() and value.isdigit()):
+        flag = "/".join(sorted(flags, key=lambda f: not f.startswith("--")))
+        raise UserError(f"{flag}: {value!r} is not a valid int (decimal digits only)")
+    return int(value)
+
+
 def parse_env(values: list[str] | None) -> dict[str, str]:
     """NAME=VALUE items of --env as a mapping."""
     env: dict[str, str] = {}
@@ -97,6 +108,9 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
 
         facts = facts_from_recipe(str(recipe))
     controller = options.pop("controller")
+    for name, opt in OPTIONS.items():
+        if opt.kind == "int" and options.get(name) is not None:
+            options[name] = plain_count(options[name], opt.flags)
     options["env"] = parse_env(options.pop("env"))
     for key in ("binds", "modules", "args"):
         options[key] = list(options.get(key) or [])

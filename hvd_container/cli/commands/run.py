@@ -27,18 +27,20 @@ from hvd_container.core.errors import UserError
 def _option(name: str) -> Any:
     """The typer option for a row of the shared table (its flags, help and --help panel)."""
     opt = OPTIONS[name]
-    return typer.Option(*opt.flags, help=opt.help, rich_help_panel=opt.panel)
+    # counts arrive as text: build_request reads them as Slurm does (plain_count)
+    extra: dict[str, Any] = {"metavar": "<int>"} if opt.kind == "int" else {}
+    return typer.Option(*opt.flags, help=opt.help, rich_help_panel=opt.panel, **extra)
 
 
 SiteOpt = Annotated[str | None, _option("site")]
 ImageOpt = Annotated[str | None, _option("image")]
 RecipeOpt = Annotated[str | None, _option("recipe")]
-NtasksOpt = Annotated[int | None, _option("ntasks")]
-NodesOpt = Annotated[int | None, _option("nodes")]
-PerNodeOpt = Annotated[int | None, _option("ntasks_per_node")]
-GpusNodeOpt = Annotated[int | None, _option("gpus_per_node")]
-GpusTaskOpt = Annotated[int | None, _option("gpus_per_task")]
-CpusOpt = Annotated[int | None, _option("cpus_per_task")]
+NtasksOpt = Annotated[str | None, _option("ntasks")]
+NodesOpt = Annotated[str | None, _option("nodes")]
+PerNodeOpt = Annotated[str | None, _option("ntasks_per_node")]
+GpusNodeOpt = Annotated[str | None, _option("gpus_per_node")]
+GpusTaskOpt = Annotated[str | None, _option("gpus_per_task")]
+CpusOpt = Annotated[str | None, _option("cpus_per_task")]
 MpiOpt = Annotated[str | None, _option("mpi")]
 ControllerOpt = Annotated[str, _option("controller")]
 RuntimeOpt = Annotated[str | None, _option("runtime")]
