@@ -6,13 +6,16 @@ the srun line is the same one `run` composes inside an allocation.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import replace
+from pathlib import Path
 
 from hvd_container.launcher.compose import plan_launch
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import Site
 
+from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 
 OUTPUT_PATTERN = "%x_%j.out"
@@ -45,6 +48,27 @@ def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str
         lines.append("")
     lines.append(shlex.join(plan.step))
     return "\n".join(lines) + "\n", plan.warnings
+
+
+# the script can carry --env values: readable and runnable by its owner only
+SCRIPT_MODE = 0o700
+
+
+def write_batch_script(target: str, text: str) -> None:
+    """Write the script atomically, owner-only, replacing a regular file; a symbolic link is
+    refused rather than followed or replaced (either would surprise someone)."""
+    path = Path(target)
+    if path.is_symlink():
+        raise UserError(
+            f"-o/--output {target}: is a symbolic link (to {os.readlink(path)}); name the file "
+            "itself, or remove the link"
+        )
+    if path.is_dir():
+        raise UserError(f"-o/--output {target}: is a directory, expected a file path")
+    try:
+        write_text(path, text, mode=SCRIPT_MODE)
+    except OSError as exc:
+        raise UserError(f"-o/--output {target}: cannot write: {exc.strerror or exc}") from None
 
 
 def render_batch(site: Site, request: LaunchRequest) -> str:

@@ -16,6 +16,12 @@ class Bind(NamedTuple):
         return ":".join([self.source, self.dest, *([self.option] if self.option else [])])
 
 
+def split_binds(text: str) -> list[str]:
+    """`-B a,b` is two binds to every runtime that takes lists (Apptainer, Singularity): each
+    is read and checked on its own."""
+    return text.split(",")
+
+
 def parse_bind(text: str, *, allow_unexpanded: bool = False) -> Bind | str:
     """The bind, or why text is not one. Paths are absolute; a site profile may start SRC with
     `~` or `$VAR`, which the job's shell expands (allow_unexpanded)."""

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 
 from hvd_container.launcher import pitfalls
-from hvd_container.launcher.binds import parse_bind
+from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
 from hvd_container.launcher.request import LaunchRequest, check, program_path
 from hvd_container.launcher.runtimes import Invocation, runtime_module
@@ -105,7 +105,7 @@ def _binds(site: Site, request: LaunchRequest) -> list[str]:
     """Site binds, then --bind, each as SRC:DST[:OPT]."""
     out = []
     for what, binds in ((f"{site.source}: binds", site.binds), ("--bind", request.binds)):
-        for bind in binds:
+        for bind in (one for item in binds for one in split_binds(item)):
             parsed = parse_bind(bind)
             if isinstance(parsed, str):
                 raise UserError(f"{what}: {parsed}")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from hvd_container.launcher import preflight
-from hvd_container.launcher.binds import dest_of, source_of
+from hvd_container.launcher.binds import dest_of, source_of, split_binds
 from hvd_container.launcher.compose import resolve_image
 from hvd_container.launcher.request import LaunchRequest, check, program_path
 from hvd_container.launcher.sites import Runtime, Site
@@ -115,7 +115,7 @@ def _charliecloud(
     env = dict(request.env)
     env.setdefault("USER", current_user())  # ch-run refuses to start without $USER
     cwd = working_directory()
-    binds = list(request.binds)
+    binds = [one for item in request.binds for one in split_binds(item)]
     wanted = [cwd]
     script = Path(request.script)
     if script.suffix == ".py" and script.is_file():

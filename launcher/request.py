@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hvd_container.launcher.binds import parse_bind
+from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.facts import ImageFacts
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, env_name_problem, valid_slurm_time
 
@@ -106,7 +106,12 @@ def check(site: Site, request: LaunchRequest) -> None:
         problem = env_name_problem(name)
         if problem:
             raise UserError(f"--env: {problem}")
-    for bind in request.binds:
+    for bind in (one for item in request.binds for one in split_binds(item)):
         parsed = parse_bind(bind)
         if isinstance(parsed, str):
             raise UserError(f"--bind: {parsed}")
+    if request.image is not None and request.image.startswith("-"):
+        raise UserError(
+            f"--image: {request.image!r} starts with '-', which the runtime would read as an "
+            f"option: name the file ./{request.image}"
+        )

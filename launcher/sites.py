@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hvd_container.launcher import schema
-from hvd_container.launcher.binds import parse_bind
+from hvd_container.launcher.binds import parse_bind, split_binds
 
 from hvd_container.core.errors import UserError
 
@@ -71,7 +71,7 @@ def _unique(value: list[str]) -> str | None:
 
 
 def _bind_ok(value: list[str]) -> str | None:
-    for bind in value:
+    for bind in (one for item in value for one in split_binds(item)):
         parsed = parse_bind(bind, allow_unexpanded=True)
         if isinstance(parsed, str):
             return parsed

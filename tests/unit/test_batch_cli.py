@@ -49,7 +49,7 @@ def test_batch_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     target = out_dir / "job.sh"
     assert main(["batch", *ARGS, "-o", str(target), "train.py"]) == 0
     assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=train\n")
-    assert os.stat(target).st_mode & 0o777 == 0o755
+    assert os.stat(target).st_mode & 0o777 == 0o700  # it can carry --env values
     assert capsys.readouterr().err == f"wrote {target}\n"
     assert [p.name for p in out_dir.iterdir()] == ["job.sh"]
 
@@ -73,7 +73,10 @@ def test_batch_unwritable_target(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert code == 2
     err = capsys.readouterr().err
     assert (
-        err.startswith("hvd-container: error: -o/--output: cannot write ") and err.count("\n") == 1
+        err.startswith(
+            f"hvd-container: error: -o/--output {tmp_path}/missing/job.sh: cannot write:"
+        )
+        and err.count("\n") == 1
     )
 
 
@@ -83,3 +86,38 @@ def test_batch_keeps_an_existing_file_on_error(
     target = write(tmp_path / "job.sh", "old\n")
     assert main(["batch", "--site", "neuron", "--image", "x.sif", "-o", str(target), "t.py"]) == 2
     assert target.read_text() == "old\n"
+
+
+def test_batch_to_a_group_readable_file_becomes_owner_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = write(tmp_path / "job.sh", "old\n")
+    target.chmod(0o644)
+    assert main(["batch", *ARGS, "-e", "TOKEN=s3cret", "-o", str(target), "train.py"]) == 0
+    assert os.stat(target).st_mode & 0o777 == 0o700
+    assert "TOKEN=s3cret" in target.read_text()
+
+
+def test_batch_refuses_to_write_through_a_symlink(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    elsewhere = write(tmp_path / "elsewhere.sh", "theirs\n")
+    link = tmp_path / "job.sh"
+    link.symlink_to(elsewhere)
+    assert main(["batch", *ARGS, "-o", str(link), "train.py"]) == 2
+    assert capsys.readouterr().err == (
+        f"hvd-container: error: -o/--output {link}: is a symbolic link (to {elsewhere}); "
+        "name the file itself, or remove the link\n"
+    )
+    assert link.is_symlink() and elsewhere.read_text() == "theirs\n"
+
+
+def test_batch_dash_is_standard_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["batch", *ARGS, "-o", "-", "train.py"]) == 0
+    assert capsys.readouterr().out.startswith("#!/bin/bash\n")
+    assert list(here.iterdir()) == []

@@ -551,15 +551,26 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
         ({"env": {"A\n": "1"}}, "--env: 'A\\n' is not a variable name"),
         ({"time": "10\n"}, "--time: '10\\n' is not a Slurm time"),
         ({"time": "١٠"}, "--time: '١٠' is not a Slurm time"),
+        ({"image": "-x.sif"}, "--image: '-x.sif' starts with '-'"),
+        ({"binds": ["/a:/a,data:/d"]}, "--bind: 'data:/d' is not SRC"),
     ],
 )
 def test_library_callers_go_through_the_same_check(fields: dict, message: str) -> None:  # type: ignore[type-arg]
     """plan_launch and prepare_launch check the request themselves, not only the CLI."""
     from hvd_container.launcher.prepare import prepare_launch
 
-    request = LaunchRequest(script="t.py", image="u/i:t", **fields)
+    request = LaunchRequest(**{"script": "t.py", "image": "u/i:t", **fields})
     for call in (lambda: plan_launch(load_site("perlmutter"), request),
                  lambda: prepare_launch(load_site("perlmutter"), request, "show")):  # fmt: skip
         with pytest.raises(UserError) as info:
             call()
         assert str(info.value).startswith(message)
+
+
+def test_a_comma_list_of_binds_is_each_bind_on_its_own() -> None:
+    request = LaunchRequest(script="t.py", image="x.sif", ntasks=8, comment="pytorch",
+                            binds=["/a:/a:ro,/b"])  # fmt: skip
+    argv = plan_launch(load_site("neuron"), request).argv
+    assert argv[argv.index("singularity") :][:7] == [
+        "singularity", "run", "--nv", "-B", "/a:/a:ro", "-B", "/b:/b",
+    ]  # fmt: skip

@@ -147,7 +147,7 @@ def batch(
         typer.Option(
             "-o",
             "--output",
-            help="Write the sbatch script here (default: stdout).",
+            help="Write the sbatch script to this file, owner-only (default, or -: stdout). Not sbatch's --output.",
             rich_help_panel=LAUNCH,
         ),
     ] = None,
@@ -189,15 +189,12 @@ def batch(
     prepared = prepare_launch(site_obj, request, "write")
     text, warnings = render_batch_plan(prepared.site, prepared.request)
     warn([*prepared.warnings, *warnings])
-    if output is None:
+    if output is None or output == "-":
         typer.echo(text, nl=False)
         return
-    from hvd_container.core.atomic import write_text
+    from hvd_container.launcher.batch import write_batch_script
 
-    try:
-        write_text(output, text, mode=0o755)
-    except OSError as exc:
-        raise UserError(f"-o/--output: cannot write {output}: {exc.strerror}") from None
+    write_batch_script(output, text)
     typer.echo(f"wrote {output}", err=True)
 
 
