@@ -2,10 +2,18 @@
 
 Shared by recipes (containers/) and site profiles (launcher/). Every error is one line:
 ``FILE:LINE: key.path: what is wrong (allowed: ...)``.
+
+Recipes and profiles come from other people too, so a file is read within limits, each a
+one-line error: a regular file only (a FIFO or device is never opened for reading), at most
+MAX_BYTES, nested at most MAX_DEPTH deep (PyYAML's composers recurse: a deep file can crash
+the interpreter, not only raise), and at most MAX_NODES nodes once aliases are followed (a
+"billion laughs" file, or an alias to its own ancestor, never finishes otherwise).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -23,6 +31,10 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 
 Path_ = tuple[str | int, ...]
 M = TypeVar("M")
+
+MAX_BYTES = 1 << 20  # a recipe or profile is a few KB
+MAX_DEPTH = 64
+MAX_NODES = 100_000
 
 
 class Document:
@@ -46,7 +58,31 @@ class Document:
         return f"{self.source}:{line}" if line else self.source
 
 
-def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int], source: str) -> None:
+class _Budget:
+    """How many more nodes _index_lines may visit (aliases count each time they are reached)."""
+
+    def __init__(self, source: str) -> None:
+        self.left = MAX_NODES
+        self.source = source
+
+    def visit(self, node: yaml.Node, depth: int) -> None:
+        self.left -= 1
+        if self.left < 0 or depth > MAX_DEPTH:
+            what = (
+                f"nested more than {MAX_DEPTH} levels deep"
+                if depth > MAX_DEPTH
+                else f"more than {MAX_NODES} values once its aliases are expanded"
+            )
+            raise UserError(
+                f"{self.source}:{node.start_mark.line + 1}: {what} (an alias to its own "
+                "ancestor never ends): not a recipe or site profile"
+            )
+
+
+def _index_lines(
+    node: yaml.Node, path: Path_, out: dict[Path_, int], source: str, budget: _Budget
+) -> None:
+    budget.visit(node, len(path))
     out.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         first: dict[tuple[str, str], int] = {}
@@ -63,16 +99,39 @@ def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int], source: st
                     )
                 first[identity] = line
             out[sub] = line
-            _index_lines(value, sub, out, source)
+            _index_lines(value, sub, out, source, budget)
     elif isinstance(node, yaml.SequenceNode):
         for i, value in enumerate(node.value):
-            _index_lines(value, (*path, i), out, source)
+            _index_lines(value, (*path, i), out, source, budget)
+
+
+def _check_shape(text: str, source: str) -> None:
+    """Refuse deep nesting before PyYAML's (recursive) composer sees it; the event parser is
+    not recursive."""
+    depth = 0
+    for count, event in enumerate(yaml.parse(text, Loader=_Loader)):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 1
+                raise UserError(
+                    f"{source}:{line}: nested more than {MAX_DEPTH} levels deep: "
+                    "not a recipe or site profile"
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        if count > MAX_NODES:
+            raise UserError(f"{source}: more than {MAX_NODES} values: not a recipe or site profile")
 
 
 def parse(text: str, source: str) -> Document:
     """Parse YAML text into a Document; syntax errors become one-line UserErrors."""
     try:
+        _check_shape(text, source)
         node = yaml.compose(text, Loader=_Loader)
+        lines: dict[Path_, int] = {}
+        if node is not None:  # before loading: a graph too large to walk is refused here
+            _index_lines(node, (), lines, source, _Budget(source))
         data = yaml.load(text, Loader=_Loader) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -86,24 +145,59 @@ def parse(text: str, source: str) -> Document:
         raise UserError(
             f"{source}:1: the top level must be a mapping of keys, not {type(data).__name__}"
         )
-    lines: dict[Path_, int] = {}
-    if node is not None:
-        _index_lines(node, (), lines, source)
     return Document(data, lines, source)
 
 
-def load(path: str | Path) -> Document:
-    """Read and parse a YAML file."""
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def read_text(path: str | Path) -> str:
+    """A regular file's text, at most MAX_BYTES; anything else is a one-line UserError.
+
+    Opened with O_NONBLOCK, so that a named pipe does not block the open, and checked with
+    fstat on that descriptor (no race with a swapped path)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise UserError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise UserError(f"{p}: is a directory, expected a YAML file") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise UserError(f"{p}: is {kind}, expected a YAML file")
+        if info.st_size > MAX_BYTES:
+            raise UserError(
+                f"{p}: {info.st_size} bytes, more than a recipe or site profile has "
+                f"(at most {MAX_BYTES})"
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:  # grew while being read
+        raise UserError(f"{p}: more than {MAX_BYTES} bytes, more than a recipe or site profile has")
+    try:
+        return raw.decode()
     except UnicodeDecodeError:
         raise UserError(f"{p}: not a UTF-8 text file") from None
-    return parse(text, str(p))
+
+
+def load(path: str | Path) -> Document:
+    """Read and parse a YAML file."""
+    return parse(read_text(path), str(Path(path)))
 
 
 def _unwrap(annotation: Any) -> Any:
