@@ -40,6 +40,8 @@ def _pip_version(value: str) -> str:
     """A version pip can pin with `==` (PEP 440), e.g. 2.13.0 or 1.12.0a0+bd13bc6."""
     from packaging.version import InvalidVersion, Version
 
+    if any(c.isspace() for c in value):
+        raise ValueError("a version has no spaces (e.g. 2.13.0)")
     try:
         Version(value)
     except InvalidVersion:
@@ -50,9 +52,80 @@ def _pip_version(value: str) -> str:
     return value
 
 
+# Anything a later step may read as the end of a line (C0 and C1 controls, U+2028/U+2029)
+_LINE_ENDS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_IMAGE_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(
+    rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_IMAGE_PATH}(?:/{_IMAGE_PATH})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+_DEBOOTSTRAP = re.compile(r"debootstrap:[a-z]+")
+_APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?::[a-z0-9]+)?(?:=[A-Za-z0-9.+:~_-]+)?")
+
+
 def _no_control_characters(value: str) -> None:
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ValueError("control characters (newline, tab, ...) are not allowed")
+    if _LINE_ENDS.search(value):
+        raise ValueError(
+            "control characters and line breaks (newline, carriage return, tab, U+2028, ...) "
+            "are not allowed"
+        )
+
+
+def _plain_text(value: str) -> str:
+    """Free text that stays on its own line in the Dockerfile and the definition file."""
+    _no_control_characters(value)
+    words = value.split()
+    if words and words[0].startswith("%"):
+        raise ValueError("may not start with %: the definition file would read a section header")
+    return value
+
+
+def _check_command(value: str) -> str:
+    """A one-line shell command, run as a RUN at build time and by `apptainer test`."""
+    _plain_text(value)
+    if not value.strip():
+        raise ValueError("an empty command")
+    if value.rstrip().endswith("\\"):
+        raise ValueError("ends with a backslash, which would join the next instruction")
+    if "<<" in value:
+        raise ValueError("`<<` is not allowed: BuildKit reads a here-document there")
+    return value
+
+
+def _base_image(value: str) -> str:
+    if _DEBOOTSTRAP.fullmatch(value) or _IMAGE_REF.fullmatch(value):
+        return value
+    raise ValueError(
+        "not an image reference (allowed: [REGISTRY/]NAME[:TAG][@sha256:DIGEST], e.g. "
+        "nvidia/cuda:11.8.0-devel-ubuntu22.04, or debootstrap:SUITE)"
+    )
+
+
+def _apt_package(value: str) -> str:
+    if not _APT_PACKAGE.fullmatch(value):
+        raise ValueError(
+            "not a Debian package (allowed: NAME, NAME=VERSION or NAME:ARCH, e.g. "
+            "libnccl2=2.15.5-1+cuda11.8; apt options such as -o are not allowed)"
+        )
+    return value
+
+
+def _pip_requirement(value: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    _plain_text(value)
+    if value != value.strip() or value.startswith("-"):
+        raise ValueError(
+            "a requirement such as numpy==1.26.4 or rich>=13; pip options (--index-url=..., "
+            "-r FILE) are not allowed: indexes come from the pip configuration"
+        )
+    try:
+        Requirement(value)
+    except InvalidRequirement:
+        raise ValueError(
+            "not a requirement pip understands (e.g. numpy==1.26.4, rich>=13, pkg[extra])"
+        ) from None
+    return value
 
 
 def _env_name(key: str) -> str:
@@ -104,6 +177,11 @@ def _label_value(value: str) -> str:
 
 
 PipVersion = Annotated[str, AfterValidator(_pip_version)]
+PlainText = Annotated[str, AfterValidator(_plain_text)]
+CheckCommand = Annotated[str, AfterValidator(_check_command)]
+AptPackage = Annotated[str, AfterValidator(_apt_package)]
+PipRequirement = Annotated[str, AfterValidator(_pip_requirement)]
+BaseImage = Annotated[str, AfterValidator(_base_image)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, AfterValidator(_env_value)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
@@ -117,7 +195,7 @@ class _Strict(BaseModel):
 
 
 class Base(_Strict):
-    image: str = Field(
+    image: BaseImage = Field(
         min_length=1,
         description="Docker reference, or `debootstrap:<suite>` for a base made from a Debian mirror.",
     )
@@ -203,7 +281,7 @@ class Horovod(_Strict):
 class Recipe(_Strict):
     name: str = Field(pattern=_NAME_PATTERN, description="Image repository name (lower case).")
     version: str = Field(pattern=_TAG_PATTERN, description="Image tag.")
-    description: str = ""
+    description: PlainText = ""
     base: Base
     arch: Arch = "amd64"
     python: Python
@@ -214,14 +292,14 @@ class Recipe(_Strict):
     pytorch: PyTorch | None = None
     lightning: Lightning | None = None
     horovod: Horovod | None = None
-    apt: list[str] = Field(default_factory=list)
-    pip: list[str] = Field(default_factory=list)
+    apt: list[AptPackage] = Field(default_factory=list)
+    pip: list[PipRequirement] = Field(default_factory=list)
     env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,
         description="$NAME/${NAME} expand at build time (Docker) and at container start (definition).",
     )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    checks: list[str] = Field(default_factory=list)
+    checks: list[CheckCommand] = Field(default_factory=list)
 
     @property
     def image_tag(self) -> str:

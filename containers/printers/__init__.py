@@ -15,3 +15,15 @@ def one_line(value: str, what: str) -> str:
     if any(brk in value for brk in LINE_BREAKS):
         raise UserError(f"{what}: {value!r} has a line break; it cannot be written on one line")
     return value
+
+
+def shell_command(value: str, what: str) -> str:
+    """A one-line shell command that stays inside its RUN / %post line: no trailing backslash
+    (Docker would join the next instruction to it) and no `<<` (BuildKit reads a here-document
+    there, and it would swallow the lines after it)."""
+    one_line(value, what)
+    if value.rstrip().endswith("\\"):
+        raise UserError(f"{what}: {value!r} ends with a backslash, which would join the next line")
+    if "<<" in value:
+        raise UserError(f"{what}: {value!r} has `<<`, which BuildKit reads as a here-document")
+    return value

@@ -22,7 +22,7 @@ from hvd_container.containers.instructions import (
     Run,
     Test,
 )
-from hvd_container.containers.printers import one_line
+from hvd_container.containers.printers import one_line, shell_command
 
 MARKER_PREFIX = "# hvd-container phase: "
 
@@ -41,7 +41,7 @@ def instruction(item: Instruction) -> str | None:
     if isinstance(item, Arg):
         return f"ARG {item.name}={one_line(item.default, item.name)}"
     if isinstance(item, Run):
-        return "RUN " + " \\\n    && ".join(one_line(c, "RUN") for c in item.commands)
+        return "RUN " + " \\\n    && ".join(shell_command(c, "RUN") for c in item.commands)
     if isinstance(item, Env):
         value = quote(item.value, item.key) if item.quoted else one_line(item.value, item.key)
         return f"ENV {one_line(item.key, 'env')}={value}"

@@ -22,7 +22,7 @@ from hvd_container.containers.instructions import (
     Run,
     Test,
 )
-from hvd_container.containers.printers import one_line
+from hvd_container.containers.printers import one_line, shell_command
 from hvd_container.containers.printers.dockerfile import MARKER_PREFIX, quote
 
 from hvd_container.core.errors import UserError
@@ -65,10 +65,22 @@ def _post_lines(item: object) -> list[str]:
             return [f'export {item.name}="${{{item.name}:-}}"']
         return [f"export {item.name}={one_line(item.default, item.name)}"]
     if isinstance(item, Run):
-        return " \\\n&& ".join(one_line(c, "RUN") for c in item.commands).split("\n")
+        return " \\\n&& ".join(shell_command(c, "RUN") for c in item.commands).split("\n")
     if isinstance(item, Env):
         return [_export(item)]
     return []
+
+
+def _body(line: str) -> str:
+    """A line inside a section. Apptainer starts a section at any line whose first word
+    begins with '%' (leading blanks do not protect it): such a line is refused."""
+    words = line.split()
+    if words and words[0].startswith("%"):
+        raise UserError(
+            f"{line.strip()!r}: a line whose first word starts with % would begin a section of "
+            "the definition file"
+        )
+    return line
 
 
 def definition(
@@ -114,5 +126,5 @@ def definition(
         sections.append(("test", tests))
     lines = _header(bases[0], docker_bootstrap)
     for name, body in sections:
-        lines += ["", f"%{name}", *body]
+        lines += ["", f"%{name}", *map(_body, body)]
     return "\n".join(lines) + "\n"

@@ -262,7 +262,10 @@ def test_env_names_are_checked(tmp_path: Path, key: str) -> None:
         ("$(id)", "command substitution (` or $( ) is not allowed"),
         ("cost: 5$", "a $ may only start a reference $NAME or ${NAME}"),
         ("${HOME:-/root}", "a $ may only start a reference $NAME or ${NAME}"),
-        ("a\nb", "control characters (newline, tab, ...) are not allowed"),
+        (
+            "a\nb",
+            "control characters and line breaks (newline, carriage return, tab, U+2028, ...) are not allowed",
+        ),
     ],
 )
 def test_env_values_that_differ_between_docker_and_the_definition(
@@ -318,3 +321,33 @@ def test_a_key_with_a_trailing_newline_is_refused(tmp_path: Path, field: str) ->
     with pytest.raises(UserError) as info:
         load_recipe(path)
     assert f"{field}" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        ({"pip": ["--index-url=http://evil/simple"]}, "pip.0", "pip options (--index-url=..., -r FILE) are not allowed"),
+        ({"pip": ["-r", "reqs.txt"]}, "pip.0", "pip options"),
+        ({"apt": ["-oAPT::Update::Pre-Invoke::=id"]}, "apt.0", "apt options such as -o are not allowed"),
+        ({"apt": ["vim --allow-unauthenticated"]}, "apt.0", "not a Debian package"),
+        ({"pytorch": {**CPU_RECIPE["pytorch"], "version": " 2.13.0"}}, "pytorch.version", "a version has no spaces"),
+        ({"base": {"image": "debian:bookworm AS x"}}, "base.image", "not an image reference"),
+        ({"description": "%setup"}, "description", "may not start with %"),
+        ({"checks": ["  %files"]}, "checks.0", "may not start with %"),
+        ({"checks": ["true \\"]}, "checks.0", "ends with a backslash"),
+        ({"checks": ["cat <<EOF"]}, "checks.0", "here-document"),
+        ({"labels": {"team": "ml\u2028x"}}, "labels.team", "line breaks"),
+    ],
+)  # fmt: skip
+def test_values_that_would_leave_their_instruction_are_refused(
+    tmp_path: Path,
+    changes: dict,
+    key: str,
+    message: str,  # type: ignore[type-arg]
+) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, **changes))
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}:") and f": {key}: " in text and message in text, text
+    assert "\n" not in text
