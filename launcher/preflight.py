@@ -43,12 +43,16 @@ def facts_from_labels(
     name = facts.get("recipe.name")
     mpi_pmi = _split(facts.get("mpi.pmi"))
     recipe_facts = None
-    if name and mpi_pmi is None:
+    if name and mpi_pmi is None and _is_builtin_recipe(name):
         # The PMI flavour is a recipe fact; a built-in recipe of that name still knows it.
+        # Only a built-in name: a label is the image's word, never a path to follow.
         try:
             from hvd_container.launcher.facts import facts_from_recipe
 
-            recipe_facts = facts_from_recipe(name)
+            from hvd_container import recipes
+
+            # the shipped file itself: a file of that name in the working directory is not it
+            recipe_facts = facts_from_recipe(str(recipes.path() / f"{name}.yaml"))
         except UserError:
             recipe_facts = None
         if recipe_facts is not None and recipe_facts.name == name:
@@ -80,6 +84,12 @@ def facts_from_labels(
     )
 
 
+def _is_builtin_recipe(name: str) -> bool:
+    from hvd_container.containers.recipe import list_builtin
+
+    return name in list_builtin()
+
+
 def _docker_labels(ref: str) -> dict[str, str] | None:
     """The labels of a local Docker image, or None (no SDK, no engine, no such image)."""
     try:
@@ -106,9 +116,13 @@ def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
         if labels_file.is_file():
             try:
                 labels = json.loads(labels_file.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError, RecursionError):  # ValueError: bad JSON or UTF-8
                 return None
-            return facts_from_labels(labels, f"image {image}")
+            if not isinstance(labels, dict):
+                return None
+            return facts_from_labels(
+                {str(k): v for k, v in labels.items() if isinstance(v, str)}, f"image {image}"
+            )
         return None
     if path.is_file():
         from hvd_container.containers.sif.format import has_sif_magic

@@ -15,7 +15,8 @@ from typing import Any
 
 from hvd_container.containers.sif import format as fmt
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import UserError, brief
+from hvd_container.core.files import open_regular
 
 BUILD_FACT_PREFIX = "org.hvd-container."
 _MAX_JSON_OBJECT = 16 * 1024 * 1024
@@ -165,9 +166,9 @@ def _labels_from(fh: Any, descriptors: tuple[SifDescriptor, ...], path: Path) ->
 def _json_object(data: bytes, desc: SifDescriptor, path: Path) -> dict[str, Any]:
     try:
         value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # bad UTF-8 or JSON, or an integer of more than 4300 digits
         raise UserError(
-            f"{path}: object {desc.id} ({desc.name}) is not valid JSON: {exc}"
+            f"{path}: object {desc.id} ({desc.name}) is not valid JSON: {brief(str(exc), 120)}"
         ) from None
     except RecursionError:  # a crafted object nested thousands of levels deep
         raise UserError(
@@ -221,10 +222,7 @@ def _check_header(
 def read_sif(path: str | os.PathLike[str]) -> SifInfo:
     """Parse the SIF at path. Raises UserError for a missing, truncated or non-SIF file."""
     path = Path(path)
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot open: {exc.strerror}") from None
+    fh, _size = open_regular(path, "a SIF file")
     try:
         with fh:
             return _read(fh, path)
@@ -237,10 +235,16 @@ def _read(fh: Any, path: Path) -> SifInfo:
     raw = fh.read(fmt.HEADER.size)
     if len(raw) < fmt.HEADER.size:
         raise UserError(f"{path}: not a SIF file (only {len(raw)} bytes, header needs 128)")
-    (_launch, magic, _version, arch_code, image_id, created, modified, free, total,
+    (_launch, magic, version, arch_code, image_id, created, modified, free, total,
      descr_offset, descr_size, data_offset, data_size) = fmt.HEADER.unpack(raw)  # fmt: skip
     if fmt.cstr(magic) != fmt.MAGIC:
         raise UserError(f"{path}: not a SIF file (no SIF_MAGIC in the header)")
+    if fmt.cstr(version) != fmt.VERSION:
+        shown = fmt.cstr(version).decode("ascii", "backslashreplace")
+        raise UserError(
+            f"{path}: SIF format version {shown!r} is not supported (allowed: "
+            f"{fmt.VERSION.decode()}, as siftool and Apptainer write)"
+        )
     _check_header(path, file_size, total, free, descr_offset, descr_size, data_offset,
                   data_size)  # fmt: skip
     fh.seek(descr_offset)
@@ -260,6 +264,16 @@ def _read(fh: Any, path: Path) -> SifInfo:
             raise UserError(
                 f"{path}: truncated SIF: object {desc.id} ({desc.describe()}) needs bytes "
                 f"{desc.offset}..{desc.offset + desc.size}, file has {file_size}"
+            )
+        if (
+            desc.size
+            and not data_offset <= desc.offset <= desc.offset + desc.size <= data_offset + data_size
+        ):
+            raise UserError(
+                f"{path}: corrupt SIF descriptor: object {desc.id} ({desc.describe()}) at bytes "
+                f"{desc.offset}..{desc.offset + desc.size} lies outside the data area "
+                f"({data_offset}..{data_offset + data_size}): it would overlap the header or "
+                "the descriptor table"
             )
     primary = next(
         (d for d in descriptors if d.datatype == fmt.DATA_PARTITION and d.parttype == "*System"),

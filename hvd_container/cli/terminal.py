@@ -6,6 +6,7 @@ reporter is what the CLI hands to launcher code, which never prints itself.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +57,7 @@ def warn(messages: list[str]) -> None:
 
 
 def _say(message: str) -> None:
-    print(f"hvd-container: {message}", file=sys.stderr, flush=True)
+    print(f"hvd-container: {safe_text(message)}", file=sys.stderr, flush=True)
 
 
 class TerminalReporter(Reporter):
@@ -84,3 +85,18 @@ class TerminalReporter(Reporter):
         except (KeyboardInterrupt, EOFError):
             return True
         return answer in ("", "y", "yes")
+
+
+# What a terminal acts on or cannot print: C0/C1 controls (ESC ], CR, BEL, ...), DEL, line and
+# paragraph separators, bidirectional overrides, lone surrogates.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def safe_text(text: str) -> str:
+    """text with every character a terminal would act on written as a visible escape (\\x1b,
+    \\u202e): for values from files others made (SIF labels, descriptor names)."""
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )

@@ -12,8 +12,6 @@ the interpreter, not only raise), and at most MAX_NODES nodes once aliases are f
 
 from __future__ import annotations
 
-import os
-import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -23,6 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import open_regular
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
     from yaml import CSafeLoader as _Loader
@@ -148,45 +147,19 @@ def parse(text: str, source: str) -> Document:
     return Document(data, lines, source)
 
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a named pipe",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
 def read_text(path: str | Path) -> str:
-    """A regular file's text, at most MAX_BYTES; anything else is a one-line UserError.
-
-    Opened with O_NONBLOCK, so that a named pipe does not block the open, and checked with
-    fstat on that descriptor (no race with a swapped path)."""
+    """A regular file's text, at most MAX_BYTES; anything else is a one-line UserError."""
     p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{p}: is a directory, expected a YAML file") from None
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
-            raise UserError(f"{p}: is {kind}, expected a YAML file")
-        if info.st_size > MAX_BYTES:
+    fh, size = open_regular(p, "a YAML file")
+    with fh:
+        if size > MAX_BYTES:
             raise UserError(
-                f"{p}: {info.st_size} bytes, more than a recipe or site profile has "
-                f"(at most {MAX_BYTES})"
+                f"{p}: {size} bytes, more than a recipe or site profile has (at most {MAX_BYTES})"
             )
-        with os.fdopen(os.dup(fd), "rb") as fh:
+        try:
             raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+        except OSError as exc:
+            raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:  # grew while being read
         raise UserError(f"{p}: more than {MAX_BYTES} bytes, more than a recipe or site profile has")
     try:

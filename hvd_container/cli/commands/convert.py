@@ -155,30 +155,35 @@ def inspect(
     from hvd_container.containers.sif.reader import read_sif
 
     info = read_sif(file)
-    if as_json:
-        typer.echo(json.dumps(info.as_dict(), indent=2))
+    if as_json:  # ensure_ascii: control characters and surrogates are escaped
+        typer.echo(json.dumps(info.as_dict(), indent=2, ensure_ascii=True))
         return
-    typer.echo(f"file:   {info.path}")
-    typer.echo(f"arch:   {info.arch}")
-    typer.echo(f"id:     {info.uuid}")
-    typer.echo(f"rootfs: offset {info.rootfs_offset}, {info.rootfs_size} bytes")
-    typer.echo("descriptors:")
+    from hvd_container.cli.terminal import safe_text
+
+    def show(line: str) -> None:
+        typer.echo(safe_text(line))  # labels and names come from whoever made the file
+
+    show(f"file:   {info.path}")
+    show(f"arch:   {info.arch}")
+    show(f"id:     {info.uuid}")
+    show(f"rootfs: offset {info.rootfs_offset}, {info.rootfs_size} bytes")
+    show("descriptors:")
     for d in info.descriptors:
         name = f"  {d.name}" if d.name else ""
-        typer.echo(
+        show(
             f"  {d.id:<3} group {d.group or '-':<3} {d.offset:>12}-{d.offset + d.size:<12} "
             f"{d.describe()}{name}"
         )
     facts = info.build_facts
     if facts:
-        typer.echo("build facts:")
+        show("build facts:")
         for key, value in facts.items():
-            typer.echo(f"  {key}: {value}")
+            show(f"  {key}: {value}")
     others = {k: v for k, v in info.labels.items() if not k.startswith("org.hvd-container.")}
     if others:
-        typer.echo("labels:")
+        show("labels:")
         for key, value in sorted(others.items()):
-            typer.echo(f"  {key}: {value}")
+            show(f"  {key}: {value}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,43 @@
+"""Open files that others give us (recipes, profiles, SIF images) without trusting their kind."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from hvd_container.core.errors import UserError
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def open_regular(path: str | os.PathLike[str], expected: str) -> tuple[BinaryIO, int]:
+    """(binary file, size) of a regular file; anything else is a one-line UserError naming
+    what it is. Opened with O_NONBLOCK, so that a named pipe cannot block the open, and
+    checked with fstat on that descriptor (no race with a path swapped in between)."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, expected {expected}") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot open: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise UserError(f"{p}: is {kind}, expected {expected}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info.st_size
+    except BaseException:
+        os.close(fd)
+        raise
