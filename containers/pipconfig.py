@@ -6,12 +6,23 @@ and any index credentials never land in an image layer. This module reads the ho
 (`pip config list`, which already merges files and PIP_* variables), rewrites local wheelhouses
 (find-links) and `file://` indexes to URLs on this server, and serves them from a short-lived
 HTTP server bound to the Docker bridge gateway, which build containers can reach.
+
+Anyone on the host who reaches that address while a build runs could ask it too, so it serves
+only what the build needs: pip.conf, the CA, the exact wheelhouse and index directories (not
+their parents), and the files an index page it served links to (simple indexes link to
+../../files/<wheel>). Every URL sits under a secret path: 128 random bits kept owner-only in the
+user's config directory. It is the same from build to build on purpose: the URL is a build arg,
+and a changed build arg makes the classic builder rebuild every later layer (torch, Horovod).
+The URL shows in `docker history` of the built image, so the secret keeps out other users of the
+host, not those who hold the image; delete the file to rotate it (the pip layers rebuild once).
+A per-build secret would need BuildKit's secret mounts, which docker-py cannot drive.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import html.parser
 import http.server
 import os
 import shlex
@@ -21,7 +32,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 from hvd_container.core.errors import UserError
 
@@ -67,9 +78,7 @@ def parse_pip_config_list(text: str) -> HostPipConfig:
         section, _, name = key.rpartition(".")
         if section not in rank:
             continue
-        value = raw.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
+        value = _unrepr(raw.strip())
         prior = chosen.get(name)
         if prior is None or rank[section] >= prior[0]:
             chosen[name] = (rank[section], value)
@@ -83,6 +92,21 @@ def parse_pip_config_list(text: str) -> HostPipConfig:
     )
     config.other = {k: v for k, v in values.items() if k in _PASSTHROUGH}
     return config
+
+
+def _unrepr(raw: str) -> str:
+    """A value as `pip config list` prints it: Python's repr of the string (a multi-line
+    extra-index-url comes as 'a\\nb', one line with escapes)."""
+    import ast
+
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            return raw[1:-1]
+        if isinstance(value, str):
+            return value
+    return raw
 
 
 def read_host_pip_config(python: str = sys.executable) -> HostPipConfig:
@@ -116,11 +140,14 @@ class ServedConfig:
     pip_conf: str
     ca_pem: bytes | None
     directories: dict[str, Path]  # served roots (absolute), keyed by their path
+    indexes: set[Path] = field(default_factory=set)  # roots whose pages may link out
+    linked: set[Path] = field(default_factory=set)  # files such pages linked to, once served
 
 
 def serve_plan(config: HostPipConfig, base_url: str, host: str) -> ServedConfig:
     """Rewrite local paths in config to URLs under base_url; pure apart from reading the CA."""
     directories: dict[str, Path] = {}
+    indexes: set[Path] = set()
 
     def rewrite(location: str, kind: str) -> str | None:
         local = _local_dir(location)
@@ -129,9 +156,9 @@ def serve_plan(config: HostPipConfig, base_url: str, host: str) -> ServedConfig:
         if not local.is_dir():
             return None  # pip would skip a missing path too; leave it out
         local = local.resolve()
-        # Simple indexes often link to ../../files/<wheel>: allow the index's parent as well.
-        allowed = local.parent if kind == "index" else local
-        directories[str(allowed)] = allowed
+        directories[str(local)] = local
+        if kind == "index":
+            indexes.add(local)
         return f"{base_url}/fs{local}/"
 
     lines = ["[global]"]
@@ -155,37 +182,86 @@ def serve_plan(config: HostPipConfig, base_url: str, host: str) -> ServedConfig:
     ca = None
     if config.cert and Path(config.cert).is_file():
         ca = Path(config.cert).read_bytes()
-    return ServedConfig("\n".join(lines) + "\n", ca, directories)
+    return ServedConfig("\n".join(lines) + "\n", ca, directories, indexes)
+
+
+class _Links(html.parser.HTMLParser):
+    """The href targets of one index page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     served: ServedConfig
+    prefix: str  # "/<secret>": nothing is served outside it
+    lock: threading.Lock
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - base signature
         pass  # build output is the user's log; requests are noise
 
-    def _memory(self) -> bytes | None:
-        path = self.path.split("?", 1)[0]
-        if path == "/pip.conf":
+    def _local(self, path: str) -> str | None:
+        """The request path below the secret prefix, or None."""
+        raw = unquote(path.split("?", 1)[0].split("#", 1)[0])
+        if not raw.startswith(self.prefix + "/"):
+            return None
+        return raw[len(self.prefix) :]
+
+    def _memory(self, local: str) -> bytes | None:
+        if local == "/pip.conf":
             return self.served.pip_conf.encode()
-        if path == "/ca.pem":
+        if local == "/ca.pem":
             return self.served.ca_pem
         return None
 
     def translate_path(self, path: str) -> str:
-        raw = unquote(path.split("?", 1)[0])
-        if not raw.startswith("/fs/"):
+        local = self._local(path)
+        if local is None or not local.startswith("/fs/"):
             return "/nonexistent"
-        target = Path(raw[len("/fs") :]).resolve()
+        target = Path(local[len("/fs") :]).resolve()
         for root in self.served.directories.values():
             if target == root or root in target.parents:
-                return str(target) + ("/" if raw.endswith("/") else "")
+                return str(target) + ("/" if local.endswith("/") else "")
+        with self.lock:
+            if target in self.served.linked:
+                return str(target)
         return "/nonexistent"  # only the configured wheelhouses and indexes are served
 
+    def _learn_links(self, local: str, served_path: str) -> None:
+        """An index page about to be served: the files it links to may be fetched next."""
+        page = Path(served_path)
+        if page.is_dir():
+            page = page / "index.html"
+        if page.suffix != ".html" or not page.is_file():
+            return
+        if not any(root in page.parents for root in self.served.indexes):
+            return
+        parser = _Links()
+        parser.feed(page.read_text(errors="replace")[: 16 << 20])
+        base = local if local.endswith("/") else local.rsplit("/", 1)[0] + "/"
+        found = set()
+        for href in parser.hrefs:
+            ref = urlparse(urljoin(base, href))
+            if ref.scheme or ref.netloc or not ref.path.startswith("/fs/"):
+                continue  # links to other hosts are pip's business, not this server's
+            target = Path(unquote(ref.path)[len("/fs") :]).resolve()
+            if target.is_file():
+                found.add(target)
+        with self.lock:
+            self.served.linked |= found
+
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path in ("/pip.conf", "/ca.pem"):
-            data = self._memory()
+        local = self._local(self.path)
+        if local is None:
+            self.send_error(404)
+            return
+        if local in ("/pip.conf", "/ca.pem"):
+            data = self._memory(local)
             if data is None:
                 self.send_error(404)
                 return
@@ -194,7 +270,16 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        served = self.translate_path(self.path)
+        if served != "/nonexistent":
+            self._learn_links(local, served)
         super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self._local(self.path) is None:
+            self.send_error(404)
+            return
+        super().do_HEAD()
 
 
 NO_HOST_PIP_FLAG = "--no-host-pip"
@@ -250,10 +335,13 @@ def serve_host_pip_config(
     port = port if port is not None else configured_port()
     # A subclass per server: the plan (it holds the URL, known once bound) is a class attribute,
     # as the HTTP server creates a handler per request, and two servers must not share one.
-    handler: type[_Handler] = type("PipConfigHandler", (_Handler,), {})
+    secret = server_secret()
+    handler: type[_Handler] = type(
+        "PipConfigHandler", (_Handler,), {"prefix": f"/{secret}", "lock": threading.Lock()}
+    )
     server = _bind(host, port, handler)
     actual = server.server_address[1]
-    url = f"http://{host}:{actual}"
+    url = f"http://{host}:{actual}/{secret}"
     handler.served = serve_plan(config, url, host)
     thread = threading.Thread(target=server.serve_forever, name="hvd-pip-config", daemon=True)
     thread.start()
@@ -262,6 +350,35 @@ def serve_host_pip_config(
     finally:
         server.shutdown()
         server.server_close()
+
+
+SECRET_FILE = "pip-server-secret"
+
+
+def server_secret(config_dir: Path | None = None) -> str:
+    """The secret path of the pip config server: made once, kept owner-only (module docstring
+    says why it is not made anew for each build)."""
+    import secrets
+
+    from hvd_container.core.atomic import write_text
+
+    base = config_dir or Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = base / "hvd-container" / SECRET_FILE
+    try:
+        text = path.read_text().strip()
+        if len(text) >= 22 and text.isalnum() and (path.stat().st_mode & 0o077) == 0:
+            return text
+    except OSError:
+        pass
+    secret = secrets.token_hex(16)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, secret + "\n", mode=0o600)
+    except OSError as exc:
+        raise UserError(
+            f"cannot keep the pip server's secret in {path}: {exc.strerror or exc}"
+        ) from None
+    return secret
 
 
 def describe(config: HostPipConfig) -> Sequence[str]:

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
+
+# The tests' own configuration directory: nothing they make (the pip server's secret, user site
+# profiles) lands in the developer's. It is the same from run to run, so the pip server's URL,
+# a build arg, and with it Docker's layer cache stay the same for the image tests build. Tests
+# that need a configuration of their own set XDG_CONFIG_HOME themselves.
+_CONFIG = os.path.join(tempfile.gettempdir(), f"hvd-container-tests-{os.getuid()}", "config")
+os.makedirs(_CONFIG, mode=0o700, exist_ok=True)
+os.environ["XDG_CONFIG_HOME"] = _CONFIG
 
 # A test runner started in the background of a non-interactive shell (`make test &`, some CI
 # harnesses) inherits SIGINT ignored, and so would every command the tests start: Python then

@@ -25,7 +25,7 @@ from hvd_container.containers.build import (
 )
 from hvd_container.containers.engine import BuildEvent
 from hvd_container.containers.engine.docker_api import DockerEngine
-from hvd_container.containers.pipconfig import HostPipConfig
+from hvd_container.containers.pipconfig import HostPipConfig, server_secret
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import build_context
 
@@ -283,7 +283,9 @@ def test_taken_port_moves_to_the_next_one_and_says_the_cache_misses(
         port = taken.getsockname()[1]
         messages: list[tuple[str, str, str]] = []
         engine, _ = build(api, BuildOptions(pip_config_port=port), messages)
-    assert engine.buildargs["HVD_PIP_CONFIG_URL"] == f"http://127.0.0.1:{port + 1}"
+    assert (
+        engine.buildargs["HVD_PIP_CONFIG_URL"] == f"http://127.0.0.1:{port + 1}/{server_secret()}"
+    )
     infos = [m[2] for m in messages if m[0] == "info"]
     assert infos == [
         f"port {port} is taken: the pip config is served on port {port + 1}, so pip layers "

@@ -140,7 +140,8 @@ def test_fallback_port_is_the_same_each_time() -> None:
         for _ in range(2):
             with serve_host_pip_config("127.0.0.1", port, HostPipConfig()) as url:
                 urls.append(url)
-    assert urls == [f"http://127.0.0.1:{port + 1}"] * 2
+    # the same URL each time (secret path included): the build arg, and so the cache, stays
+    assert urls[0] == urls[1] and urls[0].startswith(f"http://127.0.0.1:{port + 1}/")
 
 
 def test_pip_environment_variables_reach_the_served_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,3 +153,48 @@ def test_pip_environment_variables_reach_the_served_config(monkeypatch: pytest.M
     assert cfg.proxy == "http://proxy.example:3128"
     conf = serve_plan(cfg, "http://10.0.0.1:1", "10.0.0.1").pip_conf
     assert "extra-index-url =\n    https://download.pytorch.org/whl/cpu" in conf
+
+
+def _status(url: str) -> int:
+    try:
+        return int(urllib.request.urlopen(url, timeout=5).status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_only_what_the_build_needs_is_served(host_dirs: HostPipConfig, tmp_path: Path) -> None:
+    (tmp_path / "pypi" / "files" / "other-2.0.tar.gz").write_bytes(b"not linked")
+    with serve_host_pip_config("127.0.0.1", 0, host_dirs) as url:
+        root, _, secret = url.rpartition("/")
+        # nothing without the secret path, not even pip.conf
+        assert _status(f"{root}/pip.conf") == 404
+        assert _status(f"{root}/fs{tmp_path}/wheels/") == 404
+        linked = f"{url}/fs{tmp_path}/pypi/files/demo-1.0.tar.gz"
+        # the index's parent is not served: a linked file only once its page was
+        assert _status(f"{url}/fs{tmp_path}/pypi/") == 404
+        assert _status(linked) == 404
+        urllib.request.urlopen(f"{url}/fs{tmp_path}/pypi/simple/demo/").read()
+        assert _status(linked) == 200
+        assert _status(f"{url}/fs{tmp_path}/pypi/files/other-2.0.tar.gz") == 404
+        assert _status(f"{url}/fs{tmp_path}/secret.txt") == 404
+
+
+def test_the_secret_is_kept_owner_only_and_reused(tmp_path: Path) -> None:
+    from hvd_container.containers.pipconfig import SECRET_FILE, server_secret
+
+    first = server_secret(tmp_path)
+    path = tmp_path / "hvd-container" / SECRET_FILE
+    assert path.stat().st_mode & 0o777 == 0o600 and len(first) == 32
+    assert server_secret(tmp_path) == first
+    path.chmod(0o644)  # readable by others: no longer a secret, made anew
+    assert server_secret(tmp_path) != first
+
+
+def test_a_multi_line_extra_index_url_keeps_every_index() -> None:
+    # `pip config list` prints each value as Python's repr, so the lines come as \n escapes
+    cfg = parse_pip_config_list(
+        "global.extra-index-url='\\nhttp://a.example/simple\\nhttp://b.example/simple'\n"
+    )
+    assert cfg.extra_index_urls == ["http://a.example/simple", "http://b.example/simple"]
+    conf = serve_plan(cfg, "http://10.0.0.1:1/s", "10.0.0.1").pip_conf
+    assert "    http://a.example/simple\n    http://b.example/simple" in conf
