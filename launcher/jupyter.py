@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import shlex
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -23,11 +24,34 @@ if TYPE_CHECKING:
     from hvd_container.launcher.slurm import Job
 
 PORT_RANGE = (20000, 60000)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+# Run as `python -c BOOTSTRAP INTERFACE JUPYTER-ARGS...` in the container on the node. The
+# runtime files (they hold the token) go to a new directory only the user can read: under
+# $XDG_RUNTIME_DIR where the node has one, else the temporary directory (mkdtemp: mode 0700, a
+# name nobody can guess or plant). Jupyter listens on INTERFACE's address, or everywhere ("").
+BOOTSTRAP = """\
+import fcntl, os, socket, struct, sys, tempfile
+interface, args = sys.argv[1], sys.argv[2:]
+ip = "0.0.0.0"
+if interface:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", interface[:15].encode()))
+        ip = socket.inet_ntoa(packed[20:24])
+    except OSError as exc:
+        sys.exit(f"hvd-container: interface {interface} has no IPv4 address on this node: {exc}")
+base = os.environ.get("XDG_RUNTIME_DIR")
+if not (base and os.path.isdir(base) and os.access(base, os.W_OK)):
+    base = None
+os.environ["JUPYTER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="hvd-container-jupyter-", dir=base)
+os.execv(sys.executable, [sys.executable, "-m", "jupyterlab", "--ip=" + ip, *args])
+"""
 
 
 def ready_pattern(port: int) -> re.Pattern[str]:
     """The URL line Jupyter prints once it listens on `port` (not any other server's URL)."""
-    return re.compile(rf"https?://[^\s/:]+:{port}/")
+    return re.compile(rf"https?://([^\s/:]+):{port}/")
 
 
 @dataclass(frozen=True)
@@ -42,9 +66,13 @@ class JupyterSession:
     login_host: str
     user: str
 
+    tunnel_host: str = ""  # where the tunnel leads from the login node (default: the node)
+
     @property
     def ssh_line(self) -> str:
-        return f"ssh -L localhost:{self.port}:{self.node}:{self.port} {self.user}@{self.login_host}"
+        target = self.tunnel_host or self.node
+        forward = f"localhost:{self.port}:{target}:{self.port}"
+        return shlex.join(["ssh", "-L", forward, f"{self.user}@{self.login_host}"])
 
     @property
     def local_url(self) -> str:
@@ -59,17 +87,18 @@ def random_port() -> int:
     return PORT_RANGE[0] + secrets.randbelow(PORT_RANGE[1] - PORT_RANGE[0])
 
 
-def jupyter_request(request: LaunchRequest, port: int, token: str, root_dir: str) -> LaunchRequest:
-    """The launch request for one JupyterLab process on one node."""
+def jupyter_request(
+    request: LaunchRequest, port: int, token: str, root_dir: str, interface: str | None = None
+) -> LaunchRequest:
+    """The launch request for one JupyterLab process on one node (see BOOTSTRAP)."""
     args = [
-        "-m", "jupyterlab", "--no-browser", "--ip=0.0.0.0", f"--port={port}",
+        "-c", BOOTSTRAP, interface or "", "--no-browser", f"--port={port}",
         "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root_dir}", "--allow-root",
     ]  # fmt: skip
-    # Images are read-only (ch-run, Apptainer): Jupyter's runtime and state go to the
-    # working directory, which is bound in.
+    # Images are read-only (ch-run, Apptainer): Jupyter's state (not secret) goes to the
+    # working directory, which is bound in; its runtime files go to BOOTSTRAP's private one.
     state = f"{root_dir}/.hvd-container/jupyter"
     env = {
-        "JUPYTER_RUNTIME_DIR": f"{state}/runtime",
         "JUPYTERLAB_WORKSPACES_DIR": f"{state}/workspaces",
         "IPYTHONDIR": f"{state}/ipython",
         **request.env,
@@ -116,7 +145,9 @@ def start(
 
     port = random_port()
     token = secrets.token_urlsafe(32)
-    req = jupyter_request(request, port, token, request.workdir or working_directory())
+    req = jupyter_request(
+        request, port, token, request.workdir or working_directory(), site.jupyter_interface
+    )
     python = site.runtime_for(req.runtime).python
     req = replace(req, script=python if python.startswith("/") else req.script)
     prepared = prepare_launch(site, req, "launch")
@@ -153,16 +184,20 @@ def _wait_for_server(
             raise StepFailed(
                 f"job {job_id} ended ({job.state}) before Jupyter started: see {slurm.output_path(job)}"
             )
-        if job.state == "RUNNING" and server_ready(job, port):
+        host = listening_host(job, port) if job.state == "RUNNING" else None
+        if host is not None:
             node = job.nodes
+            # on a named interface Jupyter listens on that address only: the tunnel goes there
+            bound = site.jupyter_interface is not None and host not in LOOPBACK
             return JupyterSession(
                 job_id=job_id,
                 node=node,
-                node_addr=_node_addr(node),
+                node_addr=host if bound else _node_addr(node),
                 port=port,
                 token=token,
                 login_host=site.login_host or _this_host(),
                 user=slurm.current_user(),
+                tunnel_host=host if bound else "",
             )
         if time.monotonic() > deadline:
             slurm.cancel(job_id)
@@ -174,9 +209,16 @@ def _wait_for_server(
 
 def server_ready(job: Job, port: int) -> bool:
     """True once the job's log shows Jupyter's URL with our port."""
+    return listening_host(job, port) is not None
+
+
+def listening_host(job: Job, port: int) -> str | None:
+    """The host of Jupyter's URL with our port in the job's log (another than loopback when it
+    prints several), or None while there is none."""
     from hvd_container.launcher import slurm
 
     pattern = ready_pattern(port)
+    hosts: list[str] = []
     for path in slurm.log_paths(job):
         try:
             text = path.read_text(errors="replace")
@@ -184,9 +226,8 @@ def server_ready(job: Job, port: int) -> bool:
             continue
         except OSError as exc:
             raise UserError(f"cannot read the Jupyter job's log {path}: {exc.strerror}") from None
-        if pattern.search(text):
-            return True
-    return False
+        hosts += [m[1] for m in pattern.finditer(text)]
+    return next((h for h in hosts if h not in LOOPBACK), hosts[0] if hosts else None)
 
 
 def _this_host() -> str:

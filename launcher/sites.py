@@ -78,6 +78,12 @@ def _bind_ok(value: list[str]) -> str | None:
     return None
 
 
+def _interface_ok(value: str | None) -> str | None:
+    if value is None or re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", value):
+        return None
+    return "a network interface name (letters, digits, _ . : @ -; at most 15 characters), e.g. hsn0"
+
+
 def _template_ok(value: str | None) -> str | None:
     """images.template may use the documented placeholders, plainly: {name}, {version}, ..."""
     if value is None:
@@ -184,6 +190,8 @@ class Site:
     arch: Arch | Literal["host"] = "amd64"
     cluster_names: list[str] = field(default_factory=list)
     login_host: str | None = None
+    # the compute nodes' cluster-facing interface: Jupyter listens on its address only
+    jupyter_interface: str | None = field(default=None, metadata={"check": _interface_ok})
     scheduler: Scheduler = field(default_factory=Scheduler)
     mpi: MpiPlugin | None = None
     modules: list[str] = field(default_factory=list)

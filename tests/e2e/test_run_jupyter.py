@@ -71,8 +71,15 @@ def test_jupyter_on_a_compute_node_with_a_random_token(
     jupyter_packages: Path,
     job_dir: Path,  # noqa: F811
 ) -> None:
+    # the local site with the test nodes' cluster-facing interface named (each node is a
+    # network namespace whose eth0 has an address on 10.213.7.0/24)
+    profile = job_dir / "local-eth0.yaml"
+    local = (Path(__file__).resolve().parents[2] / "launcher" / "sites" / "local.yaml").read_text()
+    profile.write_text(
+        local.replace("name: local\n", "name: local-eth0\njupyter_interface: eth0\n")
+    )
     result = cli(
-        "jupyter", "--site", "local", "--image", str(cpu_sif),
+        "jupyter", "--site", str(profile), "--image", str(cpu_sif),
         "--bind", f"{jupyter_packages}:/opt/jupyter", "--env", "PYTHONPATH=/opt/jupyter",
         "--timeout", "240", cwd=job_dir, timeout=400,
     )  # fmt: skip
@@ -82,10 +89,14 @@ def test_jupyter_on_a_compute_node_with_a_random_token(
     assert job_id, out
     job, node, port = job_id.group(1), job_id.group(2), int(job_id.group(3))
     try:
-        assert re.search(rf"ssh -L localhost:{port}:{node}:{port} \S+@\S+", out)
         url = re.search(rf"http://(10\.213\.7\.\d+):{port}/lab\?token=(\S+)\)", out)
         assert url, out
         addr, token = url.group(1), url.group(2)
+        # Jupyter listens on eth0's address only, so the tunnel leads there, not to the name
+        assert re.search(rf"ssh -L localhost:{port}:{re.escape(addr)}:{port} \S+@\S+", out), out
+        assert node  # the node's name is still reported
+        # the runtime files (they hold the token) are not in the working directory
+        assert not (job_dir / ".hvd-container" / "jupyter" / "runtime").exists()
         assert len(token) >= 32 and token not in (os.environ.get("USER", ""), "root")
         assert f"http://localhost:{port}/lab?token={token}" in out
         base = f"http://{addr}:{port}"

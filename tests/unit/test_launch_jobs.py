@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -315,3 +316,63 @@ def test_an_unusable_cache_directory_names_the_variable(
         message = str(info.value)
         assert message.startswith(f"image cache {blocker}/images: ") and "\n" not in message
         assert "set $HVD_CONTAINER_CACHE to a writable directory" in message
+
+
+# --- Jupyter's runtime files, address and tunnel ------------------------------------------------
+
+
+def _bootstrap(tmp_path: Path, interface: str, env: dict[str, str]) -> dict[str, Any]:
+    """Run jupyter.BOOTSTRAP with a stand-in `jupyterlab` module that reports what it got."""
+    fake = tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    (fake / "jupyterlab.py").write_text(
+        "import json, os, stat, sys\n"
+        "d = os.environ['JUPYTER_RUNTIME_DIR']\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'dir': d, 'mode': stat.S_IMODE(os.stat(d).st_mode)}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", jupyter.BOOTSTRAP, interface, "--port=1"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fake), **env},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_jupyters_runtime_files_go_to_a_private_directory(tmp_path: Path) -> None:
+    runtime = tmp_path / "run-user"
+    runtime.mkdir()
+    got = _bootstrap(tmp_path, "", {"XDG_RUNTIME_DIR": str(runtime)})
+    assert Path(got["dir"]).parent == runtime and got["mode"] == 0o700
+    assert got["argv"] == ["--ip=0.0.0.0", "--port=1"]
+    elsewhere = _bootstrap(tmp_path, "", {"TMPDIR": str(tmp_path)})  # no runtime dir on the node
+    assert Path(elsewhere["dir"]).parent == tmp_path and elsewhere["mode"] == 0o700
+
+
+def test_jupyter_listens_on_the_named_interface_only(tmp_path: Path) -> None:
+    assert _bootstrap(tmp_path, "lo", {})["argv"][0] == "--ip=127.0.0.1"
+    done = subprocess.run(
+        [sys.executable, "-c", jupyter.BOOTSTRAP, "nosuch0"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "interface nosuch0 has no IPv4 address" in done.stderr
+
+
+def test_the_jupyter_request_names_the_sites_interface() -> None:
+    req = jupyter.jupyter_request(
+        LaunchRequest(script="jupyter", image="x.sif"), 23456, "t", "/w", "hsn0"
+    )
+    assert req.args[:3] == ["-c", jupyter.BOOTSTRAP, "hsn0"]
+    assert "JUPYTER_RUNTIME_DIR" not in req.env and req.env["JUPYTER_TOKEN"] == "t"
+
+
+def test_the_tunnel_goes_to_the_address_jupyter_reports(job_dir: Path) -> None:
+    log = write(
+        job_dir / "jupyter_9.err",
+        "http://127.0.0.1:23456/lab?token=x\nhttp://10.1.2.3:23456/lab?token=x\n",
+    )
+    job = Job("9", "jupyter", "RUNNING", None, None, stderr=str(log), workdir=str(job_dir))
+    assert jupyter.listening_host(job, 23456) == "10.1.2.3"
+    session = jupyter.JupyterSession(
+        "9", "nid0001", "10.1.2.3", 23456, "t", "login x", "al'ice", "10.1.2.3"
+    )
+    assert session.ssh_line == "ssh -L localhost:23456:10.1.2.3:23456 'al'\"'\"'ice@login x'"
