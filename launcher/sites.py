@@ -368,19 +368,28 @@ def slurm_cluster_name() -> str | None:
     return None
 
 
-def detect_site(cluster: str | None) -> str | None:
-    """The profile whose cluster_names include the cluster name (case-insensitive)."""
+def detect_site(cluster: str | None, warnings: list[str] | None = None) -> str | None:
+    """The profile whose cluster_names include the cluster name (case-insensitive). A profile
+    that cannot be read is passed over with a warning: it must not stop launches that do not
+    use it (the error comes back in full when it is asked for by name)."""
     if not cluster:
         return None
     wanted = cluster.lower()
     for name, path in _site_files().items():
-        if wanted in (n.lower() for n in read_site_file(path).cluster_names):
+        try:
+            names = read_site_file(path).cluster_names
+        except UserError as exc:
+            if warnings is not None:
+                warnings.append(f"site profile {name} passed over: {exc}")
+            continue
+        if wanted in (n.lower() for n in names):
             return name
     return None
 
 
-def choose_site(flag: str | None = None) -> tuple[str, str]:
-    """(site name or path, why it was chosen), following the documented order."""
+def choose_site(flag: str | None = None, warnings: list[str] | None = None) -> tuple[str, str]:
+    """(site name or path, why it was chosen), following the documented order; profiles that
+    cannot be read while detecting are passed over with a message in warnings."""
     if flag:
         return flag, "--site"
     from_env = os.environ.get(SITE_ENV_VAR)
@@ -390,15 +399,15 @@ def choose_site(flag: str | None = None) -> tuple[str, str]:
     if configured is not None:
         return configured[0], configured[1]
     cluster = slurm_cluster_name()
-    detected = detect_site(cluster)
+    detected = detect_site(cluster, warnings)
     if detected:
         return detected, f"Slurm cluster name {cluster!r}"
     return "local", "default"
 
 
-def select_site(flag: str | None = None) -> Site:
+def select_site(flag: str | None = None, warnings: list[str] | None = None) -> Site:
     """The site to use: --site, $HVD_CONTAINER_SITE, user config, Slurm cluster name, local."""
-    name, why = choose_site(flag)
+    name, why = choose_site(flag, warnings)
     if why == "--site":
         return load_site(name)
     try:

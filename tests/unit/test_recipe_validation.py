@@ -351,3 +351,14 @@ def test_values_that_would_leave_their_instruction_are_refused(
     text = str(info.value)
     assert text.startswith(f"{path}:") and f": {key}: " in text and message in text, text
     assert "\n" not in text
+
+
+def test_an_error_about_an_extended_file_names_that_file(tmp_path: Path) -> None:
+    """A value is only shown next to the name of the file it comes from."""
+    other = tmp_path / "other.yaml"
+    other.write_text("extends: cpu-bookworm\npassword: hunter2\n")
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {other}\nversion: '1'\n")
+    with pytest.raises(UserError) as info:
+        load_recipe(child)
+    assert str(info.value).startswith(f"{other}:2: password: unknown key")

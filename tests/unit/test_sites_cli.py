@@ -57,3 +57,26 @@ def test_sites_show_default_and_errors(capsys: pytest.CaptureFixture[str], tmp_p
         err
         == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none)\n"
     )
+
+
+def test_a_broken_user_profile_does_not_break_other_commands(
+    capsys: pytest.CaptureFixture[str],
+    isolated: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bad = write(
+        isolated / "config" / "hvd-container" / "sites" / "bad.yaml", "name: bad\nruntime: [\n"
+    )
+    passed_over = f"hvd-container: warning: site profile bad passed over: {bad}:3: not valid YAML"
+    # a launch that detects its site by the Slurm cluster name reads every profile
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "perlmutter-nope")
+    assert main(["run", "--image", "/x.sif", "-n", "1", "--dry-run", "t.py"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("env ") and "ch-run" in out
+    assert [line for line in err.splitlines() if "passed over" in line][0].startswith(passed_over)
+    assert main(["sites", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "* local" in out and "bad" not in out and err.count(passed_over) == 1
+    # asked for by name, it is the error it is
+    assert main(["sites", "show", "bad"]) == 2
+    assert capsys.readouterr().err.startswith(f"hvd-container: error: {bad}:3: not valid YAML")

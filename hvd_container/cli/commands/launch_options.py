@@ -100,7 +100,12 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import select_site
 
-    site = select_site(options.pop("site"))
+    passed_over: list[str] = []
+    site = select_site(options.pop("site"), passed_over)
+    if passed_over:
+        from hvd_container.cli.terminal import warn
+
+        warn(passed_over)
     recipe = options.get("recipe")
     facts = None
     if recipe:

@@ -14,17 +14,25 @@ sites_app = typer.Typer(
 @sites_app.command("list")
 def list_cmd() -> None:
     """List the available site profiles (built-in and your own) and which one is selected."""
+    from hvd_container.cli.terminal import warn
+    from hvd_container.core.errors import UserError
     from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
 
-    chosen, why = choose_site(None)
+    warnings: list[str] = []
+    chosen, why = choose_site(None, warnings)
     for name in list_sites():
-        site = load_site(name)
+        try:
+            site = load_site(name)
+        except UserError as exc:
+            warnings.append(f"site profile {name} passed over: {exc}")
+            continue
         origin = "built-in" if str(BUILTIN_DIR) in site.source else site.source
         mark = "*" if name == chosen else " "
         typer.echo(
             f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} {origin:<10} {site.description}"
         )
     typer.echo(f"(* selected by {why})")
+    warn(warnings)
 
 
 @sites_app.command("show")
