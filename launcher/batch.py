@@ -7,10 +7,10 @@ the srun line is the same one `run` composes inside an allocation.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import replace
 from pathlib import Path
 
+from hvd_container.launcher import shell
 from hvd_container.launcher.compose import plan_launch
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import Site
@@ -41,12 +41,12 @@ def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str
     )
     lines.append("")
     if site.modules:
-        lines.append(shlex.join(["module", "load", *site.modules]))
+        lines.append(shell.join(["module", "load", *site.modules]))
     for name, value in plan.env.items():
-        lines.append(f"export {name}={shlex.quote(value)}")
+        lines.append(f"export {name}={shell.quote(value)}")
     if site.modules or plan.env:
         lines.append("")
-    lines.append(shlex.join(plan.step))
+    lines.append(shell.join(plan.step))
     return "\n".join(lines) + "\n", plan.warnings
 
 

@@ -6,10 +6,9 @@ warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
-from hvd_container.launcher import pitfalls
+from hvd_container.launcher import pitfalls, shell
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
 from hvd_container.launcher.request import LaunchRequest, check, program_path
@@ -39,7 +38,7 @@ class LaunchPlan:
         return ["env", *(f"{k}={v}" for k, v in self.env.items()), *self.argv]
 
     def shell_line(self) -> str:
-        return shlex.join(self.command())
+        return shell.join(self.command())
 
 
 def resolve_image(site: Site, request: LaunchRequest, kind: str) -> str | None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import shlex
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from hvd_container.launcher import shell
 
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -72,7 +73,7 @@ class JupyterSession:
     def ssh_line(self) -> str:
         target = self.tunnel_host or self.node
         forward = f"localhost:{self.port}:{target}:{self.port}"
-        return shlex.join(["ssh", "-L", forward, f"{self.user}@{self.login_host}"])
+        return shell.join(["ssh", "-L", forward, f"{self.user}@{self.login_host}"])
 
     @property
     def local_url(self) -> str:

@@ -7,6 +7,7 @@ composers can write. Each problem is one line naming the flag and what is allowe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -60,6 +61,24 @@ def program_path(script: str) -> str:
 # far above any machine's ranks or nodes; keeps the layout arithmetic on small integers
 MAX_COUNT = 1_000_000
 
+# C0/C1 controls, DEL, U+2028/U+2029
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# values that go into options and #SBATCH lines; the script's own arguments and --env values
+# are the user's to choose: they are quoted wherever they are written
+_ONE_LINE = (
+    ("image", "--image"), ("recipe", "--recipe"), ("mpi", "--mpi"), ("runtime", "--runtime"),
+    ("job_name", "-J/--job-name"), ("time", "-t/--time"), ("partition", "-p/--partition"),
+    ("account", "-A/--account"), ("qos", "-q/--qos"), ("constraint", "-C/--constraint"),
+    ("comment", "--comment"), ("workdir", "--workdir"), ("script", "SCRIPT"),
+)  # fmt: skip
+
+
+def _one_line_values(request: LaunchRequest) -> list[tuple[str, str]]:
+    found = [(flag, getattr(request, name)) for name, flag in _ONE_LINE]
+    found += [("--module", m) for m in request.modules] + [("-B/--bind", b) for b in request.binds]
+    return [(flag, value) for flag, value in found if isinstance(value, str)]
+
+
 COUNTS = (
     ("ntasks", "-n/--ntasks"),
     ("nodes", "-N/--nodes"),
@@ -102,6 +121,12 @@ def check(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
+    for flag, value in _one_line_values(request):
+        if _CONTROL.search(value):
+            raise UserError(
+                f"{flag}: {value!r} has control characters or line breaks, which would break "
+                "the line it goes on (srun's options, #SBATCH lines)"
+            )
     for name in request.env:
         problem = env_name_problem(name)
         if problem:

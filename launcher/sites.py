@@ -78,6 +78,20 @@ def _bind_ok(value: list[str]) -> str | None:
     return None
 
 
+def _options_ok(value: list[str]) -> str | None:
+    for option in value:
+        if not option.startswith("-") or option.strip("-") == "":
+            return f"each entry is an option such as --exclusive or --gres=nic:1, not {option!r}"
+    return None
+
+
+def _sbatch_options_ok(value: list[str]) -> str | None:
+    problem = _options_ok(value)
+    if problem is None and any(any(c.isspace() for c in o) for o in value):
+        return "options of #SBATCH lines cannot contain spaces"
+    return problem
+
+
 def _interface_ok(value: str | None) -> str | None:
     if value is None or re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", value):
         return None
@@ -144,8 +158,9 @@ class Scheduler:
     cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
     cpus_per_task: int | None = field(default=None, metadata={"check": _positive})
     time: str | None = field(default=None, metadata={"check": _time_ok})
-    srun_options: list[str] = field(default_factory=list)
-    sbatch_options: list[str] = field(default_factory=list)
+    srun_options: list[str] = field(default_factory=list, metadata={"check": _options_ok})
+    # each is a #SBATCH line of its own, which ends at the first space
+    sbatch_options: list[str] = field(default_factory=list, metadata={"check": _sbatch_options_ok})
 
     def __post_init__(self) -> None:
         if self.partition and self.partitions and self.partition not in self.partitions:

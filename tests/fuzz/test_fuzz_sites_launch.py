@@ -1,0 +1,173 @@
+"""Hostile site profiles and launch arguments through `run --dry-run` and `batch`: exit 0 or 2
+in one line, no traceback; a batch script keeps its shape (one option per #SBATCH line, then
+module/export lines and one srun line, all valid bash); the script's own arguments reach it
+unchanged."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hvd_container.cli.app import main
+
+FRAGMENTS = [
+    "\n", "\r", "\u2028", "\x1b[2J", "\t", " ", "'", '"', "$(id)", "`id`", ";", "&&", "|", "#",
+    "%", "\\", "-", "--", "--mpi=none", "=", ":", ",", "/", "~", "$HOME", "*", "{name}",
+    "{0.__class__}", "x", "8", "a b", "#SBATCH --uid=0",
+]  # fmt: skip
+hostile = st.lists(
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), min_size=1, max_size=5
+).map("".join)
+
+PROFILE_FIELDS: list[tuple[str | int, ...]] = [
+    ("description",), ("login_host",), ("jupyter_interface",), ("mpi",), ("modules", 0),
+    ("env", "NAME"), ("binds", 0), ("scheduler", "partition"), ("scheduler", "account"),
+    ("scheduler", "qos"), ("scheduler", "constraint"), ("scheduler", "time"),
+    ("scheduler", "srun_options", 0), ("scheduler", "sbatch_options", 0), ("runtime", "python"),
+    ("runtime", "flags", 0), ("runtime", "modules", 0), ("images", "template"),
+    ("images", "registry"), ("images", "dir"),
+]  # fmt: skip
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _profile(path: tuple[str | int, ...], value: str) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "fuzz",
+        "runtime": {"kind": "shifter", "flags": [], "modules": ["gpu"], "python": "python"},
+        "scheduler": {"gpus_per_node": 4, "gpu_request": "gpus-per-node", "srun_options": [], "sbatch_options": []},
+        "modules": [], "env": {}, "binds": [], "images": {},
+    }  # fmt: skip
+    *parents, last = path
+    node: Any = data
+    for part in parents:
+        node = node[part]
+    if isinstance(node, list):
+        node.append(value)
+    else:
+        node[last] = value
+    return data
+
+
+def _check_batch_shape(text: str, script_args: list[str] | None = None) -> None:
+    """One option per #SBATCH line; run by bash with stand-ins for srun and module on PATH (and
+    nothing else), the script runs srun once, module at most once and no other command."""
+    lines = text.split("\n")
+    assert lines[0] == "#!/bin/bash" and lines[-1] == ""
+    for line in lines:
+        if line.startswith("#SBATCH"):
+            assert len(line.split()) == 2, line  # one option, no spaces
+    # nothing a terminal acts on is left raw (newline and tab inside quotes are the shell's)
+    assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text), text
+    with tempfile.TemporaryDirectory() as tmp:
+        bindir, calls_dir = Path(tmp) / "bin", Path(tmp) / "calls"
+        bindir.mkdir()
+        calls_dir.mkdir()
+        for tool in ("srun", "module"):  # each call: a file of NUL-ended arguments
+            stub = bindir / tool
+            target = shlex.quote(str(calls_dir / tool))
+            stub.write_text(
+                f'#!/bin/sh\nfor a in "$@"; do printf \'%s\\0\' "$a"; done > {target}.$$\n'
+            )
+            stub.chmod(0o755)
+        done = subprocess.run(
+            ["/bin/bash", "-c", text], env={"PATH": str(bindir)}, capture_output=True, text=True
+        )
+        assert "command not found" not in done.stderr and done.returncode == 0, done.stderr
+        calls = {p.name: p.read_bytes().decode().split("\0")[:-1] for p in calls_dir.iterdir()}
+    srun = [args for name, args in calls.items() if name.startswith("srun.")]
+    modules = [args for name, args in calls.items() if name.startswith("module.")]
+    assert len(srun) == 1 and len(modules) <= 1, calls
+    if script_args is not None:
+        argv = srun[0]
+        assert argv[len(argv) - len(script_args) :] == script_args, argv
+
+
+def bash_words(line: str) -> list[str]:
+    """The words bash makes of line (it reads $'...', which shlex does not)."""
+    done = subprocess.run(
+        ["/bin/bash", "-c", f'set -- {line}\nfor w in "$@"; do printf \'%s\\0\' "$w"; done'],
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode().split("\0")[:-1]
+
+
+def _one_line_error(code: int, err: str) -> None:
+    assert code in (0, 2), err
+    if code == 2:
+        errors = [line for line in err.splitlines() if line.startswith("hvd-container: error: ")]
+        assert len(errors) == 1 and "Traceback" not in err, err
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(range(len(PROFILE_FIELDS))), value=hostile)
+def test_a_hostile_site_profile_is_refused_or_gives_a_well_formed_launch(
+    field: int, value: str
+) -> None:
+    path = PROFILE_FIELDS[field]
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = Path(tmp) / "fuzz.yaml"
+        profile.write_text(yaml.safe_dump(_profile(path, value)))
+        common = ["--site", str(profile), "--image", "u/i:t", "-n", "8", "t.py", "--lr", "a b"]
+        code, out, err = _cli("run", "--dry-run", *common)
+        _one_line_error(code, err)
+        if code == 0:
+            assert bash_words(out)[-3:] == ["t.py", "--lr", "a b"]
+        code, out, err = _cli("batch", *common)
+        _one_line_error(code, err)
+        if code == 0:
+            _check_batch_shape(out, ["t.py", "--lr", "a b"])
+
+
+LAUNCH_OPTIONS = [
+    "-n", "-N", "--ntasks-per-node", "-c", "--partition", "--account", "--comment", "--qos",
+    "--constraint", "-t", "-J", "--mpi", "--controller", "--module", "-e", "-B", "--image",
+    "--workdir", "--runtime",
+]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    options=st.lists(st.tuples(st.sampled_from(LAUNCH_OPTIONS), hostile), max_size=4),
+    script_args=st.lists(hostile, max_size=3),
+)
+def test_hostile_launch_arguments_are_refused_or_reach_the_script_unchanged(
+    options: list[tuple[str, str]], script_args: list[str]
+) -> None:
+    argv = ["--site", "perlmutter", "--image", "u/i:t", "--account", "m1_g"]
+    for flag, value in options:
+        argv += [f"{flag}={value}"] if flag.startswith("--") else [flag, value]
+    code, out, err = _cli("run", "--dry-run", *argv, "t.py", *script_args)
+    _one_line_error(code, err)
+    if code == 0:
+        assert not any(ord(c) < 32 and c not in "\n\t" for c in out), out
+        words = bash_words(out)
+        assert words[len(words) - len(script_args) :] == script_args and "t.py" in words
+        code, out, err = _cli("batch", *argv, "t.py", *script_args)
+        _one_line_error(code, err)
+        if code == 0:
+            _check_batch_shape(out, ["t.py", *script_args])
+
+
+def test_the_shape_check_sees_an_injected_line() -> None:
+    bad = "#!/bin/bash\n#SBATCH --job-name=x\nid\nsrun true\n"  # an injected `id`
+    try:
+        _check_batch_shape(bad)
+    except AssertionError:
+        return
+    raise AssertionError("an injected command passed the shape check")
