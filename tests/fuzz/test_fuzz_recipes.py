@@ -4,6 +4,7 @@ rendered files keep the instructions and sections the same recipe has with a har
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,7 @@ def _render(data: dict[str, Any]) -> tuple[list[str], list[str]] | UserError:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.yaml"
         path.write_text(yaml.safe_dump(data, allow_unicode=False))
+        started = time.monotonic()
         try:
             recipe = load_recipe(path)
             return _dockerfile_shape(render_dockerfile(recipe)), _definition_shape(
@@ -117,6 +119,8 @@ def _render(data: dict[str, Any]) -> tuple[list[str], list[str]] | UserError:
             )
         except UserError as exc:
             return exc
+        finally:
+            assert time.monotonic() - started < 10, "loading and rendering must end in bounded time"
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

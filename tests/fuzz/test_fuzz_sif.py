@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -50,8 +51,10 @@ def _inspect(data: bytes, *extra: str) -> tuple[int, str, str]:
         path = Path(tmp) / "m.sif"
         path.write_bytes(data)
         out, err = io.StringIO(), io.StringIO()
+        started = time.monotonic()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["inspect", str(path), *extra])
+        assert time.monotonic() - started < 10, "inspect must end in bounded time"
         return code, out.getvalue(), err.getvalue()
 
 

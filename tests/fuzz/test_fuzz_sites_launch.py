@@ -10,6 +10,7 @@ import io
 import shlex
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,15 @@ PROFILE_FIELDS: list[tuple[str | int, ...]] = [
 ]  # fmt: skip
 
 
+BOUND = 10.0  # seconds a single command may take, however hostile its input (no hangs)
+
+
 def _cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
+    assert time.monotonic() - started < BOUND, argv
     return code, out.getvalue(), err.getvalue()
 
 
