@@ -127,6 +127,9 @@ def check(site: Site, request: LaunchRequest) -> None:
                 f"{flag}: {value!r} has control characters or line breaks, which would break "
                 "the line it goes on (srun's options, #SBATCH lines)"
             )
+    nul = [a for a in request.args if "\0" in a] + [v for v in request.env.values() if "\0" in v]
+    if nul:
+        raise UserError(f"{nul[0]!r}: a NUL byte cannot be passed to a program (argv, environment)")
     for name in request.env:
         problem = env_name_problem(name)
         if problem:
