@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -52,8 +53,6 @@ def _pip_version(value: str) -> str:
     return value
 
 
-# Anything a later step may read as the end of a line (C0 and C1 controls, U+2028/U+2029)
-_LINE_ENDS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _IMAGE_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REF = re.compile(
     rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_IMAGE_PATH}(?:/{_IMAGE_PATH})*"
@@ -64,11 +63,8 @@ _APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?::[a-z0-9]+)?(?:=[A-Za-z0-9.+:
 
 
 def _no_control_characters(value: str) -> None:
-    if _LINE_ENDS.search(value):
-        raise ValueError(
-            "control characters and line breaks (newline, carriage return, tab, U+2028, ...) "
-            "are not allowed"
-        )
+    if has_line_ends(value):
+        raise ValueError(LINE_ENDS_ALLOWED)
 
 
 def _plain_text(value: str) -> str:

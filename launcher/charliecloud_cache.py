@@ -30,6 +30,7 @@ from hvd_container.launcher.apptainer_env import image_env
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.files import user_path
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def ensure_mount_points(root: Path, paths: list[str]) -> None:
 
 
 def _image_path(image: str) -> Path:
-    path = Path(image).expanduser()
+    path = user_path(image)
     if not path.exists():
         raise UserError(
             f"--image {image}: no such file or directory (build and convert it first: `hvd-container convert ... --to sif`)"
@@ -186,12 +187,12 @@ def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedIma
     """A directory ch-run can run for a SIF file or an image directory (unpacked if needed)."""
     plan = planned(image)
     warnings: list[str] = []
-    if Path(image).expanduser().is_dir():
+    if user_path(image).is_dir():
         # the directory may change between runs: its environment is read every time
         _write_env_file(plan.env_file, image_env(plan.root, warnings))
     else:
         if not plan.root.is_dir():
-            _unpack_sif(Path(image).expanduser(), plan.root)
+            _unpack_sif(user_path(image), plan.root)
         if not plan.env_file.is_file():
             _write_env_file(plan.env_file, image_env(plan.root, warnings))
     ensure_mount_points(plan.root, mount_points or [])

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hvd_container.launcher.facts import ImageFacts
 from hvd_container.launcher.runtimes import is_file_ref
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import user_path
 
 if TYPE_CHECKING:
     from hvd_container.launcher.request import LaunchRequest
@@ -110,7 +110,7 @@ def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
     Files are read here and now; asking the Docker engine imports its SDK and may wait for a
     daemon, so a dry run (which must stay fast and work anywhere) does not.
     """
-    path = Path(image).expanduser()
+    path = user_path(image)
     if path.is_dir():
         labels_file = path / ".singularity.d" / "labels.json"
         if labels_file.is_file():
@@ -151,9 +151,7 @@ def missing_image(image: str | None, runtime_kind: str, origin: str = "--image")
     """
     if not image or runtime_kind in ("shifter", "podman-hpc", "pyxis", "none"):
         return None
-    if (is_file_ref(image) or runtime_kind == "charliecloud") and not Path(
-        image
-    ).expanduser().exists():
+    if (is_file_ref(image) or runtime_kind == "charliecloud") and not user_path(image).exists():
         return (
             f"{origin} {image}: no such file or directory (make it with `hvd-container build` "
             "then `hvd-container convert --to sif`)"

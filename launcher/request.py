@@ -7,7 +7,6 @@ composers can write. Each problem is one line naming the flag and what is allowe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,6 +15,7 @@ from hvd_container.launcher.facts import ImageFacts
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, env_name_problem, valid_slurm_time
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import has_line_ends
 
 CONTROLLERS = ("mpi", "gloo")
 
@@ -61,8 +61,6 @@ def program_path(script: str) -> str:
 # far above any machine's ranks or nodes; keeps the layout arithmetic on small integers
 MAX_COUNT = 1_000_000
 
-# C0/C1 controls, DEL, U+2028/U+2029
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # values that go into options and #SBATCH lines; the script's own arguments and --env values
 # are the user's to choose: they are quoted wherever they are written
 _ONE_LINE = (
@@ -122,7 +120,7 @@ def check(site: Site, request: LaunchRequest) -> None:
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
     for flag, value in _one_line_values(request):
-        if _CONTROL.search(value):
+        if has_line_ends(value):
             raise UserError(
                 f"{flag}: {value!r} has control characters or line breaks, which would break "
                 "the line it goes on (srun's options, #SBATCH lines)"

@@ -11,18 +11,15 @@ nested dataclasses. Values are never coerced between types (``"4"`` is not an in
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 
 Path_ = tuple[str | int, ...]
-
-# C0 and C1 controls, DEL, U+2028/U+2029: anything a later step may read as a line's end
-_LINE_ENDS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 T = TypeVar("T")
 
@@ -107,7 +104,7 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise _Invalid((*path, str(key)), f"keys must be strings (got {key!r})")
-            if _LINE_ENDS.search(key):
+            if has_line_ends(key):
                 raise _Invalid(
                     (*path, key), "control characters and line breaks are not allowed in keys"
                 )
@@ -126,13 +123,9 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
     if annotation is str:
         if not isinstance(value, str):
             raise _Invalid(path, f"expected a string{_shown(value)}")
-        if _LINE_ENDS.search(value):
+        if has_line_ends(value):
             # every string of a profile ends up in one line: of srun's argv, of a batch script
-            raise _Invalid(
-                path,
-                "control characters and line breaks (newline, carriage return, tab, U+2028, ...) "
-                "are not allowed",
-            )
+            raise _Invalid(path, LINE_ENDS_ALLOWED)
         return value
     raise TypeError(
         f"unsupported annotation {annotation!r}"

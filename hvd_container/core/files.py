@@ -41,3 +41,12 @@ def open_regular(path: str | os.PathLike[str], expected: str) -> tuple[BinaryIO,
     except BaseException:
         os.close(fd)
         raise
+
+
+def user_path(text: str) -> Path:
+    """A path as the user wrote it, `~` and `~user` expanded where they can be (an unknown
+    user, or no home directory, leaves it as written: Path.expanduser would raise)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return Path(text)

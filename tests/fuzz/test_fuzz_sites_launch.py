@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hvd_container.cli.app import main
@@ -152,6 +152,11 @@ LAUNCH_OPTIONS = [
     options=st.lists(st.tuples(st.sampled_from(LAUNCH_OPTIONS), hostile), max_size=4),
     script_args=st.lists(hostile, max_size=3),
 )
+# found by this test: each was a traceback, or a line that was not the line run
+@example(options=[("--image", "~ ")], script_args=[])  # Path.expanduser raised RuntimeError
+@example(options=[], script_args=["\x00"])  # execve cannot pass a NUL
+@example(options=[], script_args=["\x1b[2J"])  # click's echo stripped it from the line shown
+@example(options=[("--partition", "\x08")], script_args=[])  # raw in a #SBATCH line
 def test_hostile_launch_arguments_are_refused_or_reach_the_script_unchanged(
     options: list[tuple[str, str]], script_args: list[str]
 ) -> None:
