@@ -38,6 +38,10 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         tops = {n.split("/", 1)[0] for n in zf.namelist() if ".dist-info/" not in n}
     assert tops == {"hvd_container"}
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert "hvd_container/py.typed" in names  # type information for library users
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     # a throwaway distribution with a top-level `launcher` module, installed beside ours
     other = _throwaway_launcher(tmp_path / "other", wheels, pip)
     subprocess.run(

@@ -236,3 +236,12 @@ def test_readme_tour_commands_work(tmp_path, monkeypatch, capsys) -> None:  # ty
             command.make_context(argv[1], argv[2:], parent=ctx)
     dry_runs = [argv for argv in runnable if "--dry-run" in argv]
     assert dry_runs and all(argv.index("--dry-run") < len(argv) - 1 for argv in dry_runs)
+
+
+def test_the_version_has_one_source() -> None:
+    from pathlib import Path
+
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert __version__ == pyproject["project"]["version"]
