@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import BuildEvent, Engine
@@ -135,8 +135,9 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
     script = _base_image_script()
     if script is None:
         raise UserError(
-            f"recipe {recipe.name}: base image {base} is missing; make it with "
-            f"`testbed/base-image.sh {suite}` (debootstrap from a Debian mirror)"
+            f"recipe {recipe.name}: base image {base} is missing: it is made with debootstrap "
+            f"from a Debian mirror ({source_checkout_hint(f'base-image.sh {suite}')}; point "
+            f"${BASE_SCRIPT_ENV} at that script to let build make it)"
         )
     report("info", "base", f"making {base} with debootstrap (once; cached as a local image)")
     try:

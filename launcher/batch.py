@@ -41,12 +41,12 @@ def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str
     )
     lines.append("")
     if site.modules:
-        lines.append(shell.join(["module", "load", *site.modules]))
+        lines.append(shell.join(["module", "load", *site.modules], one_line=True))
     for name, value in plan.env.items():
-        lines.append(f"export {name}={shell.quote(value)}")
+        lines.append(f"export {name}={shell.quote(value, one_line=True)}")
     if site.modules or plan.env:
         lines.append("")
-    lines.append(shell.join(plan.step))
+    lines.append(shell.join(plan.step, one_line=True))
     return "\n".join(lines) + "\n", plan.warnings
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from hvd_container.launcher.apptainer_env import image_env
 
 from hvd_container.core.atomic import write_text
-from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 from hvd_container.core.files import user_path
 
 
@@ -80,7 +80,10 @@ def _unpack_sif(sif: Path, target: Path) -> None:
 
     info = read_sif(sif)
     if shutil.which("unsquashfs") is None:
-        raise UserError("unsquashfs not found: install squashfs-tools (testbed/sif-tools.sh)")
+        raise UserError(
+            "unsquashfs not found: install squashfs-tools (the package of that name; "
+            f"{source_checkout_hint('sif-tools.sh up')})"
+        )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

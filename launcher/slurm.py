@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hvd_container.launcher.report import Reporter
 
-from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
 TERMINAL_STATES = frozenset(
     {
@@ -80,7 +80,7 @@ def require_slurm(command: str = "sbatch") -> str:
     if path is None:
         raise UserError(
             f"{command} not found: run this on a Slurm login node "
-            "(on this machine: `testbed/slurm.sh up` starts a local cluster)"
+            f"(to try it on one machine, a local cluster: {source_checkout_hint('slurm.sh up')})"
         )
     return path
 

@@ -25,7 +25,7 @@ from hvd_container.containers.engine import (
     EngineUnreachable,
 )
 
-from hvd_container.core.errors import StepFailed, UserError, brief
+from hvd_container.core.errors import StepFailed, UserError, brief, source_checkout_hint
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -63,7 +63,8 @@ def _unreachable(exc: BaseException) -> str:
         reason = "no daemon is listening"
     return (
         f"cannot reach the Docker engine at {host}: {reason} "
-        "(start it with `testbed/docker.sh up` or your system's docker service)"
+        "(start your system's Docker service, e.g. `systemctl start docker`; "
+        f"{source_checkout_hint('docker.sh up')})"
     )
 
 

@@ -27,7 +27,7 @@ from hvd_container.containers.sif.shift import insert_front
 from hvd_container.containers.sif.tarstream import TarFormatError, buffered, filter_tar
 
 from hvd_container.core.atomic import atomic_output
-from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
 _FULL_BELOW = 1024 * 1024
 
@@ -137,7 +137,8 @@ def write_sif(
                 )
             except FileNotFoundError:
                 raise UserError(
-                    "tar2sqfs not found: install squashfs-tools-ng (testbed/sif-tools.sh up)"
+                    "tar2sqfs not found: install squashfs-tools-ng (the Debian/Ubuntu package of "
+                    f"that name; {source_checkout_hint('sif-tools.sh up')})"
                 ) from None
             stderr = _StderrTail(proc.stderr)
             stderr.start()

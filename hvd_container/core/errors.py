@@ -15,6 +15,12 @@ class StepFailed(UserError):
     exit_code = 1
 
 
+def source_checkout_hint(script: str) -> str:
+    """Where the project's own install script is: only a source checkout has testbed/ (a pip
+    user is told what to install first)."""
+    return f"in a source checkout of hvd-container, `testbed/{script}` does it"
+
+
 def brief(text: str, limit: int) -> str:
     """text on one line, cut to limit characters with "...": a command or instruction quoted in
     a message."""

@@ -157,6 +157,7 @@ LAUNCH_OPTIONS = [
 @example(options=[], script_args=["\x00"])  # execve cannot pass a NUL
 @example(options=[], script_args=["\x1b[2J"])  # click's echo stripped it from the line shown
 @example(options=[("--partition", "\x08")], script_args=[])  # raw in a #SBATCH line
+@example(options=[], script_args=["\n#SBATCH --uid=0"])  # a line of the script of its own
 def test_hostile_launch_arguments_are_refused_or_reach_the_script_unchanged(
     options: list[tuple[str, str]], script_args: list[str]
 ) -> None:

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def unreachable(sock: str) -> str:
     return (
-        f"cannot reach the Docker engine at unix://{sock}: no daemon is listening (start it "
-        "with `testbed/docker.sh up` or your system's docker service)"
+        f"cannot reach the Docker engine at unix://{sock}: no daemon is listening "
+        "(start your system's Docker service, e.g. `systemctl start docker`; in a source checkout of hvd-container, `testbed/docker.sh up` does it)"
     )
 
 
@@ -188,7 +188,7 @@ def test_engine_lost_mid_build_is_one_line_and_a_record(
     assert code == 1
     message = (
         "cannot reach the Docker engine at unix:///run/x.sock: no daemon is listening "
-        "(start it with `testbed/docker.sh up` or your system's docker service)"
+        "(start your system's Docker service, e.g. `systemctl start docker`; in a source checkout of hvd-container, `testbed/docker.sh up` does it)"
     )
     assert err.splitlines() == [f"hvd-container: error: {message}"]
     assert the_error(out)["text"] == message

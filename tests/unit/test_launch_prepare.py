@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import isolated, write  # noqa: F401
+from _launch_helpers import bash_words, isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import charliecloud_cache, execute, preflight, slurm
@@ -178,7 +178,7 @@ def test_batch_script_runs_the_gloo_wrapper_with_mpi_none(
     # the audit's example: /tmp as a directory image
     code, script, err = cli(capsys, "batch", *GLOO_ARGS, "--image", "/tmp", "x.py")
     assert code == 0, err
-    srun = shlex.split(script.split("\nsrun ", 1)[1])
+    srun = bash_words(script.split("\nsrun ", 1)[1])
     assert srun[0] == "--mpi=none"
     assert "/bin/sh" in srun and "RendezvousServer" in script
     assert srun[-2:] == ["/opt/venv/bin/python", "x.py"]
