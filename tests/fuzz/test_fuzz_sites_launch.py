@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _shell import bash_words
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -101,16 +102,6 @@ def _check_batch_shape(text: str, script_args: list[str] | None = None) -> None:
     if script_args is not None:
         argv = srun[0]
         assert argv[len(argv) - len(script_args) :] == script_args, argv
-
-
-def bash_words(line: str) -> list[str]:
-    """The words bash makes of line (it reads $'...', which shlex does not)."""
-    done = subprocess.run(
-        ["/bin/bash", "-c", f'set -- {line}\nfor w in "$@"; do printf \'%s\\0\' "$w"; done'],
-        capture_output=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode().split("\0")[:-1]
 
 
 def _one_line_error(code: int, err: str) -> None:

@@ -39,15 +39,3 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
-
-
-def bash_words(line: str) -> list[str]:
-    """The words bash makes of one command line (it reads $'...', which shlex does not)."""
-    import subprocess
-
-    done = subprocess.run(
-        ["/bin/bash", "-c", f'set -- {line}\nfor w in "$@"; do printf \'%s\\0\' "$w"; done'],
-        capture_output=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode().split("\0")[:-1]

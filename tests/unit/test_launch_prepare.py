@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import bash_words, isolated, write  # noqa: F401
+from _launch_helpers import isolated, write  # noqa: F401
+from _shell import bash_words
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import charliecloud_cache, execute, preflight, slurm
