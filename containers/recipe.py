@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from hvd_container.containers.printers import section_header_problem, shell_command_problem
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from hvd_container.core import yamlconf
@@ -70,9 +71,9 @@ def _no_control_characters(value: str) -> None:
 def _plain_text(value: str) -> str:
     """Free text that stays on its own line in the Dockerfile and the definition file."""
     _no_control_characters(value)
-    words = value.split()
-    if words and words[0].startswith("%"):
-        raise ValueError("may not start with %: the definition file would read a section header")
+    problem = section_header_problem(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 
@@ -81,10 +82,9 @@ def _check_command(value: str) -> str:
     _plain_text(value)
     if not value.strip():
         raise ValueError("an empty command")
-    if value.rstrip().endswith("\\"):
-        raise ValueError("ends with a backslash, which would join the next instruction")
-    if "<<" in value:
-        raise ValueError("`<<` is not allowed: BuildKit reads a here-document there")
+    problem = shell_command_problem(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 

@@ -22,7 +22,7 @@ from hvd_container.containers.instructions import (
     Run,
     Test,
 )
-from hvd_container.containers.printers import one_line, shell_command
+from hvd_container.containers.printers import one_line, section_header_problem, shell_command
 from hvd_container.containers.printers.dockerfile import MARKER_PREFIX, quote
 
 from hvd_container.core.errors import UserError
@@ -72,14 +72,10 @@ def _post_lines(item: object) -> list[str]:
 
 
 def _body(line: str) -> str:
-    """A line inside a section. Apptainer starts a section at any line whose first word
-    begins with '%' (leading blanks do not protect it): such a line is refused."""
-    words = line.split()
-    if words and words[0].startswith("%"):
-        raise UserError(
-            f"{line.strip()!r}: a line whose first word starts with % would begin a section of "
-            "the definition file"
-        )
+    """A line inside a section, refused when Apptainer would read a section header there."""
+    problem = section_header_problem(line)
+    if problem:
+        raise UserError(f"{line.strip()!r}: {problem}")
     return line
 
 
