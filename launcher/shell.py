@@ -16,11 +16,9 @@ import re
 import shlex
 from collections.abc import Iterable
 
-# controls, line and paragraph separators, bidi overrides, and surrogates (the bytes of an
-# argument that was not UTF-8, as Python's surrogateescape keeps them)
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+from hvd_container.core.text import TERMINAL_CONTROLS
+
+_CONTROL = re.compile(f"[{TERMINAL_CONTROLS}]")
 
 
 def _escape(char: str) -> str:

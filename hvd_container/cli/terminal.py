@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hvd_container.core.errors import Terminated, UserError, exit_code_of, interrupt_text
+from hvd_container.core.text import TERMINAL_CONTROLS
 from hvd_container.launcher.report import Reporter
 
 
@@ -87,11 +88,8 @@ class TerminalReporter(Reporter):
         return answer in ("", "y", "yes")
 
 
-# What a terminal acts on or cannot print: C0/C1 controls (ESC ], CR, BEL, ...), DEL, line and
-# paragraph separators, bidirectional overrides, lone surrogates.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+# what a terminal acts on, and newline and tab too: a value shown in a message stays on its line
+_UNSAFE = re.compile(f"[\t\n{TERMINAL_CONTROLS}]")
 
 
 def safe_text(text: str) -> str:

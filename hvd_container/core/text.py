@@ -11,6 +11,15 @@ _LINE_ENDS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 LINE_ENDS_ALLOWED = "control characters and line breaks (newline, carriage return, tab, U+2028, ...) are not allowed"
 
 
+# What a terminal acts on or cannot print, newline and tab aside (a character class body):
+# C0/C1 controls (ESC, CR, BEL, ...), DEL, line and paragraph separators, bidirectional
+# overrides, and surrogates (lone ones, or the bytes of a non-UTF-8 argument that Python's
+# surrogateescape keeps)
+TERMINAL_CONTROLS = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+)
+
+
 def has_line_ends(value: str) -> bool:
     """True when value holds a control character or a line break of any kind."""
     return _LINE_ENDS.search(value) is not None
