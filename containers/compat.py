@@ -1,7 +1,7 @@
 """Combinations known from the field not to work, refused with the reason and the fix.
 
-Each rule is a function (recipe) -> (key path, message) | None; `check_compatibility` raises the
-first failure as a one-line UserError pointing at the recipe line that set the key.
+Each rule is a function (recipe) -> (key path, message) | None; `check_compatibility` raises
+every failure at once, each a line pointing at the recipe line that set the key.
 The version tables list what upstream published; versions not in a table are not judged.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from hvd_container.core import yamlconf
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import raise_problems, sort_by_line
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import Recipe
@@ -460,5 +460,8 @@ def problems(recipe: Recipe) -> list[Problem]:
 
 
 def check_compatibility(recipe: Recipe, doc: yamlconf.Document) -> None:
-    for path, message in problems(recipe)[:1]:
-        raise UserError(f"{doc.where(path)}: {'.'.join(path)}: {message}")
+    """Raise every failing rule at once, each a line pointing at the key that set it."""
+    lines = [
+        f"{doc.where(path)}: {'.'.join(path)}: {message}" for path, message in problems(recipe)
+    ]
+    raise_problems(sort_by_line(lines))

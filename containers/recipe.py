@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from hvd_container.containers.printers import section_header_problem, shell_command_problem
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
@@ -29,6 +29,18 @@ Pmi = Literal["pmi2", "pmix"]
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
 _TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
+_PYTHON_PATTERN = r"^3\.[0-9]+$"
+_CUDA_PATTERN = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
+_CUDA_TAG_PATTERN = r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$"
+# What each pattern allows, in words: error messages say this, never the expression.
+PATTERN_WORDS = {
+    _NAME_PATTERN: "lower-case letters and digits in parts joined by one '.', '_' or '-', e.g. cpu-bookworm",
+    _TAG_PATTERN: "letters, digits, '_', '.' and '-', at most 128, not starting with '.' or '-', e.g. 2024.1",
+    _VERSION_PATTERN: "a version starting with a digit, then letters, digits, '.', '+' or '-', e.g. 4.1.5",
+    _PYTHON_PATTERN: '3.MINOR, e.g. "3.11"',
+    _CUDA_PATTERN: 'MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. "12.4" or "11.8.0"',
+    _CUDA_TAG_PATTERN: "cpu, cuNNN such as cu117 or cu121, or rocmX.Y",
+}
 # fullmatch, not match with $: `$` also matches before a trailing newline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
@@ -36,6 +48,23 @@ _LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 # %environment (container start) both expand.
 _REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 RESERVED_LABEL_PREFIX = "org.hvd-container."
+
+
+def _version_scalar(value: Any) -> Any:
+    """`version: 1` means the string "1"; a YAML float is refused: 3.10 would arrive as 3.1."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        raise ValueError(
+            "an unquoted number, which YAML reads as a decimal (an unquoted 3.10 becomes 3.1): "
+            'write the version in quotes, e.g. version: "3.10"'
+        )
+    return value
+
+
+def _base_shorthand(value: Any) -> Any:
+    """`base: debian:bookworm` is short for `base: {image: debian:bookworm}`."""
+    return {"image": value} if isinstance(value, str) else value
 
 
 def _pip_version(value: str) -> str:
@@ -172,7 +201,9 @@ def _label_value(value: str) -> str:
     return value
 
 
-PipVersion = Annotated[str, AfterValidator(_pip_version)]
+# versions: a string, or a whole number (editors' schemas allow both)
+Version = Annotated[str, BeforeValidator(_version_scalar, json_schema_input_type=str | int)]
+PipVersion = Annotated[Version, AfterValidator(_pip_version)]
 PlainText = Annotated[str, AfterValidator(_plain_text)]
 CheckCommand = Annotated[str, AfterValidator(_check_command)]
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
@@ -202,7 +233,7 @@ class Base(_Strict):
 
 
 class Python(_Strict):
-    version: str = Field(pattern=r"^3\.[0-9]+$")
+    version: Version = Field(pattern=_PYTHON_PATTERN)
     source: Literal["system", "image"] = Field(
         default="system",
         description="system: the distribution's python3 (+ a venv); image: the base image has it.",
@@ -211,18 +242,18 @@ class Python(_Strict):
 
 class Mpi(_Strict):
     flavor: Literal["openmpi", "mpich"]
-    version: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    version: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
     pmi: list[Pmi] = Field(default_factory=lambda: list[Pmi](["pmix"]))
     source: Literal["apt", "image"] = "apt"
 
 
 class Cuda(_Strict):
-    version: str = Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$")
-    cudnn: str | None = Field(default=None, pattern=_VERSION_PATTERN)
+    version: Version = Field(pattern=_CUDA_PATTERN)
+    cudnn: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
 
 
 class Nccl(_Strict):
-    version: str = Field(pattern=_VERSION_PATTERN)
+    version: Version = Field(pattern=_VERSION_PATTERN)
 
 
 class TensorFlow(_Strict):
@@ -239,7 +270,7 @@ class PyTorch(_Strict):
     torchaudio: PipVersion | None = None
     cuda_tag: str | None = Field(
         default=None,
-        pattern=r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$",
+        pattern=_CUDA_TAG_PATTERN,
         description="Wheel tag: cpu, cu117, ...",
     )
     source: Literal["pip", "image"] = Field(
@@ -276,9 +307,9 @@ class Horovod(_Strict):
 
 class Recipe(_Strict):
     name: str = Field(pattern=_NAME_PATTERN, description="Image repository name (lower case).")
-    version: str = Field(pattern=_TAG_PATTERN, description="Image tag.")
+    version: Version = Field(pattern=_TAG_PATTERN, description="Image tag.")
     description: PlainText = ""
-    base: Base
+    base: Annotated[Base, BeforeValidator(_base_shorthand, json_schema_input_type=str | Base)]
     arch: Arch = "amd64"
     python: Python
     mpi: Mpi | None = None
@@ -401,7 +432,7 @@ def load_recipe(ref: str | Path) -> Recipe:
     path = _resolve_ref(ref)
     data, docs = _load_layers(path, ())
     layered = _Layered(data, docs)
-    recipe = yamlconf.validate(Recipe, layered, data)
+    recipe = yamlconf.validate(Recipe, layered, data, PATTERN_WORDS)
     from hvd_container.containers.compat import check_compatibility
 
     check_compatibility(recipe, layered)

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import raise_problems, sort_by_line
 from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 
 Path_ = tuple[str | int, ...]
@@ -57,10 +57,31 @@ def _type_name(annotation: Any) -> str:
 
 
 class _Invalid(Exception):
+    """One problem, or (from a mapping or list) every problem found in it."""
+
     def __init__(self, path: Path_, problem: str) -> None:
         super().__init__(problem)
-        self.path = path
-        self.problem = problem
+        self.items: list[tuple[Path_, str]] = [(path, problem)]
+
+    @classmethod
+    def gathered(cls, items: list[tuple[Path_, str]]) -> _Invalid:
+        exc = cls(*items[0])
+        exc.items = items
+        return exc
+
+
+def _each(items: list[tuple[Any, Callable[[], Any]]]) -> dict[Any, Any]:
+    """Run every conversion; raise all their problems together, or return key -> value."""
+    out: dict[Any, Any] = {}
+    problems: list[tuple[Path_, str]] = []
+    for key, convert in items:
+        try:
+            out[key] = convert()
+        except _Invalid as exc:
+            problems += exc.items
+    if problems:
+        raise _Invalid.gathered(problems)
+    return out
 
 
 def _shown(value: Any) -> str:
@@ -95,21 +116,15 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
         if not isinstance(value, list):
             raise _Invalid(path, f"expected a list{_shown(value)}")
         (inner,) = typing.get_args(annotation)
-        return [_convert(inner, item, (*path, i)) for i, item in enumerate(value)]
+        converted = _each(
+            [(i, _bind(_convert, inner, item, (*path, i))) for i, item in enumerate(value)]
+        )
+        return [converted[i] for i in range(len(value))]
     if origin is dict:
         if not isinstance(value, dict):
             raise _Invalid(path, f"expected a mapping{_shown(value)}")
         _, inner = typing.get_args(annotation)
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Invalid((*path, str(key)), f"keys must be strings (got {key!r})")
-            if has_line_ends(key):
-                raise _Invalid(
-                    (*path, key), "control characters and line breaks are not allowed in keys"
-                )
-            out[key] = _convert(inner, item, (*path, key))
-        return out
+        return _each([(key, _bind(_entry, inner, key, item, path)) for key, item in value.items()])
     if dataclasses.is_dataclass(annotation):
         return _build(annotation, value, path)  # type: ignore[arg-type]
     if annotation is bool:
@@ -132,28 +147,55 @@ def _convert(annotation: Any, value: Any, path: Path_) -> Any:
     )  # pragma: no cover - programming error
 
 
+def _bind(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return lambda: function(*args)
+
+
+def _entry(inner: Any, key: Any, item: Any, path: Path_) -> Any:
+    if not isinstance(key, str):
+        raise _Invalid((*path, str(key)), f"keys must be strings (got {key!r})")
+    if has_line_ends(key):
+        raise _Invalid((*path, key), "control characters and line breaks are not allowed in keys")
+    return _convert(inner, item, (*path, key))
+
+
+def _field(f: dataclasses.Field[Any], hint: Any, value: Any, path: Path_) -> Any:
+    value = _convert(hint, value, path)
+    check = f.metadata.get("check")
+    problem = check(value) if check is not None else None
+    if problem:
+        raise _Invalid(path, f"{problem}{_shown(value)}")
+    return value
+
+
 def _build(cls: type[T], data: Any, path: Path_) -> T:
     keys = yaml_keys(cls)
     if not isinstance(data, dict):
         raise _Invalid(path, f"expected a mapping (keys: {', '.join(keys)}){_shown(data)}")
-    for key in data:
-        if key not in keys:
-            raise _Invalid((*path, str(key)), f"unknown key (allowed: {', '.join(keys)})")
+    problems = [
+        ((*path, str(key)), f"unknown key (allowed: {', '.join(keys)})")
+        for key in data
+        if key not in keys
+    ]
     hints = _hints(cls)
-    values: dict[str, Any] = {}
+    conversions = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if required and not f.metadata.get("internal"):
-                raise _Invalid((*path, f.name), "required key is missing")
-            continue
-        value = _convert(hints[f.name], data[f.name], (*path, f.name))
-        check = f.metadata.get("check")
-        if check is not None:
-            problem = check(value)
-            if problem:
-                raise _Invalid((*path, f.name), f"{problem}{_shown(value)}")
-        values[f.name] = value
+        if f.name in data:
+            conversions.append(
+                (f.name, _bind(_field, f, hints[f.name], data[f.name], (*path, f.name)))
+            )
+        elif (
+            f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and not f.metadata.get("internal")
+        ):
+            problems.append(((*path, f.name), "required key is missing"))
+    try:
+        values = _each(conversions)
+    except _Invalid as exc:
+        problems += exc.items
+    if problems:
+        raise _Invalid.gathered(problems)
     try:
         return cls(**values)
     except ValueError as exc:  # __post_init__ cross-field checks
@@ -161,13 +203,18 @@ def _build(cls: type[T], data: Any, path: Path_) -> T:
 
 
 def validate(cls: type[T], data: Any, where: Callable[[Path_], str]) -> T:
-    """Build cls from data; errors as one-line UserError starting with where(key path).
+    """Build cls from data; every error a line starting with where(key path), all raised at once
+    (core.errors.Problems), sorted by line.
 
     `where` is usually `yamlconf.Document.where`, which gives FILE:LINE.
     """
     try:
         return _build(cls, data, ())
     except _Invalid as exc:
-        dotted = ".".join(str(p) for p in exc.path) or "(top level)"
-        where_path = exc.path[:-1] if exc.problem == "required key is missing" else exc.path
-        raise UserError(f"{where(where_path)}: {dotted}: {exc.problem}") from None
+        lines = []
+        for path, problem in exc.items:
+            dotted = ".".join(str(p) for p in path) or "(top level)"
+            where_path = path[:-1] if problem == "required key is missing" else path
+            lines.append(f"{where(where_path)}: {dotted}: {problem}")
+        raise_problems(sort_by_line(lines))
+        raise

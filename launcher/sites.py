@@ -20,7 +20,7 @@ from typing import Any, Literal
 from hvd_container.launcher import schema
 from hvd_container.launcher.binds import parse_bind, split_binds
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import UserError, raise_problems
 
 if typing.TYPE_CHECKING:
     from hvd_container.core import yamlconf
@@ -395,7 +395,7 @@ def detect_site(cluster: str | None, warnings: list[str] | None = None) -> str |
             names = read_site_file(path).cluster_names
         except UserError as exc:
             if warnings is not None:
-                warnings.append(f"site profile {name} passed over: {exc}")
+                warnings.append(f"site profile {name} passed over: {'; '.join(exc.problems)}")
             continue
         if wanted in (n.lower() for n in names):
             return name
@@ -429,4 +429,5 @@ def select_site(flag: str | None = None, warnings: list[str] | None = None) -> S
         return load_site(name)
     except UserError as exc:
         # say where the name came from: the user did not type it on this command line
-        raise UserError(f"{why}: {exc}") from None
+        raise_problems([f"{why}: {problem}" for problem in exc.problems])
+        raise

@@ -38,7 +38,8 @@ def guarded(call: Callable[[], int]) -> int:
     try:
         return call()
     except UserError as exc:
-        _say(f"error: {exc}")
+        for problem in exc.problems:
+            _say(f"error: {problem}")
         return exc.exit_code
     except Interrupted as exc:
         _say(str(exc))

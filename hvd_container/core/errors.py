@@ -8,6 +8,44 @@ class UserError(Exception):
 
     exit_code = 2
 
+    @property
+    def problems(self) -> list[str]:
+        """Each problem as one line (one, unless the error gathers several of a file)."""
+        return [str(self)]
+
+
+class Problems(UserError):
+    """Every problem found in one file, each a line `FILE:LINE: key: ...`, sorted by line: one
+    run shows all the mistakes of a recipe or profile, not the first alone."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self._problems = list(problems)
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self._problems)
+
+
+def _line_key(problem: str) -> tuple[str, int]:
+    """(file, line) of a `FILE:LINE: ...` problem, for sorting; a line-less one goes first."""
+    head = problem.split(": ", 1)[0]
+    source, _, line = head.rpartition(":")
+    return (source, int(line)) if line.isdigit() else (head, 0)
+
+
+def sort_by_line(problems: list[str]) -> list[str]:
+    """Problems in the order of the lines they point at, each once (file by file)."""
+    return sorted(dict.fromkeys(problems), key=_line_key)
+
+
+def raise_problems(problems: list[str]) -> None:
+    """Raise nothing for no problem, a plain UserError for one, Problems for several."""
+    if len(problems) == 1:
+        raise UserError(problems[0])
+    if problems:
+        raise Problems(problems)
+
 
 class StepFailed(UserError):
     """An external step (build, push, conversion, job) failed; exit 1."""

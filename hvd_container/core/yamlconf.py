@@ -12,6 +12,7 @@ the interpreter, not only raise), and at most MAX_NODES nodes once aliases are f
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import UserError, raise_problems, sort_by_line
 from hvd_container.core.files import open_regular
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
@@ -209,9 +210,8 @@ def allowed_keys(model: Any) -> list[str]:
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
-    """One line for the first error of a pydantic ValidationError."""
-    err = exc.errors()[0]
+def _problem_line(err: Any, model: Any, doc: Document, words: Mapping[str, str]) -> str:
+    """One line for one error of a pydantic ValidationError."""
     # pydantic marks a bad mapping key with a trailing "[key]" in the location
     bad_key = bool(err["loc"]) and err["loc"][-1] == "[key]"
     loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p != "[key]")
@@ -229,6 +229,13 @@ def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
         keys = ", ".join(allowed_keys(section))
         return f"{doc.where(loc)}: {dotted}: expected a mapping (keys: {keys}){shown}"
     msg = err["msg"]
+    if err["type"] == "literal_error":  # worded as the site profiles word it
+        expected = re.findall(r"'([^']*)'", (err.get("ctx") or {}).get("expected", ""))
+        return f"{doc.where(loc)}: {dotted}: not allowed{shown} (allowed: {', '.join(expected)})"
+    if err["type"] == "string_pattern_mismatch":
+        # a regular expression is no explanation: the model names its patterns in words
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        msg = f"not allowed (allowed: {words[pattern]})" if pattern in words else msg
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if bad_key:
@@ -237,11 +244,25 @@ def format_validation_error(exc: Any, model: Any, doc: Document) -> str:
     return f"{doc.where(loc)}: {dotted}: {msg}{shown}"
 
 
-def validate(model: type[M], doc: Document, data: dict[str, Any] | None = None) -> M:
-    """Validate doc (or data derived from it) against model; errors as one-line UserError."""
+def format_validation_errors(
+    exc: Any, model: Any, doc: Document, words: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every error of a pydantic ValidationError, one line each, sorted by line."""
+    return sort_by_line([_problem_line(err, model, doc, words or {}) for err in exc.errors()])
+
+
+def validate(
+    model: type[M],
+    doc: Document,
+    data: dict[str, Any] | None = None,
+    words: Mapping[str, str] | None = None,
+) -> M:
+    """Validate doc (or data derived from it) against model. Every error is a line; all of them
+    are raised together (core.errors.Problems). words: the model's patterns said in words."""
     from pydantic import ValidationError
 
     try:
         return model.model_validate(doc.data if data is None else data)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
-        raise UserError(format_validation_error(exc, model, doc)) from None
+        raise_problems(format_validation_errors(exc, model, doc, words))
+        raise  # pragma: no cover - a ValidationError has at least one error

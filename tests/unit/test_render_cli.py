@@ -38,7 +38,7 @@ def test_recipes_validate_ok_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [f"OK   {good} (t:1)", "OK   cpu-bookworm (cpu-bookworm:1)"]
     assert captured.err.splitlines() == [
-        f"FAIL {bad}:{line_of(bad, 'arch')}: arch: Input should be 'amd64', 'arm64' or 'ppc64le' (got 'sparc')"
+        f"FAIL {bad}:{line_of(bad, 'arch')}: arch: not allowed (got 'sparc') (allowed: amd64, arm64, ppc64le)"
     ]
 
 

@@ -370,3 +370,16 @@ def test_runtime_for_other_kinds() -> None:
         match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none\)",
     ):
         perlmutter.runtime_for("docker")
+
+
+def test_every_error_of_a_profile_at_once_sorted_by_line(tmp_path: Path) -> None:
+    # (cross-field checks, such as env names, run once every field is valid)
+    text = MINIMAL + "arch: sparc\nscheduler:\n  colour: red\n  time: soon\nmodules: [1]\n"
+    path = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(UserError) as info:
+        load_site(str(path))
+    problems = info.value.problems
+    keys = [p.split(": ")[1] for p in problems]
+    assert keys == ["arch", "scheduler.colour", "scheduler.time", "modules.0"], problems
+    lines = [int(p.split(": ")[0].rsplit(":", 1)[1]) for p in problems]
+    assert lines == sorted(lines)

@@ -36,7 +36,9 @@ def test_unknown_key_names_line_path_and_allowed_keys() -> None:
 
 def test_bad_enum_lists_allowed_values() -> None:
     msg = _check("name: x\ninner: {flavor: intel}\n")
-    assert msg.startswith("f.yaml:2: inner.flavor: Input should be 'openmpi' or 'mpich'")
+    assert msg.startswith(
+        "f.yaml:2: inner.flavor: not allowed (got 'intel') (allowed: openmpi, mpich)"
+    )
     assert "(got 'intel')" in msg
 
 

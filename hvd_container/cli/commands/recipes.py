@@ -60,7 +60,8 @@ def validate_cmd(
             loaded = load_recipe(ref)
         except UserError as exc:
             failed += 1
-            typer.echo(f"FAIL {exc}", err=True)
+            for problem in exc.problems:
+                typer.echo(f"FAIL {problem}", err=True)
         else:
             typer.echo(f"OK   {ref} ({loaded.image_tag})")
     if failed:

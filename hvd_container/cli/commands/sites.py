@@ -24,7 +24,7 @@ def list_cmd() -> None:
         try:
             site = load_site(name)
         except UserError as exc:
-            warnings.append(f"site profile {name} passed over: {exc}")
+            warnings.append(f"site profile {name} passed over: {'; '.join(exc.problems)}")
             continue
         origin = "built-in" if str(BUILTIN_DIR) in site.source else site.source
         mark = "*" if name == chosen else " "
