@@ -218,3 +218,57 @@ def validate(cls: type[T], data: Any, where: Callable[[Path_], str]) -> T:
             lines.append(f"{where(where_path)}: {dotted}: {problem}")
         raise_problems(sort_by_line(lines))
         raise
+
+
+def json_schema(cls: type, title: str, description: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the YAML that `validate(cls, ...)` accepts, for editors:
+    the same keys, types and allowed values (the finer checks stay in `validate`)."""
+    defs: dict[str, Any] = {}
+    root = _schema_of(cls, defs)
+    name = root["$ref"].rsplit("/", 1)[1]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **defs.pop(name),
+        "title": title,
+        "description": description,
+        "$defs": defs,
+    }
+
+
+def _schema_of(annotation: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_schema_of(a, defs) for a in typing.get_args(annotation)]}
+    if origin is Literal:
+        return {"enum": list(typing.get_args(annotation))}
+    if origin is list:
+        return {"type": "array", "items": _schema_of(typing.get_args(annotation)[0], defs)}
+    if origin is dict:
+        return {
+            "type": "object",
+            "additionalProperties": _schema_of(typing.get_args(annotation)[1], defs),
+        }
+    if dataclasses.is_dataclass(annotation):
+        name = annotation.__name__
+        if name not in defs:
+            defs[name] = {}  # a placeholder while its fields are made
+            hints = _hints(annotation)  # type: ignore[arg-type]
+            fields = [f for f in dataclasses.fields(annotation) if not f.metadata.get("internal")]
+            defs[name] = {
+                "type": "object",
+                "description": (annotation.__doc__ or "").strip(),
+                "properties": {f.name: _schema_of(hints[f.name], defs) for f in fields},
+                "required": [
+                    f.name
+                    for f in fields
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                ],
+                "additionalProperties": False,
+            }
+        return {"$ref": f"#/$defs/{name}"}
+    if annotation is type(None):
+        return {"type": "null"}
+    kinds = {str: "string", int: "integer", bool: "boolean"}
+    if annotation in kinds:
+        return {"type": kinds[annotation]}
+    raise TypeError(f"unsupported annotation {annotation!r}")  # pragma: no cover

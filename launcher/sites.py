@@ -47,6 +47,19 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEMPLATE_FIELDS = ("name", "version", "registry", "dir")
 
 
+SCHEMA_FILE = "site.schema.json"
+
+
+def site_schema() -> dict[str, Any]:
+    """The JSON Schema of a site profile file (launcher/sites/site.schema.json is its copy)."""
+    return schema.json_schema(
+        Site,
+        "hvd-container site profile",
+        "What a cluster needs in its srun/sbatch lines (hvd-container sites show FILE checks it "
+        "with line numbers).",
+    )
+
+
 def _name_ok(value: str) -> str | None:
     return None if _NAME.fullmatch(value) else "lower-case letters, digits and . _ - only"
 

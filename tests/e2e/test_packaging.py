@@ -41,6 +41,9 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     assert "hvd_container/py.typed" in names  # type information for library users
+    # editors' schemas, next to the files whose first line names them
+    assert "hvd_container/recipes/recipe.schema.json" in names
+    assert "hvd_container/launcher/sites/site.schema.json" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     # a throwaway distribution with a top-level `launcher` module, installed beside ours
     other = _throwaway_launcher(tmp_path / "other", wheels, pip)

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "inspect": "convert",
     "recipes": "recipes",
     "render": "render",
+    "schema": "schema",
     "sites": "sites",
     "run": "run",
     "batch": "run",

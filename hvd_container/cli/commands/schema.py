@@ -1,0 +1,54 @@
+"""CLI command: `schema recipe|site [-o FILE]` (JSON Schemas for editors and check-jsonschema)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+class Kind(str, Enum):
+    recipe = "recipe"
+    site = "site"
+
+
+def schema_text(kind: str) -> str:
+    """The schema of a recipe or a site profile file as JSON text (what the shipped copies hold)."""
+    import json
+
+    made: dict[str, Any]
+    if kind == "recipe":
+        from hvd_container.containers.recipe_schema import recipe_schema
+
+        made = recipe_schema()
+    else:
+        from hvd_container.launcher.sites import site_schema
+
+        made = site_schema()
+    return json.dumps(made, indent=2, ensure_ascii=False) + "\n"
+
+
+def schema_cmd(
+    kind: Annotated[Kind, typer.Argument(metavar="recipe|site", help="Which file's schema.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
+    ] = None,
+) -> None:
+    """Print the JSON Schema of a recipe or site profile file, for an editor: put
+    `# yaml-language-server: $schema=FILE` on the first line of your YAML file."""
+    text = schema_text(kind.value)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from hvd_container.core.atomic import write_text
+
+    write_text(output, text)
+    typer.echo(f"wrote {output}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `schema` to the app."""
+    app.command("schema")(schema_cmd)
