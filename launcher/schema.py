@@ -248,7 +248,7 @@ def _schema_of(annotation: Any, defs: dict[str, Any]) -> dict[str, Any]:
             "type": "object",
             "additionalProperties": _schema_of(typing.get_args(annotation)[1], defs),
         }
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         name = annotation.__name__
         if name not in defs:
             defs[name] = {}  # a placeholder while its fields are made
