@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hvd_container.containers.transfer import OnTransfer, Transfer
+
 from hvd_container.core.errors import StepFailed, UserError
 
 if TYPE_CHECKING:
@@ -121,7 +123,11 @@ def redact(text: str, auth: Mapping[str, str] | None) -> str:
 
 
 def push_image(
-    engine: Engine | None, image: str, registry: str, report: Callable[[str], None] | None = None
+    engine: Engine | None,
+    image: str,
+    registry: str,
+    report: Callable[[str], None] | None = None,
+    on_transfer: OnTransfer | None = None,
 ) -> PushResult:
     """Tag image as REGISTRY/name:tag, push it and read its digest back from the registry.
 
@@ -146,7 +152,8 @@ def push_image(
     try:
         note(f"pushing {remote}")
         try:
-            error, digest = stream_errors(_progress(engine.push(repo, tag, auth), note))
+            chunks = _progress(engine.push(repo, tag, auth), note, on_transfer)
+            error, digest = stream_errors(chunks)
         except EngineError as exc:
             error, digest = _first_line(exc), None
         if error:
@@ -187,10 +194,23 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _progress(
-    stream: Iterable[dict[str, Any]], note: Callable[[str], None]
+    stream: Iterable[dict[str, Any]],
+    note: Callable[[str], None],
+    on_transfer: OnTransfer | None = None,
 ) -> Iterable[dict[str, Any]]:
+    """The push stream, with each layer's end as a note and its bytes as Transfer records."""
+    sizes: dict[str, int] = {}
     for chunk in stream:
         status = chunk.get("status")
-        if status in ("Pushed", "Layer already exists") and chunk.get("id"):
-            note(f"{chunk['id']}: {status}")
+        layer = str(chunk.get("id") or "")
+        detail = chunk.get("progressDetail") or {}
+        if on_transfer is not None and status == "Pushing" and layer and "current" in detail:
+            total = detail.get("total")
+            if isinstance(total, int) and total > 0:
+                sizes[layer] = total
+            on_transfer(Transfer("push", int(detail["current"]), sizes.get(layer), item=layer))
+        if status in ("Pushed", "Layer already exists") and layer:
+            note(f"{layer}: {status}")
+            if on_transfer is not None and layer in sizes:
+                on_transfer(Transfer("push", sizes[layer], sizes[layer], item=layer))
         yield chunk

@@ -336,6 +336,11 @@ class Recipe(_Strict):
     def gpu(self) -> bool:
         return self.cuda is not None
 
+    @property
+    def frameworks(self) -> list[str]:
+        """The training frameworks the image has, in a fixed order."""
+        return [k for k in ("pytorch", "tensorflow", "lightning") if getattr(self, k) is not None]
+
     def digest(self) -> str:
         """sha256 of the validated content (stable key order), independent of YAML layout."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -350,6 +355,18 @@ def list_builtin() -> list[str]:
     from hvd_container import recipes
 
     return sorted(p.stem for p in recipes.path().glob("*.yaml"))
+
+
+def builtin_path(name: str) -> Path:
+    """The file of a built-in recipe."""
+    from hvd_container import recipes
+
+    return recipes.path() / f"{name}.yaml"
+
+
+def recipe_file(ref: str | Path) -> Path:
+    """The file a recipe reference (path or built-in name) names."""
+    return _resolve_ref(ref)
 
 
 def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:

@@ -18,6 +18,7 @@ from hvd_container.containers.convert.output import SIF_MODE, check_output_path,
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.metadata import ImageConfig
 from hvd_container.containers.sif.writer import write_sif
+from hvd_container.containers.transfer import OnTransfer
 
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -104,6 +105,7 @@ def convert_image_to_sif(
     arch: str | None = None,
     engine: Engine | None = None,
     on_step: Callable[[str], None] | None = None,
+    on_transfer: OnTransfer | None = None,
 ) -> SifResult:
     """Convert the local Docker image ref into a SIF at target (see module docstring)."""
     from hvd_container.containers.engine import EngineError
@@ -149,6 +151,9 @@ def convert_image_to_sif(
             epoch=epoch,
             image_uuid=image_uuid,
             mode=creation_mode(SIF_MODE),
+            # the engine's unpacked size: about what the export streams
+            export_size=int(image["Size"]) if image.get("Size") else None,
+            on_transfer=on_transfer,
         )
     return SifResult(
         path=target,

@@ -25,6 +25,7 @@ from hvd_container.containers.sif.layout import DataObject, partition_offset, si
 from hvd_container.containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
 from hvd_container.containers.sif.shift import insert_front
 from hvd_container.containers.sif.tarstream import TarFormatError, buffered, filter_tar
+from hvd_container.containers.transfer import OnTransfer, counted
 
 from hvd_container.core.atomic import atomic_output
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
@@ -115,11 +116,14 @@ def write_sif(
     epoch: int | None,
     image_uuid: uuid.UUID,
     mode: int = 0o644,
+    export_size: int | None = None,
+    on_transfer: OnTransfer | None = None,
 ) -> tuple[int, int, str]:
     """Write the SIF at target from a tar stream of the root filesystem.
 
     Returns (rootfs offset, rootfs size, shift method). Atomic: on any error (including
-    interruption) target is untouched and no temporary file stays behind.
+    interruption) target is untouched and no temporary file stays behind. on_transfer hears
+    the bytes exported (of about export_size) and the compressed bytes written so far.
     """
     created = epoch if epoch is not None else int(time.time())
     objects = sif_objects(ref, config, labels)
@@ -146,8 +150,15 @@ def write_sif(
             try:
                 try:
                     assert proc.stdin is not None
+                    chunks = counted(
+                        export_chunks,
+                        "export",
+                        export_size,
+                        on_transfer,
+                        written=lambda: os.fstat(fd).st_size,
+                    )
                     filter_tar(
-                        buffered(export_chunks),
+                        buffered(chunks),
                         proc.stdin,
                         drop=is_replaced,
                         append=extra,

@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from hvd_container import __version__
 from hvd_container.cli.terminal import Interrupted, guarded
+from hvd_container.core.errors import UserError
 
 
 class _Group(TyperGroup):
@@ -115,7 +116,14 @@ def _run(argv: list[str] | None) -> int:
             raise
         # no_args_is_help: typer has printed the help already
         if not _is(exc, "NoArgsIsHelpError"):
-            typer.echo(f"hvd-container: error: {usage_error_line(exc)}", err=True)
+            line = usage_error_line(exc)
+            typer.echo(f"hvd-container: error: {line}", err=True)
+            from hvd_container.cli.json_output import print_error, wants_json
+
+            if wants_json(argv):  # a reader of the JSON lines learns of usage errors too
+                error = UserError(line)
+                error.exit_code = int(getattr(exc, "exit_code", 2))
+                print_error(error)
         return int(getattr(exc, "exit_code", 2))
     # Without standalone mode typer returns the code of a typer.Exit (or the command's value).
     return result if isinstance(result, int) else 0

@@ -1,7 +1,9 @@
-"""How build progress is shown: rich on a terminal, plain lines otherwise, JSON lines for machines.
+"""How build, convert and push progress is shown: rich on a terminal, plain lines otherwise,
+JSON lines for machines.
 
 Every reporter is a callable report(kind, phase, text) (see containers.build.Reporter) plus
-`failure(exc, phase)` to show any failure: the others print the last lines of a failed step's
+`transfer(t)` for the bytes of a long copy (containers.transfer.Transfer: rate and ETA are
+worked out here) and `failure(exc, phase)` to show any failure: the others print the last lines of a failed step's
 output (the one-line error itself comes from the CLI, on stderr); the JSON reporter writes one
 error record on stdout, so that a reader of the JSON lines learns about every failure.
 """
@@ -11,9 +13,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hvd_container.core.errors import exit_code_of, interrupt_text
+from hvd_container.cli.json_output import error_record
+
+if TYPE_CHECKING:
+    from hvd_container.containers.transfer import Transfer
 
 MODES = ("auto", "rich", "plain", "json")
 
@@ -38,12 +43,64 @@ def format_json(kind: str, phase: str, text: str, elapsed: float) -> str:
     )
 
 
+def size_text(n: float) -> str:
+    """Bytes in decimal units, as docker and rich show them: 512 B, 1.5 MB, 2.10 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}" if unit == "GB" else f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class Meter:
+    """Rate and ETA of each transfer (phase and item), from when it was first seen."""
+
+    def __init__(self) -> None:
+        self.started: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def measure(self, t: Transfer, now: float) -> tuple[float, float | None]:
+        """(bytes per second, seconds left or None when the total is unknown)."""
+        first_time, first_done = self.started.setdefault((t.phase, t.item), (now, t.done))
+        elapsed = now - first_time
+        rate = (t.done - first_done) / elapsed if elapsed > 0 else 0.0
+        if t.total is None or rate <= 0:
+            return rate, None
+        return rate, max(t.total - t.done, 0) / rate
+
+
+def transfer_text(t: Transfer, rate: float, eta: float | None) -> str:
+    """One line: `1.20 GB of 2.10 GB (57%), 45.1 MB/s, 600.0 MB written, ETA 20 s`."""
+    parts = [size_text(t.done)]
+    if t.total:
+        parts = [f"{size_text(t.done)} of {size_text(t.total)} ({min(t.done / t.total, 1):.0%})"]
+    parts.append(f"{size_text(rate)}/s")
+    if t.written is not None:
+        parts.append(f"{size_text(t.written)} written")
+    if eta is not None:
+        parts.append(f"ETA {eta:.0f} s")
+    return (f"{t.item}: " if t.item else "") + ", ".join(parts)
+
+
 class PlainReporter:
+    # a line a transfer at most this often (and its last): a log, not an animation
+    EVERY = 5.0
+
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
+        self.meter = Meter()
+        self.shown: dict[tuple[str, str], float] = {}
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
         print(format_plain(kind, phase, text), file=self.out, flush=True)
+
+    def transfer(self, t: Transfer) -> None:
+        now = time.monotonic()
+        rate, eta = self.meter.measure(t, now)
+        key = (t.phase, t.item)
+        finished = t.total is not None and t.done >= t.total
+        if now - self.shown.get(key, -self.EVERY) < self.EVERY and not finished:
+            return
+        self.shown[key] = now
+        print(f"[{t.phase}]    {transfer_text(t, rate, eta)}", file=self.out, flush=True)
 
     def failure(self, exc: BaseException, phase: str | None = None) -> None:
         tail = getattr(exc, "tail", None)
@@ -61,32 +118,45 @@ class PlainReporter:
 SETUP_PHASE = "setup"
 
 
-def error_record(exc: BaseException, phase: str, elapsed: float) -> dict[str, Any]:
-    """The JSON error record of a failure: the CLI's one-line message and exit status."""
-    code = exit_code_of(exc)
-    text = interrupt_text(exc) if isinstance(exc, KeyboardInterrupt) else str(exc)
-    return {
-        "event": "error",
-        "phase": phase,
-        "text": text,
-        "exit_code": code,
-        "elapsed": round(elapsed, 3),
-        "step": getattr(exc, "step", None),
-        "instruction": getattr(exc, "instruction", None),
-        "tail": getattr(exc, "tail", []),
-    }
-
-
 class JsonReporter:
+    EVERY = 1.0  # a progress record a transfer at most once a second (and its last)
+
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
         self.start = time.monotonic()
         self.phase = SETUP_PHASE
+        self.meter = Meter()
+        self.shown: dict[tuple[str, str], float] = {}
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
         self.phase = phase
         line = format_json(kind, phase, text, time.monotonic() - self.start)
         print(line, file=self.out, flush=True)
+
+    def transfer(self, t: Transfer) -> None:
+        now = time.monotonic()
+        rate, eta = self.meter.measure(t, now)
+        key = (t.phase, t.item)
+        finished = t.total is not None and t.done >= t.total
+        if now - self.shown.get(key, -self.EVERY) < self.EVERY and not finished:
+            return
+        self.shown[key] = now
+        self.phase = t.phase
+        record: dict[str, Any] = {
+            "event": "progress",
+            "phase": t.phase,
+            "text": transfer_text(t, rate, eta),
+            "elapsed": round(now - self.start, 3),
+            "done": t.done,
+            "total": t.total,
+            "rate": round(rate, 1),
+            "eta": None if eta is None else round(eta, 1),
+        }
+        if t.item:
+            record["layer"] = t.item
+        if t.written is not None:
+            record["written"] = t.written
+        print(json.dumps(record), file=self.out, flush=True)
 
     def failure(self, exc: BaseException, phase: str | None = None) -> None:
         """One error record (phase: where it failed; default: the phase of the last event)."""
@@ -100,13 +170,46 @@ class JsonReporter:
 class RichReporter:
     """Log lines scroll above a live status line naming the current phase and step."""
 
-    def __init__(self) -> None:
+    def __init__(self, starting: str = "starting build") -> None:
         from rich.console import Console
 
         self.console = Console(highlight=False)
-        self.status = self.console.status("starting build")
+        self.status = self.console.status(starting)
         self.status.start()
         self.phase = ""
+        self.bars: Any = None  # rich.progress.Progress, from the first transfer on
+        self.tasks: dict[tuple[str, str], Any] = {}
+
+    def transfer(self, t: Transfer) -> None:
+        """A bar a transfer (the export, each pushed layer): bytes, rate, ETA."""
+        from rich.markup import escape
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        if self.bars is None:
+            self.status.stop()  # rich shows one live display at a time
+            self.bars = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[written]}"),
+                console=self.console,
+            )
+            self.bars.start()
+        key = (t.phase, t.item)
+        written = f"{size_text(t.written)} written" if t.written is not None else ""
+        if key not in self.tasks:
+            label = escape(f"{t.phase} {t.item}".strip())
+            self.tasks[key] = self.bars.add_task(label, total=t.total, written=written)
+        self.bars.update(self.tasks[key], completed=t.done, total=t.total, written=written)
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
         from rich.markup import escape
@@ -132,7 +235,7 @@ class RichReporter:
     def failure(self, exc: BaseException, phase: str | None = None) -> None:
         from rich.markup import escape
 
-        self.status.stop()
+        self.close()
         tail = getattr(exc, "tail", None)
         if tail:
             self.console.rule(f"[red]last {len(tail)} lines of the failing step", align="left")
@@ -141,12 +244,14 @@ class RichReporter:
 
     def close(self) -> None:
         self.status.stop()
+        if self.bars is not None:
+            self.bars.stop()
 
 
-def make_reporter(mode: str, json_output: bool = False) -> Any:
+def make_reporter(mode: str, json_output: bool = False, starting: str = "starting build") -> Any:
     """The reporter for --progress MODE (auto: rich on a TTY, plain otherwise) / --json."""
     if json_output or mode == "json":
         return JsonReporter()
     if mode == "plain" or (mode == "auto" and not sys.stdout.isatty()):
         return PlainReporter()
-    return RichReporter()
+    return RichReporter(starting)

@@ -17,13 +17,7 @@ import os
 import sys
 from typing import Any
 
-from hvd_container.cli.commands.launch_options import (
-    DEFAULTS,
-    OPTIONS,
-    RUN_ONLY,
-    build_request,
-    dry_run_text,
-)
+from hvd_container.cli.commands.launch_options import DEFAULTS, OPTIONS, dry_run_output
 from hvd_container.cli.terminal import warn
 
 # click's shell completion is driven by this variable: completion is the full CLI's job
@@ -85,8 +79,7 @@ def _as_declared(kind: str, value: Any) -> bool:
 
 def show(values: dict[str, Any]) -> int:
     """Print the launch line (and warnings) for parsed values, as `run --dry-run` does."""
-    site, request = build_request(**{k: v for k, v in values.items() if k not in RUN_ONLY})
-    line, warnings = dry_run_text(site, request)
+    line, warnings = dry_run_output(values)
     warn(warnings)
     try:
         print(line, flush=True)

@@ -42,6 +42,26 @@ def shell_sif(shell_image: str, sif_tools: None, tmp_path_factory: pytest.TempPa
     return target
 
 
+def test_json_conversion_reports_progress_then_the_result(
+    shell_image: str,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from tests._json_records import records, result
+
+    target = tmp_path / "progress.sif"
+    done = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--json")
+    assert done.returncode == 0, done.stderr
+    record = result("convert", done.stdout)  # every line checked against its schema
+    assert record["path"] == str(target) and record["size"] == target.stat().st_size
+    progress = [r for r in records(done.stdout) if r["event"] == "progress"]
+    assert progress and progress[-1]["phase"] == "export"
+    assert progress[-1]["done"] > 0 and progress[-1]["written"] > 0
+    plain = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--progress", "plain")
+    assert plain.returncode == 0, plain.stderr
+    assert re.search(r"^\[export\]    .* MB/s", plain.stdout, re.M), plain.stdout
+
+
 def test_siftool_lists_the_primary_partition_in_group_1(shell_sif: Path) -> None:
     listing = subprocess.run(["siftool", "list", str(shell_sif)], capture_output=True, text=True,
                              check=True).stdout  # fmt: skip

@@ -86,6 +86,7 @@ def test_json_lines_are_parseable(capsys: pytest.CaptureFixture[str]) -> None:
         "event": "error",
         "phase": "mpi",  # the phase of the failing step
         "text": "build failed at step 3/9 `RUN false`: boom",
+        "problems": ["build failed at step 3/9 `RUN false`: boom"],
         "exit_code": 1,
         "step": 3,
         "instruction": "RUN false",
@@ -155,3 +156,24 @@ def test_bad_registry_flag_fails_before_the_engine_is_contacted(
         "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]",
         "hvd-container: error: --push 'a b': expected HOST[:PORT][/NAMESPACE]",
     ]
+
+
+def test_push_stream_gives_layer_bytes_to_the_reporter() -> None:
+    from hvd_container.containers.push import _progress
+    from hvd_container.containers.transfer import Transfer
+
+    # a stand-in for the engine's decoded push stream (the shape docker-py yields)
+    stream = [
+        {"status": "Preparing", "id": "aaa"},
+        {"status": "Pushing", "id": "aaa", "progressDetail": {"current": 512, "total": 2048}},
+        {"status": "Pushing", "id": "aaa", "progressDetail": {"current": 2048, "total": 2048}},
+        {"status": "Pushed", "id": "aaa"},
+        {"status": "Layer already exists", "id": "bbb"},
+    ]
+    notes: list[str] = []
+    seen: list[Transfer] = []
+    assert list(_progress(stream, notes.append, seen.append)) == stream
+    assert [(t.item, t.done, t.total) for t in seen] == [
+        ("aaa", 512, 2048), ("aaa", 2048, 2048), ("aaa", 2048, 2048)
+    ]  # fmt: skip
+    assert notes == ["aaa: Pushed", "bbb: Layer already exists"]

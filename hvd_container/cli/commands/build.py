@@ -103,7 +103,13 @@ def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
     from hvd_container.containers.push import push_image
 
     # No client passed: push_image checks --registry before it connects to the engine.
-    result = push_image(None, image, registry, lambda m: reporter("info", "push", m))
+    result = push_image(
+        None,
+        image,
+        registry,
+        lambda m: reporter("info", "push", m),
+        on_transfer=reporter.transfer,
+    )
     reporter("done", "push", f"pushed {result.remote} ({result.digest})")
     return {"remote": result.remote, "digest": result.digest}
 
@@ -175,6 +181,7 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
         typer.echo(
             json.dumps(
                 {
+                    "event": "result",
                     "image": image,
                     "ok": result.ok,
                     "against": against,
@@ -199,6 +206,12 @@ def push_cmd(
     registry: Annotated[
         str, typer.Option("--registry", "-r", metavar="HOST[:PORT][/NS]", help="Target registry.")
     ],
+    progress: Annotated[
+        Progress,
+        typer.Option(
+            "--progress", help="auto: a bar a layer on a terminal, plain lines otherwise."
+        ),
+    ] = Progress.auto,
     json_output: JsonOpt = False,
 ) -> None:
     """Push a built image to a registry and read its digest back from the registry.
@@ -210,7 +223,7 @@ def push_cmd(
     from hvd_container.cli.progress import make_reporter
     from hvd_container.containers.engine.docker_api import engine_errors
 
-    reporter = make_reporter("plain", json_output)
+    reporter = make_reporter(progress.value, json_output, starting="starting push")
     try:
         with engine_errors():
             result = _push(_image_of(target), registry, reporter)
@@ -219,7 +232,7 @@ def push_cmd(
         raise
     finally:
         reporter.close()
-    if json_output:
+    if json_output or progress is Progress.json:
         typer.echo(json.dumps({"event": "result", **result}))
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from hvd_container.cli.commands.build import Progress
+from hvd_container.core.errors import UserError
 
 
 class Target(str, Enum):
@@ -66,10 +68,71 @@ def convert(
     login_host: Annotated[
         str | None, typer.Option(help="shifter/podman-hpc: run the site tool there over ssh.")
     ] = None,
+    progress: Annotated[
+        Progress,
+        typer.Option(
+            "--progress", help="auto: a rich display on a terminal, plain lines otherwise."
+        ),
+    ] = Progress.auto,
+    json_output: Annotated[
+        bool,
+        typer.Option("--json", help="JSON lines: progress events, then one result record."),
+    ] = False,
 ) -> None:
     """Turn a built image into what a site runs."""
+    from hvd_container.cli.progress import make_reporter
+
+    reporter = make_reporter(progress.value, json_output, starting="starting conversion")
+    try:
+        result = _convert(
+            reporter, source, to, output, engine, compression, threads, arch, archive,
+            bootstrap, site, registry, login_host,
+        )  # fmt: skip
+    except (UserError, KeyboardInterrupt) as exc:
+        reporter.failure(exc, "convert")
+        raise
+    finally:
+        reporter.close()
+    if json_output or progress is Progress.json:
+        from hvd_container.cli.json_output import emit
+
+        emit({"to": to.value, "source": source, **result})
+        return
+    if result.get("note"):
+        typer.echo(result["note"], err=True)
+    if "reference" in result:
+        typer.echo(f"ready: {result['reference']}")
+    elif "seconds" in result:
+        typer.echo(
+            f"wrote {result['path']} ({result['size'] / 1e6:.1f} MB, {result['arch']}, "
+            f"{result['compression']}, rootfs at offset {result['rootfs_offset']}) "
+            f"in {result['seconds']:.1f} s"
+        )
+    else:
+        typer.echo(f"wrote {result['path']}")
+
+
+def _convert(
+    reporter: Any,
+    source: str,
+    to: Target,
+    output: Path | None,
+    engine: Engine | None,
+    compression: str | None,
+    threads: int | None,
+    arch: str | None,
+    archive: Path | None,
+    bootstrap: Bootstrap | None,
+    site: str | None,
+    registry: str | None,
+    login_host: str | None,
+) -> dict[str, Any]:
+    """Do the conversion; the facts of what it made (json_output's `convert` record)."""
     from hvd_container.containers.convert.options import check_flags, check_recipe_arch
     from hvd_container.containers.convert.source import default_output, resolve_source
+
+    def step(message: str) -> None:
+        reporter("step", "convert", message)
 
     # Flags that the target/engine would ignore are refused before anything else.
     check_flags(
@@ -95,19 +158,15 @@ def convert(
 
         choice = bootstrap.value if bootstrap else None
         path = write_definition(src.recipe, output, bootstrap=choice)
-        typer.echo(f"wrote {path}")
         note = debootstrap_note(src.recipe, choice)
-        if note:
-            typer.echo(note, err=True)
-        return
+        return {"path": str(path), **({"note": note} if note else {})}
     if to is Target.sif:
         target = output or default_output(src.image, ".sif")
         if engine is Engine.apptainer:
             from hvd_container.containers.convert.sif_apptainer import convert_with_apptainer
 
-            convert_with_apptainer(src.image, target, archive=archive, on_step=typer.echo)
-            typer.echo(f"wrote {target}")
-            return
+            convert_with_apptainer(src.image, target, archive=archive, on_step=step)
+            return {"path": str(target), "image": src.image, "engine": "apptainer"}
         from hvd_container.containers.convert.sif_native import convert_image_to_sif
 
         result = convert_image_to_sif(
@@ -116,14 +175,19 @@ def convert(
             compression=compression or "gzip",
             threads=threads,
             arch=arch,
-            on_step=typer.echo,
+            on_step=step,
+            on_transfer=reporter.transfer,
         )
-        typer.echo(
-            f"wrote {result.path} ({result.size / 1e6:.1f} MB, {result.arch}, "
-            f"{result.compression}, rootfs at offset {result.rootfs_offset}) "
-            f"in {result.seconds:.1f} s"
-        )
-        return
+        return {
+            "path": str(result.path),
+            "image": result.image,
+            "engine": "native",
+            "size": result.size,
+            "arch": result.arch,
+            "compression": result.compression,
+            "rootfs_offset": result.rootfs_offset,
+            "seconds": round(result.seconds, 1),
+        }
     from hvd_container.containers.convert.site_images import publish_to_site
 
     ref = publish_to_site(
@@ -132,10 +196,23 @@ def convert(
         site_name=site,
         registry=registry,
         login_host=login_host,
-        on_step=typer.echo,
+        on_step=step,
         site_lookup=_site_target,
+        push=lambda image, where: _push(image, where, reporter),
     )
-    typer.echo(f"ready: {ref}")
+    return {"image": src.image, "reference": ref}
+
+
+def _push(image: str, registry: str, reporter: Any) -> object:
+    from hvd_container.containers.push import push_image
+
+    return push_image(
+        None,
+        image,
+        registry,
+        lambda m: reporter("info", "push", m),
+        on_transfer=reporter.transfer,
+    )
 
 
 def _site_target(name: str | None) -> Any:
@@ -149,14 +226,18 @@ def _site_target(name: str | None) -> Any:
 
 def inspect(
     file: Annotated[Path, typer.Argument(help="A .sif file.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+    ] = False,
 ) -> None:
     """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
+    from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.containers.sif.reader import read_sif
 
-    info = read_sif(file)
-    if as_json:  # ensure_ascii: control characters and surrogates are escaped
-        typer.echo(json.dumps(info.as_dict(), indent=2, ensure_ascii=True))
+    with json_errors(as_json):
+        info = read_sif(file)
+    if as_json:  # emit writes ASCII: control characters and surrogates are escaped
+        emit(info.as_dict())
         return
     from hvd_container.cli.terminal import safe_text
 

@@ -14,11 +14,21 @@ def jobs(
     active: Annotated[
         bool, typer.Option("--active", help="Only pending and running jobs.")
     ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+    ] = False,
 ) -> None:
     """List your Slurm jobs, recently finished ones included."""
+    from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.launcher import slurm
 
-    rows = slurm.list_jobs(user, finished=not active)
+    with json_errors(json_output):
+        who = user or slurm.current_user()
+        rows = slurm.list_jobs(who, finished=not active)
+    if json_output:
+        fields = ("job_id", "name", "state", "user", "elapsed", "nodes", "reason")
+        emit({"user": who, "jobs": [{f: getattr(j, f) for f in fields} for j in rows]})
+        return
     if not rows:
         typer.echo("no jobs")
         return

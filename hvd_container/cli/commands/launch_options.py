@@ -58,10 +58,11 @@ OPTIONS: dict[str, Opt] = {
     "dry_run": Opt(("--dry-run",), "flag", "Print the command line and exit.", LAUNCH),
     "detach": Opt(("--detach",), "flag", "Outside an allocation: submit and return.", LAUNCH),
     "salloc": Opt(("--salloc",), "flag", "Outside an allocation: run interactively under salloc instead of sbatch.", LAUNCH),
+    "json": Opt(("--json",), "flag", "One JSON object on stdout instead of the line (run: with --dry-run) or the script (batch); fields: `schema output`.", LAUNCH),
 }  # fmt: skip
 
 # `run`'s own options; the others are build_request's keywords. `controller` defaults to mpi.
-RUN_ONLY = ("dry_run", "detach", "salloc")
+RUN_ONLY = ("dry_run", "detach", "salloc", "json")
 DEFAULTS: dict[str, Any] = {"controller": "mpi"}
 SCRIPT_HELP = "Training script (.py runs with the image's python) or program."
 ARGS_HELP = "Arguments for the script, passed as given."
@@ -130,10 +131,44 @@ def build_request(**options: Any) -> tuple[Site, LaunchRequest]:
 
 def dry_run_text(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
     """(the one shell-quoted launch line, the warnings): what `run --dry-run` prints."""
+    record = dry_run_record(site, request)
+    return record["command"], record["warnings"]
+
+
+def dry_run_record(site: Site, request: LaunchRequest) -> dict[str, Any]:
+    """What a dry run shows, as data: `run --dry-run --json` prints it (json_output's
+    `run-dry-run` record)."""
     from hvd_container.launcher.compose import plan_launch
     from hvd_container.launcher.prepare import prepare_launch
 
     # the same preparation as a real run, minus its side effects
     prepared = prepare_launch(site, request, "show")
     plan = plan_launch(prepared.site, prepared.request)
-    return plan.shell_line(), [*prepared.warnings, *plan.warnings]
+    return {
+        "site": prepared.site.name,
+        "runtime": prepared.site.runtime_for(prepared.request.runtime).kind,
+        "image": plan.image,
+        "argv": plan.argv,
+        "env": plan.env,
+        "command": plan.shell_line(),
+        "inside_allocation": prepared.request.inside_allocation,
+        "allocation": plan.allocation,
+        "step": plan.step,
+        "warnings": list(dict.fromkeys([*prepared.warnings, *plan.warnings])),
+    }
+
+
+def dry_run_output(values: dict[str, Any]) -> tuple[str, list[str]]:
+    """(what stdout shows, the warnings for stderr) of `run --dry-run [--json]`, from the parsed
+    options: the one function both parsers call."""
+    from hvd_container.cli.json_output import json_errors
+
+    as_json = bool(values.get("json"))
+    with json_errors(as_json):
+        site, request = build_request(**{k: v for k, v in values.items() if k not in RUN_ONLY})
+        record = dry_run_record(site, request)
+    if as_json:
+        import json
+
+        return json.dumps({"event": "result", **record}, ensure_ascii=True), record["warnings"]
+    return record["command"], record["warnings"]

@@ -6,6 +6,10 @@ from typing import Annotated
 
 import typer
 
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+]
+
 recipes_app = typer.Typer(
     name="recipes",
     help="Recipes: validated YAML descriptions of a training image.",
@@ -14,13 +18,30 @@ recipes_app = typer.Typer(
 
 
 @recipes_app.command("list")
-def list_cmd() -> None:
+def list_cmd(json_output: JsonOpt = False) -> None:
     """List the built-in recipes with their image tag and description."""
-    from hvd_container.containers.recipe import list_builtin, load_recipe
+    from hvd_container.cli.json_output import emit, json_errors
+    from hvd_container.containers.recipe import builtin_path, list_builtin, load_recipe
 
-    for name in list_builtin():
-        recipe = load_recipe(name)
-        typer.echo(f"{name:<26} {recipe.image_tag:<30} {recipe.description}")
+    with json_errors(json_output):
+        rows = []
+        for name in list_builtin():
+            recipe = load_recipe(name)
+            if not json_output:
+                typer.echo(f"{name:<26} {recipe.image_tag:<30} {recipe.description}")
+            rows.append(
+                {
+                    "name": name,
+                    "image": recipe.image_tag,
+                    "description": recipe.description,
+                    "arch": recipe.arch,
+                    "gpu": recipe.gpu,
+                    "frameworks": recipe.frameworks,
+                    "file": str(builtin_path(name)),
+                }
+            )
+    if json_output:
+        emit({"recipes": rows})
 
 
 @recipes_app.command("show")
@@ -28,15 +49,29 @@ def show_cmd(
     recipe: Annotated[
         str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
     ],
+    json_output: JsonOpt = False,
 ) -> None:
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
     import yaml
 
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.cli.json_output import emit, json_errors
+    from hvd_container.containers.recipe import load_recipe, recipe_file
 
-    loaded = load_recipe(recipe)
+    with json_errors(json_output):
+        loaded = load_recipe(recipe)
+        data = loaded.model_dump(mode="json", exclude_none=True)
+        if json_output:
+            emit(
+                {
+                    "name": loaded.name,
+                    "image": loaded.image_tag,
+                    "digest": loaded.digest(),
+                    "file": str(recipe_file(recipe)),
+                    "recipe": data,
+                }
+            )
+            return
     typer.echo(f"# {loaded.image_tag} digest {loaded.digest()}")
-    data = loaded.model_dump(mode="json", exclude_none=True)
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
 
 
@@ -49,21 +84,28 @@ def validate_cmd(
             help="Recipe files or built-in names; default: every built-in recipe.",
         ),
     ] = None,
+    json_output: JsonOpt = False,
 ) -> None:
-    """Check recipes: prints `OK name` or the one-line error for each; exit 2 on any error."""
+    """Check recipes: prints `OK name` or every error of each, one a line; exit 2 on any error."""
+    from hvd_container.cli.json_output import emit
     from hvd_container.containers.recipe import list_builtin, load_recipe
     from hvd_container.core.errors import UserError
 
-    failed = 0
+    rows = []
     for ref in recipes or list_builtin():
         try:
             loaded = load_recipe(ref)
         except UserError as exc:
-            failed += 1
+            rows.append({"recipe": ref, "ok": False, "image": None, "problems": exc.problems})
             for problem in exc.problems:
                 typer.echo(f"FAIL {problem}", err=True)
         else:
-            typer.echo(f"OK   {ref} ({loaded.image_tag})")
+            rows.append({"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []})
+            if not json_output:
+                typer.echo(f"OK   {ref} ({loaded.image_tag})")
+    failed = not all(row["ok"] for row in rows)
+    if json_output:  # the report is the result: a failed check is not a failed command's record
+        emit({"ok": not failed, "recipes": rows})
     if failed:
         raise typer.Exit(UserError.exit_code)
 

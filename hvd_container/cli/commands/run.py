@@ -18,8 +18,9 @@ from hvd_container.cli.commands.launch_options import (
     OPTIONS,
     SCRIPT_HELP,
     build_request,
-    dry_run_text,
+    dry_run_output,
 )
+from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter, warn
 from hvd_container.core.errors import UserError
 
@@ -58,6 +59,7 @@ CommentOpt = Annotated[str | None, _option("comment")]
 DryRunOpt = Annotated[bool, _option("dry_run")]
 DetachOpt = Annotated[bool, _option("detach")]
 SallocOpt = Annotated[bool, _option("salloc")]
+JsonOpt = Annotated[bool, _option("json")]
 ScriptArg = Annotated[str, typer.Argument(help=SCRIPT_HELP)]
 ArgsArg = Annotated[list[str] | None, typer.Argument(help=ARGS_HELP)]
 
@@ -91,12 +93,21 @@ def run(
     dry_run: DryRunOpt = False,
     detach: DetachOpt = False,
     salloc: SallocOpt = False,
+    json: JsonOpt = False,
 ) -> None:
     """Run SCRIPT on the site's GPUs in a container with srun.
 
     Inside an allocation the srun line runs here; outside one the launch is submitted as a
     batch job and followed. --dry-run prints the command line instead.
     """
+    if dry_run:
+        text, warnings = dry_run_output(dict(locals()))
+        warn(warnings)
+        typer.echo(text)
+        return
+    if json:
+        with json_errors(True):
+            raise UserError("--json goes with --dry-run (a launch prints the job's own output)")
     site_obj, request = build_request(
         site=site, script=script, args=args, image=image, recipe=recipe, ntasks=ntasks,
         nodes=nodes, ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node,
@@ -105,11 +116,6 @@ def run(
         workdir=workdir, job_name=job_name, time=time, partition=partition, account=account,
         qos=qos, constraint=constraint, comment=comment,
     )  # fmt: skip
-    if dry_run:
-        line, warnings = dry_run_text(site_obj, request)
-        warn(warnings)
-        typer.echo(line)
-        return
     from hvd_container.launcher.execute import execute
 
     code = execute(site_obj, request, TerminalReporter(), detach=detach, salloc=salloc)
@@ -165,37 +171,52 @@ def batch(
             "--detach", help="With --submit: return once submitted.", rich_help_panel=LAUNCH
         ),
     ] = False,
+    json: JsonOpt = False,
 ) -> None:
     """Write the sbatch script that runs SCRIPT like `run` would (--submit: submit it)."""
-    site_obj, request = build_request(
-        site=site, script=script, args=args, image=image, recipe=recipe, ntasks=ntasks,
-        nodes=nodes, ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node,
-        gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mpi=mpi,
-        controller=controller, runtime=runtime, modules=modules, binds=binds, env=env,
-        workdir=workdir, job_name=job_name, time=time, partition=partition, account=account,
-        qos=qos, constraint=constraint, comment=comment,
-    )  # fmt: skip
-    if submit:
-        from hvd_container.launcher.execute import execute
+    with json_errors(json):
+        if json and submit:
+            raise UserError("--json goes without --submit (a submitted job prints its own output)")
+        site_obj, request = build_request(
+            site=site, script=script, args=args, image=image, recipe=recipe, ntasks=ntasks,
+            nodes=nodes, ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node,
+            gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mpi=mpi,
+            controller=controller, runtime=runtime, modules=modules, binds=binds, env=env,
+            workdir=workdir, job_name=job_name, time=time, partition=partition,
+            account=account, qos=qos, constraint=constraint, comment=comment,
+        )  # fmt: skip
+        if submit:
+            from hvd_container.launcher.execute import execute
 
-        reporter = TerminalReporter()
-        raise typer.Exit(execute(site_obj, request, reporter, detach=detach, batch=True) or 0)
-    if detach:
-        raise UserError("--detach goes with --submit (without it nothing is submitted)")
-    from hvd_container.launcher.batch import render_batch_plan
-    from hvd_container.launcher.prepare import prepare_launch
+            reporter = TerminalReporter()
+            raise typer.Exit(execute(site_obj, request, reporter, detach=detach, batch=True) or 0)
+        if detach:
+            raise UserError("--detach goes with --submit (without it nothing is submitted)")
+        from hvd_container.launcher.batch import render_batch_plan, write_batch_script
+        from hvd_container.launcher.prepare import prepare_launch
 
-    # prepared as for a run (a local image is unpacked), so the script runs as written
-    prepared = prepare_launch(site_obj, request, "write")
-    text, warnings = render_batch_plan(prepared.site, prepared.request)
-    warn([*prepared.warnings, *warnings])
-    if output is None or output == "-":
+        # prepared as for a run (a local image is unpacked), so the script runs as written
+        prepared = prepare_launch(site_obj, request, "write")
+        text, script_warnings = render_batch_plan(prepared.site, prepared.request)
+        warnings = list(dict.fromkeys([*prepared.warnings, *script_warnings]))
+        path = None if output in (None, "-") else output
+        if path is not None:
+            write_batch_script(path, text)
+    warn(warnings)
+    if json:
+        emit(
+            {
+                "site": prepared.site.name,
+                "path": path,
+                "script": text,
+                "sbatch": ["sbatch", path] if path else ["sbatch"],  # the script on stdin
+                "warnings": warnings,
+            }
+        )
+    elif path is None:
         typer.echo(text, nl=False)
-        return
-    from hvd_container.launcher.batch import write_batch_script
-
-    write_batch_script(output, text)
-    typer.echo(f"wrote {output}", err=True)
+    else:
+        typer.echo(f"wrote {path}", err=True)
 
 
 def register(app: typer.Typer) -> None:

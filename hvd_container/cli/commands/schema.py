@@ -1,4 +1,5 @@
-"""CLI command: `schema recipe|site [-o FILE]` (JSON Schemas for editors and check-jsonschema)."""
+"""CLI command: `schema recipe|site|output [-o FILE]` (JSON Schemas for editors, check-jsonschema
+and readers of --json)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 class Kind(str, Enum):
     recipe = "recipe"
     site = "site"
+    output = "output"
 
 
 def schema_text(kind: str) -> str:
@@ -23,6 +25,10 @@ def schema_text(kind: str) -> str:
         from hvd_container.containers.recipe_schema import recipe_schema
 
         made = recipe_schema()
+    elif kind == "output":
+        from hvd_container.cli.json_output import output_schema
+
+        made = output_schema()
     else:
         from hvd_container.launcher.sites import site_schema
 
@@ -31,14 +37,21 @@ def schema_text(kind: str) -> str:
 
 
 def schema_cmd(
-    kind: Annotated[Kind, typer.Argument(metavar="recipe|site", help="Which file's schema.")],
+    kind: Annotated[
+        Kind,
+        typer.Argument(
+            metavar="recipe|site|output",
+            help="A recipe or site profile file, or the records --json prints.",
+        ),
+    ],
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
     ] = None,
 ) -> None:
-    """Print the JSON Schema of a recipe or site profile file, for an editor: put
-    `# yaml-language-server: $schema=FILE` on the first line of your YAML file."""
+    """Print the JSON Schema of a recipe or site profile file, for an editor (put
+    `# yaml-language-server: $schema=FILE` on the first line of your YAML file), or of the
+    records `--json` prints."""
     text = schema_text(kind.value)
     if output is None:
         typer.echo(text, nl=False)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+]
 
 sites_app = typer.Typer(
     name="sites",
@@ -12,26 +18,46 @@ sites_app = typer.Typer(
 
 
 @sites_app.command("list")
-def list_cmd() -> None:
+def list_cmd(json_output: JsonOpt = False) -> None:
     """List the available site profiles (built-in and your own) and which one is selected."""
+    from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.cli.terminal import warn
     from hvd_container.core.errors import UserError
     from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
 
     warnings: list[str] = []
-    chosen, why = choose_site(None, warnings)
-    for name in list_sites():
-        try:
-            site = load_site(name)
-        except UserError as exc:
-            warnings.append(f"site profile {name} passed over: {'; '.join(exc.problems)}")
-            continue
-        origin = "built-in" if str(BUILTIN_DIR) in site.source else site.source
-        mark = "*" if name == chosen else " "
-        typer.echo(
-            f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} {origin:<10} {site.description}"
-        )
-    typer.echo(f"(* selected by {why})")
+    rows = []
+    with json_errors(json_output):
+        chosen, why = choose_site(None, warnings)
+        for name in list_sites():
+            try:
+                site = load_site(name)
+            except UserError as exc:
+                warnings.append(f"site profile {name} passed over: {'; '.join(exc.problems)}")
+                continue
+            builtin = str(BUILTIN_DIR) in site.source
+            origin = "built-in" if builtin else site.source
+            rows.append(
+                {
+                    "name": name,
+                    "runtime": site.runtime.kind,
+                    "arch": site.arch,
+                    "description": site.description,
+                    "builtin": builtin,
+                    "file": site.source,
+                    "selected": name == chosen,
+                }
+            )
+            if not json_output:
+                mark = "*" if name == chosen else " "
+                typer.echo(
+                    f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} {origin:<10} "
+                    f"{site.description}"
+                )
+    if json_output:
+        emit({"selected": chosen, "selected_by": why, "sites": rows, "warnings": warnings})
+    else:
+        typer.echo(f"(* selected by {why})")
     warn(warnings)
 
 
@@ -40,20 +66,26 @@ def show_cmd(
     site: str = typer.Argument(
         None, help="Site name or path to a profile; default: the selected one."
     ),
+    json_output: JsonOpt = False,
 ) -> None:
     """Print a site profile as validated YAML (defaults filled in)."""
     import dataclasses
 
     import yaml
 
+    from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.launcher.sites import choose_site, load_site
 
-    name, why = (site, "argument") if site else choose_site(None)
-    profile = load_site(name)
+    with json_errors(json_output):
+        name, why = (site, "argument") if site else choose_site(None)
+        profile = load_site(name)
     data = dataclasses.asdict(profile)
     source = data.pop("source")
     first = ("name", "description", "arch", "cluster_names", "login_host", "scheduler", "mpi")
     data = {**{k: data.pop(k) for k in first}, **data}
+    if json_output:
+        emit({"name": profile.name, "file": source, "selected_by": why, "profile": data})
+        return
     typer.echo(f"# {source} (selected by {why})")
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip())
 

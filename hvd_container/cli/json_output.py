@@ -1,0 +1,275 @@
+"""`--json`: what every command prints for machines, and the schema of each record.
+
+The rules, the same for every command: standard output carries JSON lines only, one object a
+line. A command ends with one `{"event": "result", ...}` object (lists inside it, as
+`squeue --json` does), or, when it fails, with one `{"event": "error", ...}` record and a
+non-zero exit; the one-line error and warnings still go to standard error. Long steps (build,
+push, convert) print progress events before that (`{"event": "step"|"log"|..., "phase": ...}`).
+
+OUTPUT_SCHEMAS is the documentation of the field names (`hvd-container schema output` prints
+it) and what the tests validate every command's output against: a field that is added or
+renamed without changing it here fails them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from hvd_container.core.errors import UserError, exit_code_of, interrupt_text
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Print one result record (ASCII only: labels and names from others cannot reach a
+    terminal or break a reader's encoding)."""
+    write_line(json.dumps({"event": "result", **record}, ensure_ascii=True))
+
+
+def write_line(line: str) -> None:
+    """One line on stdout; a reader that went away (`| head -1`) ends the output quietly."""
+    import os
+
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def error_record(
+    exc: BaseException, phase: str | None, elapsed: float | None = None
+) -> dict[str, Any]:
+    """The JSON error record of a failure: the CLI's one-line message(s) and exit status;
+    `elapsed` where the command streams progress (it has a clock to count from)."""
+    text = interrupt_text(exc) if isinstance(exc, KeyboardInterrupt) else str(exc)
+    record: dict[str, Any] = {
+        "event": "error",
+        "phase": phase,
+        "text": text.split("\n", 1)[0],
+        "problems": exc.problems if isinstance(exc, UserError) else [text],
+        "exit_code": exit_code_of(exc),
+        "step": getattr(exc, "step", None),
+        "instruction": getattr(exc, "instruction", None),
+        "tail": getattr(exc, "tail", []),
+    }
+    if elapsed is not None:
+        record["elapsed"] = round(elapsed, 3)
+    return record
+
+
+def print_error(exc: BaseException, phase: str | None = None) -> None:
+    write_line(json.dumps(error_record(exc, phase), ensure_ascii=True))
+
+
+@contextlib.contextmanager
+def json_errors(enabled: bool, phase: str | None = None) -> Iterator[None]:
+    """With --json, a failure inside also prints its error record on stdout (then goes on to
+    the CLI's one-line message on stderr and the exit code)."""
+    try:
+        yield
+    except (UserError, KeyboardInterrupt) as exc:
+        if enabled:
+            print_error(exc, phase)
+        raise
+
+
+def wants_json(argv: list[str] | None) -> bool:
+    """--json among the options (before a `--`), for errors raised before a command runs."""
+    args = sys.argv[1:] if argv is None else argv
+    return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+
+# --- the documented records ------------------------------------------------------------------
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+_NULL_STR = {"type": ["string", "null"]}
+_STRS = {"type": "array", "items": _STR}
+_STR_MAP = {"type": "object", "additionalProperties": _STR}
+
+
+def _record(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    properties = {**required, **(optional or {})}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def _result(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return _record({"event": {"const": "result"}, **required}, optional)
+
+
+_RECIPE_ROW = _record(
+    {
+        "name": _STR,
+        "image": _STR,
+        "description": _STR,
+        "arch": _STR,
+        "gpu": _BOOL,
+        "frameworks": _STRS,
+        "file": _STR,
+    }
+)
+_SITE_ROW = _record(
+    {
+        "name": _STR,
+        "runtime": _STR,
+        "arch": _STR,
+        "description": _STR,
+        "builtin": _BOOL,
+        "file": _STR,
+        "selected": _BOOL,
+    }
+)
+_JOB_ROW = _record(
+    {
+        "job_id": _STR,
+        "name": _STR,
+        "state": _STR,
+        "user": _STR,
+        "elapsed": _STR,
+        "nodes": _STR,
+        "reason": _STR,
+    }
+)
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "error": _record(
+        {
+            "event": {"const": "error"},
+            "phase": _NULL_STR,
+            "text": _STR,
+            "problems": _STRS,
+            "exit_code": _INT,
+            "step": {"type": ["integer", "null"]},  # the failing build step
+            "instruction": _NULL_STR,
+            "tail": _STRS,
+        },
+        {"elapsed": {"type": "number"}},
+    ),
+    "recipes-list": _result({"recipes": {"type": "array", "items": _RECIPE_ROW}}),
+    "recipes-show": _result(
+        {"name": _STR, "image": _STR, "digest": _STR, "file": _STR, "recipe": {"type": "object"}}
+    ),
+    "recipes-validate": _result(
+        {
+            "ok": _BOOL,
+            "recipes": {
+                "type": "array",
+                "items": _record(
+                    {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS}
+                ),
+            },
+        }
+    ),
+    "sites-list": _result(
+        {
+            "selected": _STR,
+            "selected_by": _STR,
+            "sites": {"type": "array", "items": _SITE_ROW},
+            "warnings": _STRS,
+        }
+    ),
+    "sites-show": _result(
+        {"name": _STR, "file": _STR, "selected_by": _STR, "profile": {"type": "object"}}
+    ),
+    "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
+    "run-dry-run": _result(
+        {
+            "site": _STR,
+            "runtime": _STR,
+            "image": _NULL_STR,
+            "argv": _STRS,
+            "env": _STR_MAP,
+            "command": _STR,
+            "inside_allocation": _BOOL,
+            "allocation": _STRS,
+            "step": _STRS,
+            "warnings": _STRS,
+        }
+    ),
+    "batch": _result(
+        {
+            "site": _STR,
+            "path": _NULL_STR,
+            "script": _STR,
+            "sbatch": _STRS,
+            "warnings": _STRS,
+        }
+    ),
+    "convert": _result(
+        {"to": {"enum": ["sif", "def", "shifter", "podman-hpc"]}, "source": _STR},
+        {
+            "path": _STR,
+            "image": _STR,
+            "reference": _STR,
+            "size": _INT,
+            "arch": _STR,
+            "compression": _STR,
+            "rootfs_offset": _INT,
+            "seconds": {"type": "number"},
+            "engine": _STR,
+            "note": _STR,
+        },
+    ),
+    "inspect": _result(
+        {
+            "path": _STR,
+            "uuid": _STR,
+            "arch": _STR,
+            "created": _INT,
+            "modified": _INT,
+            "rootfs": {"type": "object"},
+            "descriptors": {"type": "array"},
+            "labels": _STR_MAP,
+            "build_facts": _STR_MAP,
+        }
+    ),
+    "verify": _result(
+        {"image": _STR, "ok": _BOOL, "against": _STR, "problems": _STRS, "facts": _STR_MAP}
+    ),
+    "build": _result(
+        {
+            "tag": _STR,
+            "image_id": _STR,
+            "cached": _BOOL,
+            "seconds": {"type": "number"},
+            "labels": _STR_MAP,
+        },
+        {"pushed": {"type": "object"}},
+    ),
+    "push": _result({"remote": _STR, "digest": _STR}),
+    "progress": _record(
+        {
+            "event": {"enum": ["step", "log", "info", "cached", "done", "progress"]},
+            "phase": _STR,
+            "text": _STR,
+            "elapsed": {"type": "number"},
+        },
+        {
+            "done": _INT,
+            "total": {"type": ["integer", "null"]},
+            "rate": {"type": "number"},
+            "eta": {"type": ["number", "null"]},
+            "layer": _STR,
+            "written": _INT,
+        },
+    ),
+}
+
+
+def output_schema() -> dict[str, Any]:
+    """Every record above as one JSON Schema document (`hvd-container schema output`)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "hvd-container --json records",
+        "description": __doc__.strip() if __doc__ else "",
+        "anyOf": [{"$ref": f"#/$defs/{name}"} for name in OUTPUT_SCHEMAS],
+        "$defs": OUTPUT_SCHEMAS,
+    }
