@@ -170,10 +170,11 @@ class JsonReporter:
 class RichReporter:
     """Log lines scroll above a live status line naming the current phase and step."""
 
-    def __init__(self, starting: str = "starting build") -> None:
+    def __init__(self, starting: str = "starting build", console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = Console(highlight=False)
+        # rich's Console honours NO_COLOR (styles stay, colours go)
+        self.console = console or Console(highlight=False)
         self.status = self.console.status(starting)
         self.status.start()
         self.phase = ""

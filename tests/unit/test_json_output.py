@@ -150,3 +150,30 @@ def test_plain_progress_is_a_line_now_and_then(capsys: pytest.CaptureFixture[str
 def test_schema_output_prints_the_documented_records(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_json(capsys, "schema", "output")
     assert code == 0 and json.loads(out) == json.loads(json.dumps(output_schema()))
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_rich_progress_honours_no_color(monkeypatch: pytest.MonkeyPatch, no_color: bool) -> None:
+    import io
+    import re
+
+    from rich.console import Console
+
+    from hvd_container.cli.progress import RichReporter
+
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    out = io.StringIO()
+    reporter = RichReporter(console=Console(file=out, force_terminal=True, width=100))
+    reporter("step", "convert", "exporting x")
+    reporter.transfer(Transfer("export", 50, 100, written=10))
+    reporter.transfer(Transfer("export", 100, 100))
+    reporter("done", "convert", "wrote x")
+    reporter.close()
+    text = out.getvalue()
+    assert "exporting x" in text and "100/100 bytes" in text  # the bar: bytes done of total
+    styles = set(re.findall(r"\x1b\[([0-9;]*)m", text))
+    colours = {s for s in styles if any(p.startswith(("3", "9")) for p in s.split(";"))}
+    assert (colours == set()) == no_color, styles
