@@ -33,7 +33,11 @@ def _sbatch_line(option: str) -> str:
 def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
     """(script text, warnings), from one plan of the launch outside an allocation."""
     plan = plan_launch(site, replace(request, inside_allocation=False))
-    opts = [*plan.allocation, f"--output={OUTPUT_PATTERN}", f"--error={ERROR_PATTERN}"]
+    opts = [
+        *plan.allocation,
+        f"--output={request.job_output or OUTPUT_PATTERN}",
+        f"--error={request.job_error or ERROR_PATTERN}",
+    ]
     opts += site.scheduler.sbatch_options
     lines = ["#!/bin/bash", *(_sbatch_line(o) for o in opts)]
     lines.append(

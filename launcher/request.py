@@ -46,6 +46,8 @@ class LaunchRequest:
     qos: str | None = None
     constraint: str | None = None
     comment: str | None = None
+    job_output: str | None = None  # sbatch's --output: the job's stdout file
+    job_error: str | None = None  # sbatch's --error
     env: dict[str, str] = field(default_factory=dict)
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
@@ -68,6 +70,7 @@ _ONE_LINE = (
     ("job_name", "-J/--job-name"), ("time", "-t/--time"), ("partition", "-p/--partition"),
     ("account", "-A/--account"), ("qos", "-q/--qos"), ("constraint", "-C/--constraint"),
     ("comment", "--comment"), ("workdir", "--workdir"), ("script", "SCRIPT"),
+    ("job_output", "--job-output"), ("job_error", "--job-error"),
 )  # fmt: skip
 
 

@@ -121,3 +121,25 @@ def test_batch_dash_is_standard_output(
     assert main(["batch", *ARGS, "-o", "-", "train.py"]) == 0
     assert capsys.readouterr().out.startswith("#!/bin/bash\n")
     assert list(here.iterdir()) == []
+
+
+def test_sbatchs_output_and_error_go_by_their_own_names(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["batch", *ARGS, "--job-output", "logs/%x_%j.log", "--job-error", "logs/%j.err"]
+    assert main([*argv, "train.py"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "#SBATCH --output=logs/%x_%j.log" in lines and "#SBATCH --error=logs/%j.err" in lines
+    assert main(["batch", *ARGS, "train.py"]) == 0  # the defaults: job name and id
+    lines = capsys.readouterr().out.splitlines()
+    assert "#SBATCH --output=%x_%j.out" in lines and "#SBATCH --error=%x_%j.err" in lines
+    assert main(["batch", *ARGS, "--job-output", "a b.log", "train.py"]) == 2
+    assert "cannot contain spaces" in capsys.readouterr().err
+
+
+def test_batch_help_says_what_o_and_e_mean_here(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    assert main(["batch", "--help"]) == 0
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", capsys.readouterr().out).split())
+    assert "Not sbatch's -o/--output, the job's stdout file: that is --job-output" in text
+    assert "Not sbatch's -e/--error: that is --job-error" in text
+    assert "--job-output" in text and "sbatch's -o/--output" in text

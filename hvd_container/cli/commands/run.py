@@ -56,6 +56,8 @@ AccountOpt = Annotated[str | None, _option("account")]
 QosOpt = Annotated[str | None, _option("qos")]
 ConstraintOpt = Annotated[str | None, _option("constraint")]
 CommentOpt = Annotated[str | None, _option("comment")]
+JobOutputOpt = Annotated[str | None, _option("job_output")]
+JobErrorOpt = Annotated[str | None, _option("job_error")]
 DryRunOpt = Annotated[bool, _option("dry_run")]
 DetachOpt = Annotated[bool, _option("detach")]
 SallocOpt = Annotated[bool, _option("salloc")]
@@ -90,6 +92,8 @@ def run(
     qos: QosOpt = None,
     constraint: ConstraintOpt = None,
     comment: CommentOpt = None,
+    job_output: JobOutputOpt = None,
+    job_error: JobErrorOpt = None,
     dry_run: DryRunOpt = False,
     detach: DetachOpt = False,
     salloc: SallocOpt = False,
@@ -114,7 +118,8 @@ def run(
         gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mpi=mpi,
         controller=controller, runtime=runtime, modules=modules, binds=binds, env=env,
         workdir=workdir, job_name=job_name, time=time, partition=partition, account=account,
-        qos=qos, constraint=constraint, comment=comment,
+        qos=qos, constraint=constraint, comment=comment, job_output=job_output,
+        job_error=job_error,
     )  # fmt: skip
     from hvd_container.launcher.execute import execute
 
@@ -148,12 +153,14 @@ def batch(
     qos: QosOpt = None,
     constraint: ConstraintOpt = None,
     comment: CommentOpt = None,
+    job_output: JobOutputOpt = None,
+    job_error: JobErrorOpt = None,
     output: Annotated[
         str | None,
         typer.Option(
             "-o",
             "--output",
-            help="Write the sbatch script to this file, owner-only (default, or -: stdout). Not sbatch's --output.",
+            help="Write the sbatch script to this file, owner-only (default, or -: stdout). Not sbatch's -o/--output, the job's stdout file: that is --job-output.",
             rich_help_panel=LAUNCH,
         ),
     ] = None,
@@ -184,6 +191,7 @@ def batch(
             controller=controller, runtime=runtime, modules=modules, binds=binds, env=env,
             workdir=workdir, job_name=job_name, time=time, partition=partition,
             account=account, qos=qos, constraint=constraint, comment=comment,
+            job_output=job_output, job_error=job_error,
         )  # fmt: skip
         if submit:
             from hvd_container.launcher.execute import execute
