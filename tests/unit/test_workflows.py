@@ -1,7 +1,7 @@
 """The CI workflows are valid YAML and run only commands that exist, as a user would run them.
 
 Each `run:` step may call `hvd-container SUBCOMMAND` (subcommands and options checked against
-the real CLI), `make TARGET` (targets in the Makefile), `bash testbed/SCRIPT` (the script
+the real CLI), `make TARGET` (targets in the Makefile), `bash testbed/SCRIPT` or `bash .ci/run` (the script
 exists), pip and python (`-c` code must compile), plus the few plain utilities a step needs to
 hold its output (mkdir, tee) and apt-get install for packages the runner image lacks. Matrix
 recipes must be built-in recipes.
@@ -142,7 +142,9 @@ def check_command(argv: list[str]) -> None:
         assert targets, f"{shlex.join(argv)}: name the target"
         assert set(targets) <= make_targets(), f"{shlex.join(argv)}: no such Makefile target"
     elif program == "bash":
-        assert argv[1].startswith("testbed/"), f"{shlex.join(argv)}: only testbed/ scripts"
+        assert argv[1].startswith("testbed/") or argv[1] == ".ci/run", (
+            f"{shlex.join(argv)}: only testbed/ scripts and .ci/run"
+        )
         assert (ROOT / argv[1]).is_file(), f"{shlex.join(argv)}: no such script"
     elif program == "python":
         if argv[1] == "-m":
@@ -157,7 +159,22 @@ def check_command(argv: list[str]) -> None:
 
 
 def test_there_are_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["images.yml"]
+    assert [p.name for p in WORKFLOWS] == ["ci.yml", "images.yml"]
+
+
+def test_ci_runs_lint_and_fast_tests_on_every_change_and_e2e_on_a_schedule() -> None:
+    workflow = load(ROOT / ".github" / "workflows" / "ci.yml")
+    on = triggers(workflow)
+    assert {"push", "pull_request", "schedule", "workflow_dispatch"} <= set(on)
+    # no paths filter: every push and pull request
+    assert "paths" not in (on["push"] or {}) and "paths" not in (on["pull_request"] or {})
+    runs = {
+        name: [step["run"] for _, step in run_steps({"jobs": {name: job}})]
+        for name, job in workflow["jobs"].items()
+    }
+    assert "make lint" in runs["fast"] and "make test-fast" in runs["fast"]
+    assert any(".ci/run" in r for r in runs["e2e"])
+    assert "schedule" in workflow["jobs"]["e2e"]["if"] and "push" in workflow["jobs"]["fast"]["if"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -208,7 +225,10 @@ def test_images_workflow_runs_on_changes_to_what_it_builds_with() -> None:
     on = triggers(load(ROOT / ".github" / "workflows" / "images.yml"))
     for event in ("push", "pull_request"):
         paths = on[event]["paths"]
-        for needed in ("hvd_container/**", "pyproject.toml", "containers/**", "recipes/**"):
+        for needed in (
+            "hvd_container/**", "pyproject.toml", "containers/**", "recipes/**", "launcher/**",
+            "tests/**",
+        ):  # fmt: skip
             assert needed in paths, f"{event}: {needed} missing from paths"
 
 
