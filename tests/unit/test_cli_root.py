@@ -245,3 +245,42 @@ def test_the_version_has_one_source() -> None:
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert __version__ == pyproject["project"]["version"]
+
+
+def _complete(words: str, cwd: Path | None = None) -> list[str]:
+    env = {**os.environ, "_HVD_CONTAINER_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "hvd_container", *words.split()[1:]],
+        capture_output=True, text=True, env=env, cwd=cwd,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("hvd-container build cpu-b", ["cpu-bookworm", "cpu-bookworm-tf"]),
+        ("hvd-container render light", ["lightning-pt113"]),
+        ("hvd-container recipes show perl", ["perlmutter-tf210-pt112", "perlmutter-tf210-pt113"]),
+        ("hvd-container run --recipe zih", ["zih-alpha-pt113"]),
+        ("hvd-container run --site per", ["perlmutter"]),
+        ("hvd-container batch --site zih", ["zih-alpha", "zih-ml"]),
+        ("hvd-container sites show neu", ["neuron"]),
+        ("hvd-container convert x --to shifter --site loc", ["local"]),
+    ],
+)
+def test_recipe_and_site_names_complete(words: str, expected: list[str]) -> None:
+    assert _complete(words) == expected
+
+
+def test_image_files_complete(tmp_path: Path) -> None:
+    for name in ("a.sif", "b.sqfs", "notes.txt", ".hidden.sif"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "unpacked").mkdir()
+    (tmp_path / "my.yaml").write_text("")
+    assert _complete("hvd-container run --image ", tmp_path) == ["a.sif", "b.sqfs", "unpacked/"]
+    assert _complete("hvd-container inspect a", tmp_path) == ["a.sif"]
+    # a recipe argument offers built-in names and recipe files
+    assert _complete("hvd-container build m", tmp_path) == ["my.yaml"]

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hvd_container.cli.completion import complete_recipe
 from hvd_container.core.errors import StepFailed, UserError
 
 
@@ -19,7 +20,12 @@ class Progress(str, Enum):
 
 
 RecipeArg = Annotated[
-    str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
+    str,
+    typer.Argument(
+        metavar="RECIPE",
+        help="Built-in recipe name or path to a recipe file.",
+        autocompletion=complete_recipe,
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON lines.")]
 
@@ -120,6 +126,7 @@ def verify_cmd(
         str | None,
         typer.Option(
             "--recipe",
+            autocompletion=complete_recipe,
             help="Compare with this recipe (default: the built-in one named in its labels, "
             "else the facts its labels record).",
         ),
@@ -201,7 +208,12 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
 
 def push_cmd(
     target: Annotated[
-        str, typer.Argument(metavar="RECIPE|IMAGE", help="A recipe (its tag) or a local image.")
+        str,
+        typer.Argument(
+            metavar="RECIPE|IMAGE",
+            help="A recipe (its tag) or a local image.",
+            autocompletion=complete_recipe,
+        ),
     ],
     registry: Annotated[
         str, typer.Option("--registry", "-r", metavar="HOST[:PORT][/NS]", help="Target registry.")

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from hvd_container.cli.commands.build import Progress
+from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
 from hvd_container.core.errors import UserError
 
 
@@ -30,7 +31,12 @@ class Bootstrap(str, Enum):
 
 
 def convert(
-    source: Annotated[str, typer.Argument(help="Recipe (file or built-in name) or Docker image.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Recipe (file or built-in name) or Docker image.", autocompletion=complete_recipe
+        ),
+    ],
     to: Annotated[Target, typer.Option("--to", help="What to produce.")],
     output: Annotated[
         Path | None,
@@ -61,7 +67,10 @@ def convert(
             "(for build hosts without debootstrap)."
         ),
     ] = None,
-    site: Annotated[str | None, typer.Option(help="shifter/podman-hpc: site profile.")] = None,
+    site: Annotated[
+        str | None,
+        typer.Option(help="shifter/podman-hpc: site profile.", autocompletion=complete_site),
+    ] = None,
     registry: Annotated[
         str | None, typer.Option(help="shifter/podman-hpc: push here (default: site's registry).")
     ] = None,
@@ -225,7 +234,7 @@ def _site_target(name: str | None) -> Any:
 
 
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A .sif file.")],
+    file: Annotated[Path, typer.Argument(help="A .sif file.", autocompletion=complete_image)],
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
     ] = False,

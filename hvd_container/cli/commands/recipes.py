@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.completion import complete_recipe
+
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
 ]
@@ -47,7 +49,12 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 @recipes_app.command("show")
 def show_cmd(
     recipe: Annotated[
-        str, typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file.")
+        str,
+        typer.Argument(
+            metavar="RECIPE",
+            help="Built-in recipe name or path to a recipe file.",
+            autocompletion=complete_recipe,
+        ),
     ],
     json_output: JsonOpt = False,
 ) -> None:
@@ -82,6 +89,7 @@ def validate_cmd(
         typer.Argument(
             metavar="RECIPE",
             help="Recipe files or built-in names; default: every built-in recipe.",
+            autocompletion=complete_recipe,
         ),
     ] = None,
     json_output: JsonOpt = False,

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.completion import complete_recipe
+
 
 class Format(str, Enum):
     docker = "docker"
@@ -18,7 +20,11 @@ class Format(str, Enum):
 def render_cmd(
     recipe: Annotated[
         str | None,
-        typer.Argument(metavar="RECIPE", help="Built-in recipe name or path to a recipe file."),
+        typer.Argument(
+            metavar="RECIPE",
+            help="Built-in recipe name or path to a recipe file.",
+            autocompletion=complete_recipe,
+        ),
     ] = None,
     fmt: Annotated[
         Format,

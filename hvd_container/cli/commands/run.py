@@ -20,9 +20,13 @@ from hvd_container.cli.commands.launch_options import (
     build_request,
     dry_run_output,
 )
+from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter, warn
 from hvd_container.core.errors import UserError
+
+# values only hvd-container knows how to complete
+_COMPLETERS = {"site": complete_site, "recipe": complete_recipe, "image": complete_image}
 
 
 def _option(name: str) -> Any:
@@ -30,6 +34,8 @@ def _option(name: str) -> Any:
     opt = OPTIONS[name]
     # counts arrive as text: build_request reads them as Slurm does (plain_count)
     extra: dict[str, Any] = {"metavar": "<int>"} if opt.kind == "int" else {}
+    if name in _COMPLETERS:
+        extra["autocompletion"] = _COMPLETERS[name]
     return typer.Option(*opt.flags, help=opt.help, rich_help_panel=opt.panel, **extra)
 
 

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.completion import complete_site
+
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
 ]
@@ -64,7 +66,9 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 @sites_app.command("show")
 def show_cmd(
     site: str = typer.Argument(
-        None, help="Site name or path to a profile; default: the selected one."
+        None,
+        help="Site name or path to a profile; default: the selected one.",
+        autocompletion=complete_site,
     ),
     json_output: JsonOpt = False,
 ) -> None:

@@ -1,0 +1,67 @@
+"""Shell completion of values: recipe names, site names, image files (typer's autocompletion).
+
+Subcommands, options and enum values complete by themselves; these fill in what only
+hvd-container knows. Each runs in the completing shell's subprocess, so it stays quick and
+never fails: a broken profile or an unreadable directory gives fewer candidates, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+
+# what --image takes as a file: a SIF or squashfs image, or a directory (an unpacked image)
+IMAGE_SUFFIXES = (".sif", ".sqfs", ".squashfs")
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+def _names(names: list[str], incomplete: str) -> list[str]:
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _files(incomplete: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Directories and files with one of suffixes that start with incomplete."""
+    folder, prefix = os.path.split(incomplete)
+    try:
+        entries = sorted(os.scandir(folder or "."), key=lambda e: e.name)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if not entry.name.startswith(prefix) or (entry.name[0] == "." and prefix[:1] != "."):
+            continue
+        path = os.path.join(folder, entry.name)
+        try:
+            if entry.is_dir():
+                out.append(path + "/")
+            elif entry.name.endswith(suffixes):
+                out.append(path)
+        except OSError:
+            continue
+    return out
+
+
+def complete_recipe(incomplete: str) -> list[str]:
+    """Built-in recipe names, then recipe files."""
+    try:
+        from hvd_container.containers.recipe import list_builtin
+
+        names = list_builtin()
+    except Exception:  # completion must not fail: offer files alone
+        names = []
+    return _names(names, incomplete) + _files(incomplete, RECIPE_SUFFIXES)
+
+
+def complete_site(incomplete: str) -> list[str]:
+    """Site profile names (built-in and your own), then profile files."""
+    try:
+        from hvd_container.launcher.sites import list_sites
+
+        names = list_sites()
+    except Exception:  # completion must not fail: offer files alone
+        names = []
+    return _names(names, incomplete) + _files(incomplete, RECIPE_SUFFIXES)
+
+
+def complete_image(incomplete: str) -> list[str]:
+    """Image files: SIFs, squashfs images and directories."""
+    return _files(incomplete, IMAGE_SUFFIXES)
