@@ -28,7 +28,7 @@ import shlex
 
 from hvd_container.containers.printers import singularity
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import UserError, missing_build_extra
 
 PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)
 
@@ -162,6 +162,10 @@ def dockerfile_to_definition(dockerfile: str) -> str:
     problems = hazards(dockerfile)
     if problems:
         raise UserError(f"Dockerfile cannot be converted faithfully: {problems[0]}")
+    import importlib.util
+
+    if importlib.util.find_spec("spython") is None:
+        raise missing_build_extra("spython, which converts a Dockerfile,")
     header, sections = _sections(_spython_convert(dockerfile))
     assignments = _assignments(dockerfile)
 

@@ -25,11 +25,25 @@ from hvd_container.containers.engine import (
     EngineUnreachable,
 )
 
-from hvd_container.core.errors import StepFailed, UserError, brief, source_checkout_hint
+from hvd_container.core.errors import (
+    StepFailed,
+    UserError,
+    brief,
+    missing_build_extra,
+    source_checkout_hint,
+)
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TAIL_LINES = 30
+
+
+def _require_sdk() -> None:
+    """docker-py and requests come with the build extra; a launch-only install lacks them."""
+    import importlib.util
+
+    if importlib.util.find_spec("docker") is None or importlib.util.find_spec("requests") is None:
+        raise missing_build_extra("the Docker engine's Python client (docker, requests)")
 
 
 def docker_client(timeout: int = 600) -> Any:
@@ -37,6 +51,7 @@ def docker_client(timeout: int = 600) -> Any:
 
     A missing or stopped daemon becomes one UserError line instead of a traceback.
     """
+    _require_sdk()
     import docker
     import docker.errors
     import requests
@@ -75,6 +90,7 @@ def engine_errors() -> Iterator[None]:
     For calls outside the steps' own handling (image lookups, labelling, cleanup), e.g. a daemon
     that stops while a build runs: the user sees one line, never docker-py's traceback.
     """
+    _require_sdk()
     import docker.errors
     import requests
 
@@ -115,6 +131,8 @@ class DockerEngine:
     """containers.engine.Engine on the local Docker engine (DOCKER_HOST)."""
 
     def __init__(self, client: Any | None = None, nocache: bool = False) -> None:
+        if client is None:
+            _require_sdk()  # every method imports docker-py: say at once how to get it
         self._client = client
         self.nocache = nocache
 

@@ -72,7 +72,8 @@ def _root(
 
 
 def _flatten(text: str) -> str:
-    return " ".join(text.split()).rstrip(".")
+    # typer >= 0.29 checks values through pydantic, which starts its messages "Value error, "
+    return " ".join(text.split()).rstrip(".").removeprefix("Value error, ")
 
 
 def _is(exc: BaseException, name: str) -> bool:
@@ -81,9 +82,11 @@ def _is(exc: BaseException, name: str) -> bool:
 
 
 def _param_name(param: Any) -> str:
-    if param.param_type_name == "option":
+    if getattr(param, "param_type_name", None) == "option":
         return "/".join(sorted(param.opts, key=lambda o: not o.startswith("--")))
-    return str(param.human_readable_name)
+    # typer >= 0.29's own parameter classes lack click's human_readable_name
+    name = getattr(param, "human_readable_name", None) or getattr(param, "metavar", None)
+    return str(name or str(getattr(param, "name", "")).upper())
 
 
 def usage_error_line(exc: Exception) -> str:

@@ -59,6 +59,15 @@ def source_checkout_hint(script: str) -> str:
     return f"in a source checkout of hvd-container, `testbed/{script}` does it"
 
 
+BUILD_EXTRA = "pip install 'hvd-container[build]'"
+
+
+def missing_build_extra(what: str) -> UserError:
+    """The one line for a build-side command on a launch-only install (no docker, requests or
+    spython: `pip install hvd-container` brings only what launching needs)."""
+    return UserError(f"{what} is not installed (the build extra): {BUILD_EXTRA}")
+
+
 def brief(text: str, limit: int) -> str:
     """text on one line, cut to limit characters with "...": a command or instruction quoted in
     a message."""

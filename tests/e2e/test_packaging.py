@@ -29,7 +29,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(
         ROOT, src,
-        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests"),
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests", ".tools"),
     )  # fmt: skip
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
@@ -128,3 +128,71 @@ def _throwaway_launcher(folder: Path, wheels: Path, pip: list[str]) -> Path:
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(folder)], check=True)
     (built,) = wheels.glob("launcher-*.whl")
     return built
+
+
+@pytest.mark.e2e
+def test_a_launch_only_install_runs_the_launch_commands(tmp_path: Path) -> None:
+    # `pip install hvd-container` on a login node: the wheel and its dependencies, no extras
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT, src,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests", ".tools"),
+    )  # fmt: skip
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp_path), str(src)], check=True)
+    (wheel,) = tmp_path.glob("hvd_container-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "-q", "--disable-pip-version-check", "install", str(wheel)],
+        check=True,
+    )
+    for module in ("docker", "requests", "spython"):
+        absent = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True)
+        assert absent.returncode != 0, f"{module} came with the launch-only install"
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / "tests" / "fuzz" / "data" / "siftool-small.sif", work / "x.sif")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}  # fmt: skip
+    env.pop("HVD_CONTAINER_SITE", None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin" / "hvd-container"), *args],
+            cwd=work, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+
+    launch = ["--site", "neuron", "--image", "x.sif", "--comment", "pytorch", "-n", "8"]
+    for args in (
+        ["sites", "list"],
+        ["sites", "show", "perlmutter"],
+        ["recipes", "list"],
+        ["recipes", "show", "cpu-bookworm"],
+        ["render", "cpu-bookworm"],
+        ["render", "lightning-pt113", "--format", "singularity"],
+        ["inspect", "x.sif"],
+        ["schema", "recipe"],
+        ["run", *launch, "--dry-run", "t.py"],
+        ["run", *launch, "--dry-run", "--json", "t.py"],
+        ["batch", *launch, "t.py"],
+        ["jupyter", "--help"],
+        ["jobs", "--help"],
+    ):
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert done.stdout, args
+    # the build side says in one line how to get it
+    dockerfile = work / "Dockerfile"
+    dockerfile.write_text("FROM debian:bookworm\nRUN true\n")
+    for args in (
+        ["build", "cpu-bookworm"],
+        ["verify", "cpu-bookworm:1"],
+        ["push", "cpu-bookworm", "--registry", "127.0.0.1:5000"],
+        ["convert", "cpu-bookworm", "--to", "sif"],
+        ["render", "--from-dockerfile", str(dockerfile), "--format", "singularity"],
+    ):
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "pip install 'hvd-container[build]'" in lines[0], (args, lines)
