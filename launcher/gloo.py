@@ -1,8 +1,11 @@
 """Horovod over Gloo under srun, without horovodrun and without MPI.
 
 Every task runs a small POSIX sh wrapper (inside the container, before the training script):
-task 0 starts Horovod's own `RendezvousServer` in the background with the image's python and
-publishes "ADDR PORT" in a file in the shared working directory; every task then exports the
+each node's first task publishes the node's name under its SLURM_NODEID, so that the server
+learns the nodes in the step's order without expanding a Slurm hostlist (whose grammar,
+`n[1-2]-ib`, `a[01-02,05]b`, no hand-written parser in the image gets right); task 0 starts
+Horovod's own `RendezvousServer` in the background with the image's python and publishes
+"ADDR PORT" in a file in the shared working directory; every task then exports the
 HOROVOD_* variables horovodrun would set (rank, sizes, rendezvous address, interface) from
 Slurm's per-task variables and runs the script. Should the server die before it publishes
 its address, task 0 writes "failed CODE" in that file instead, so the other tasks stop at once
@@ -14,23 +17,24 @@ from __future__ import annotations
 
 # Runs in the image's python on task 0's node: start the server, publish its address.
 SERVER_CODE = r"""
-import os, re, signal, socket, sys, time
+import os, signal, socket, sys, time
 import psutil
 from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
 from horovod.runner.http.http_server import RendezvousServer
 
-def expand(nodelist):
-    out = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist):
-        prefix, ranges = m.group(1), m.group(2)
-        if not ranges:
-            out.append(prefix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            for i in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{prefix}{i:0{len(lo)}d}")
-    return out
+def node_names(folder, count):
+    # each node's first task writes its name in NODEID (SLURM_NODEID: the nodelist's order)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            names = [open(os.path.join(folder, str(i))).read().strip() for i in range(count)]
+            if all(names):
+                return names
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > deadline:
+            sys.exit(f"hvd-container gloo: not every node published its name in {folder} within 120 s")
+        time.sleep(0.1)
 
 def per_node(spec, count):
     out = []
@@ -43,7 +47,7 @@ iface = os.environ["HVD_GLOO_IFACE"]
 addrs = [a.address for a in psutil.net_if_addrs().get(iface, []) if a.family == socket.AF_INET]
 if not addrs:
     sys.exit(f"hvd-container gloo: no IPv4 address on interface {iface!r}")
-nodes = expand(os.environ["SLURM_STEP_NODELIST"])
+nodes = node_names(os.environ["HVD_GLOO_FILE"] + ".nodes", int(os.environ["SLURM_STEP_NUM_NODES"]))
 slots = per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"], len(nodes))
 np_ = int(os.environ["SLURM_STEP_NUM_TASKS"])
 server = RendezvousServer(verbose=0)
@@ -96,6 +100,12 @@ if [ -z "$iface" ]; then
     echo "hvd-container gloo: no network interface with an IPv4 address; set HOROVOD_GLOO_IFACE" >&2
     exit 1
 fi
+host=${SLURMD_NODENAME:-$(hostname)}
+if [ "$SLURM_LOCALID" = 0 ]; then
+    # the node's name for the rendezvous server, by its index in the step: no hostlist to parse
+    mkdir -p "$file.nodes"
+    printf '%s\n' "$host" >"$file.nodes/.$SLURM_NODEID.$$" && mv -f "$file.nodes/.$SLURM_NODEID.$$" "$file.nodes/$SLURM_NODEID"
+fi
 server=
 if [ "$SLURM_PROCID" = 0 ]; then
     mkdir -p "$dir"
@@ -128,14 +138,14 @@ export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE="$
 export HOROVOD_RANK="$SLURM_PROCID" HOROVOD_SIZE="$SLURM_STEP_NUM_TASKS"
 export HOROVOD_LOCAL_RANK="$SLURM_LOCALID" HOROVOD_LOCAL_SIZE="${SLURM_STEP_TASKS_PER_NODE%%(*}"
 export HOROVOD_CROSS_RANK="$SLURM_NODEID" HOROVOD_CROSS_SIZE="$SLURM_STEP_NUM_NODES"
-export HOROVOD_HOSTNAME="${SLURMD_NODENAME:-$(hostname)}"
+export HOROVOD_HOSTNAME="$host"
 if [ -z "$server" ]; then
     exec "$py" "$@"
 fi
 "$py" "$@"
 rc=$?
 kill "$server" 2>/dev/null
-rm -f "$file"
+rm -rf "$file" "$file.nodes"
 exit $rc
 """
 

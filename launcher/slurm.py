@@ -116,6 +116,8 @@ def _run(
         input=input_text,
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        errors="replace",
         preexec_fn=_child_setup(umask),  # noqa: PLW1509
     )
     if check and proc.returncode != 0:
@@ -142,9 +144,21 @@ def submit(
     return job_id
 
 
+# A job name may hold anything, " x=y" included, which would read as another key: scontrol
+# prints it between JobId and UserId, so it is taken whole from there.
+_JOB_NAME = re.compile(r"(?:^|\s)JobName=(.*?) UserId=")
+
+
 def parse_scontrol(line: str) -> dict[str, str]:
     """One `scontrol show job -o` line -> {key: value}."""
-    return {m.group(1): m.group(2) for m in _PAIR.finditer(line.strip())}
+    line = line.strip()
+    named = _JOB_NAME.search(line)
+    if named is None:
+        return {m.group(1): m.group(2) for m in _PAIR.finditer(line)}
+    rest = line[: named.start()] + line[named.end() - len(" UserId=") :]
+    fields = {m.group(1): m.group(2) for m in _PAIR.finditer(rest)}
+    fields["JobName"] = named.group(1)
+    return fields
 
 
 def _exit_pair(value: str) -> tuple[int | None, int | None]:
@@ -181,44 +195,39 @@ def job_from_scontrol(fields: dict[str, str]) -> Job:
 def _job_from_sacct(job_id: str) -> Job | None:
     if shutil.which("sacct") is None:
         return None
-    proc = subprocess.run(
-        [
-            "sacct",
-            "-X",
-            "-n",
-            "-P",
-            "-j",
-            job_id,
-            "-o",
-            "JobID,JobName,State,ExitCode,NodeList,User,Elapsed,WorkDir",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    # the job name last: it may hold the | that separates the fields (-P)
+    fields = "JobID,State,ExitCode,NodeList,User,Elapsed,WorkDir,JobName"
+    proc = _text_of(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", fields])
     if proc.returncode != 0:
         return None
     for line in proc.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) >= 8 and parts[0] == job_id:
-            status, sig = _exit_pair(parts[3])
+        parts = line.split("|", 7)
+        if len(parts) == 8 and parts[0] == job_id:
+            status, sig = _exit_pair(parts[2])
             return Job(
                 job_id=job_id,
-                name=parts[1],
-                state=parts[2].split()[0],  # "CANCELLED by 0" -> CANCELLED
+                name=parts[7],
+                state=parts[1].split()[0],  # "CANCELLED by 0" -> CANCELLED
                 exit_status=status,
                 signal=sig,
-                nodes=parts[4],
-                user=parts[5],
-                elapsed=parts[6],
-                workdir=parts[7] or None,
+                nodes=parts[3],
+                user=parts[4],
+                elapsed=parts[5],
+                workdir=parts[6] or None,
             )
     return None
+
+
+def _text_of(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm query; its output read as UTF-8 whatever the locale (job names may be)."""
+    return subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace")
 
 
 def job_info(job_id: str) -> Job | None:
     """The job's current record, or None when Slurm no longer knows it."""
     require_slurm("scontrol")
-    proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
+    # scontrol, not squeue --json: it gives the output files with %x, %j... filled in
+    proc = _text_of(["scontrol", "show", "job", "-o", job_id])
     if proc.returncode == 0 and proc.stdout.strip():
         return job_from_scontrol(parse_scontrol(proc.stdout.splitlines()[0]))
     return _job_from_sacct(job_id)
@@ -229,18 +238,90 @@ def cancel(job_id: str) -> None:
 
 
 def list_jobs(user: str | None = None, *, finished: bool = True) -> list[Job]:
-    """The user's jobs (default: the current user), including recently finished ones."""
+    """The user's jobs (default: the current user), including recently finished ones: from
+    `squeue --json` where this Slurm has it, else from squeue's text with the name last."""
     require_slurm("squeue")
     user = user or current_user()
-    argv = ["squeue", "-h", "-u", user, "-o", "%i|%j|%T|%M|%D|%R|%u"]
+    jobs = _jobs_from_json(user)
+    if jobs is None:
+        return _jobs_from_text(user, finished)
+    return [j for j in jobs if finished or not j.finished]
+
+
+def _number(value: object) -> int | None:
+    """A number of squeue's JSON: plain (22.05) or {"set", "infinite", "number"} (23.02 on)."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def elapsed_text(seconds: int) -> str:
+    """A duration as squeue's %M prints it: M:SS, H:MM:SS or D-HH:MM:SS."""
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def job_from_json(record: dict[str, object], now: float) -> Job:
+    """One job of `squeue --json` (22.05's shape and the newer one)."""
+    state = record.get("job_state")
+    if isinstance(state, list):  # 23.02 on: a list of flags, the base state first
+        state = state[0] if state else "UNKNOWN"
+    state = str(state or "UNKNOWN")
+    pending = state == "PENDING"
+    start, end = _number(record.get("start_time")), _number(record.get("end_time"))
+    elapsed = "0:00"
+    if start and not pending:
+        stop = end if end and state in TERMINAL_STATES else now
+        elapsed = elapsed_text(int(stop - start))
+    return Job(
+        job_id=str(_number(record.get("job_id")) or ""),
+        name=str(record.get("name") or ""),
+        state=state,
+        exit_status=None,  # as squeue's text gives it: the listing shows no exit codes
+        signal=None,
+        reason=str(record.get("state_reason") or "") if pending else "",
+        nodes="" if pending else str(record.get("nodes") or ""),
+        user=str(record.get("user_name") or ""),
+        elapsed=elapsed,
+    )
+
+
+def _jobs_from_json(user: str) -> list[Job] | None:
+    """The user's jobs from `squeue --json`, or None where this squeue has no JSON. (Slurm
+    22.05 ignores -u and -t with --json: the filtering is done here.)"""
+    import json
+
+    proc = _text_of(["squeue", "--json"])
+    if proc.returncode != 0:
+        return None
+    try:
+        data = json.loads(proc.stdout)
+        records = data["jobs"]
+        assert isinstance(records, list)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        return None
+    now = time.time()
+    jobs = [job_from_json(r, now) for r in records if isinstance(r, dict)]
+    return [j for j in jobs if j.user == user]
+
+
+def _jobs_from_text(user: str, finished: bool) -> list[Job]:
+    # the job name last: it may hold the | that separates the fields
+    argv = ["squeue", "-h", "-u", user, "-o", "%i|%T|%M|%D|%R|%u|%j"]
     if finished:
         argv += ["-t", "all"]
     jobs = []
     for line in _run(argv).splitlines():
-        parts = line.split("|")
+        parts = line.split("|", 6)
         if len(parts) < 7:
             continue
-        job_id, name, state, elapsed, _count, where, owner = parts[:7]
+        job_id, state, elapsed, _count, where, owner, name = parts
         pending = state == "PENDING" or where.startswith("(")
         jobs.append(
             Job(

@@ -139,6 +139,33 @@ def test_detach_then_jobs_and_logs_follow(
     assert "task 0 on node1" in printed.stdout
 
 
+def test_jobs_and_logs_read_a_job_name_with_pipes_spaces_and_unicode(
+    cluster: None,
+    job_dir: Path,  # noqa: F811
+) -> None:
+    from tests._json_records import result
+
+    name = "odd | name ü x=y"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "-J", name, "-N", "2", "-o", "odd_%j.out",
+         "--wrap", "srun -l echo hello from $SLURM_JOB_NAME"],
+        cwd=job_dir, capture_output=True, text=True, encoding="utf-8",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    followed = cli("logs", "-f", job_id, cwd=job_dir)  # scontrol's record, name and all
+    assert followed.returncode == 0, followed.stderr
+    assert f"hello from {name}" in followed.stdout
+    listing = cli("jobs")
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if line.startswith(f"{job_id} "))
+    assert f"  {name}  " in row and "COMPLETED" in row and "node[1-2]" in row, row
+    as_json = cli("jobs", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    job = next(j for j in result("jobs", as_json.stdout)["jobs"] if j["job_id"] == job_id)
+    assert (job["name"], job["state"], job["nodes"]) == (name, "COMPLETED", "node[1-2]")
+
+
 def test_interrupt_cancels_the_job(
     cluster: None,
     shell_dir_image: Path,  # noqa: F811

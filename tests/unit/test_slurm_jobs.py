@@ -311,9 +311,15 @@ def test_jupyter_token_is_random_and_not_on_the_command_line() -> None:
     assert len(ports) > 1 and all(20000 <= p < 60000 for p in ports)
 
 
-def _gloo_step(tmp_path: Path, server_code: str, script: Path) -> list[tuple[int, str, str]]:
+def _gloo_step(
+    tmp_path: Path,
+    server_code: str,
+    script: Path,
+    per_rank: dict[int, dict[str, str]] | None = None,
+) -> list[tuple[int, str, str]]:
     """Tasks 1 and 0 of a 2-task step run the Gloo wrapper with sh, as srun would start them;
-    (exit code, stdout, stderr) of each, killed after 20 s (the wrapper's own wait is 120 s)."""
+    (exit code, stdout, stderr) of each, killed after 20 s (the wrapper's own wait is 120 s).
+    per_rank: variables that differ from one node layout to another."""
     _, args = gloo.wrap_program(sys.executable, str(script), [])
     args[3] = server_code
     tasks = []
@@ -323,6 +329,7 @@ def _gloo_step(tmp_path: Path, server_code: str, script: Path) -> list[tuple[int
             "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2",
             "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_STEP_NUM_NODES": "1",
             "HOROVOD_GLOO_IFACE": "lo", "HVD_GLOO_DIR": str(tmp_path / "rdv"),
+            **(per_rank or {}).get(rank, {}),
         }  # fmt: skip
         tasks.append(
             subprocess.Popen(
@@ -364,3 +371,94 @@ def test_gloo_tasks_read_the_published_address(tmp_path: Path) -> None:
     results = _gloo_step(tmp_path, publish, script)
     assert results == [(0, "1 127.0.0.1 4321\n", ""), (0, "0 127.0.0.1 4321\n", "")]
     assert list((tmp_path / "rdv").iterdir()) == []  # task 0 removed the address file
+
+
+def test_gloo_server_learns_the_nodes_in_step_order_without_a_hostlist(tmp_path: Path) -> None:
+    # names Slurm hostlists write as n[1-2]-ib: the old expander in the image read "-ib" as a node
+    script = tmp_path / "t.py"
+    script.write_text("import os\nprint(os.environ['HOROVOD_HOSTNAME'])\n")
+    start = gloo.SERVER_CODE.index("def node_names")
+    function = gloo.SERVER_CODE[start : gloo.SERVER_CODE.index("def per_node")]
+    server = (
+        "import os, sys, time\n" + function + "t = os.environ['HVD_GLOO_FILE']\n"
+        "names = node_names(t + '.nodes', int(os.environ['SLURM_STEP_NUM_NODES']))\n"
+        "open(str(t) + '-names', 'w').write(','.join(names))\n"
+        "open(t + '.tmp', 'w').write('127.0.0.1 4321\\n'); os.replace(t + '.tmp', t)\n"
+        "time.sleep(60)\n"
+    )
+    two_nodes = {
+        rank: {"SLURMD_NODENAME": f"n{rank + 1}-ib", "SLURM_NODEID": str(rank),
+               "SLURM_LOCALID": "0", "SLURM_STEP_NUM_NODES": "2",
+               "SLURM_STEP_NODELIST": "n[1-2]-ib", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
+        for rank in (0, 1)
+    }  # fmt: skip
+    results = _gloo_step(tmp_path, server, script, two_nodes)
+    assert results == [(0, "n2-ib\n", ""), (0, "n1-ib\n", "")]
+    assert (tmp_path / "rdv" / "gloo-7.0-names").read_text() == "n1-ib,n2-ib"
+    assert [p.name for p in (tmp_path / "rdv").iterdir()] == ["gloo-7.0-names"]  # the rest removed
+
+
+ODD_NAME = "odd | name ü x=y"
+
+
+def test_a_job_name_with_pipes_equals_and_unicode_survives_scontrol() -> None:
+    line = (
+        f"JobId=5 JobName={ODD_NAME} UserId=me(1000) GroupId=me(1000) JobState=RUNNING "
+        "NodeList=n[1-2]-ib WorkDir=/home/me/a b StdOut=/home/me/a b/x.out ExitCode=0:0"
+    )
+    job = job_from_scontrol(parse_scontrol(line))
+    assert (job.name, job.user, job.state, job.nodes) == (ODD_NAME, "me", "RUNNING", "n[1-2]-ib")
+    assert job.workdir == "/home/me/a b" and job.stdout == "/home/me/a b/x.out"
+
+
+# one job of `squeue --json` as Slurm 22.05 prints it (trimmed), and as 23.02 on print it
+SQUEUE_22_05 = {
+    "job_id": 12, "name": ODD_NAME, "job_state": "RUNNING", "user_name": "me",
+    "nodes": "n[1-2]-ib", "state_reason": "None", "start_time": 1000, "end_time": 1000 + 3600,
+}  # fmt: skip
+SQUEUE_23_02 = {
+    "job_id": 13, "name": "queued", "job_state": ["PENDING"], "user_name": "me", "nodes": "",
+    "state_reason": "Resources", "start_time": {"set": True, "infinite": False, "number": 0},
+    "end_time": {"set": True, "infinite": False, "number": 0},
+}  # fmt: skip
+
+
+def test_squeue_json_records_of_both_shapes() -> None:
+    from hvd_container.launcher.slurm import job_from_json
+
+    running = job_from_json(SQUEUE_22_05, now=1000 + 3723)  # end_time is only the limit
+    assert (running.job_id, running.name, running.state) == ("12", ODD_NAME, "RUNNING")
+    assert (running.nodes, running.reason, running.elapsed) == ("n[1-2]-ib", "", "1:02:03")
+    queued = job_from_json(SQUEUE_23_02, now=5000)
+    assert (queued.state, queued.reason, queued.nodes, queued.elapsed) == (
+        "PENDING", "Resources", "", "0:00"
+    )  # fmt: skip
+    done = job_from_json({**SQUEUE_22_05, "job_state": "COMPLETED"}, now=99999)
+    assert done.elapsed == "1:00:00" and done.finished
+
+
+def test_list_jobs_reads_json_filters_by_user_and_falls_back_to_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hvd_container.launcher import slurm
+
+    other = {**SQUEUE_22_05, "job_id": 14, "user_name": "someone"}
+    listing = json.dumps({"jobs": [SQUEUE_22_05, SQUEUE_23_02, other]})
+    calls: list[list[str]] = []
+
+    def fake_squeue(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        # a stand-in for squeue: JSON, or (an older Slurm) an error for --json
+        calls.append(argv)
+        if "--json" in argv:
+            return subprocess.CompletedProcess(argv, 0 if json_ok else 1, listing, "")
+        text = f"12|RUNNING|1:02:03|2|n[1-2]-ib|me|{ODD_NAME}\n"
+        return subprocess.CompletedProcess(argv, 0, text, "")
+
+    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
+    monkeypatch.setattr(subprocess, "run", fake_squeue)
+    json_ok = True
+    assert [j.job_id for j in slurm.list_jobs("me")] == ["12", "13"]
+    json_ok = False
+    (job,) = slurm.list_jobs("me", finished=False)
+    assert (job.name, job.nodes, job.elapsed) == (ODD_NAME, "n[1-2]-ib", "1:02:03")
+    assert calls[-1][-1] != "all"  # --active: squeue's own default states
