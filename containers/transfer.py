@@ -18,30 +18,46 @@ class Transfer:
     total: int | None = None  # bytes expected, when known
     item: str = ""  # a layer id (push)
     written: int | None = None  # bytes written out so far (the compressed SIF), when known
+    seconds: float | None = None  # since the transfer began, when the reporter knows
 
 
 OnTransfer = Callable[[Transfer], None]
 
 
-def counted(
-    chunks: Iterable[bytes],
-    phase: str,
-    total: int | None,
-    on_transfer: OnTransfer | None,
-    written: Callable[[], int] | None = None,
-    every: float = 0.2,
-) -> Iterator[bytes]:
-    """chunks as they come, reporting the bytes passed at most every `every` seconds, and once
-    at the end."""
-    if on_transfer is None:
-        yield from chunks
-        return
-    done, last = 0, time.monotonic()
-    for chunk in chunks:
-        done += len(chunk)
-        now = time.monotonic()
-        if now - last >= every:
-            last = now
-            on_transfer(Transfer(phase, done, total, written=written() if written else None))
-        yield chunk
-    on_transfer(Transfer(phase, done, total, written=written() if written else None))
+class Counted:
+    """chunks as they come, reporting the bytes passed at most every `every` seconds; finish()
+    reports the end (a reader may stop before the iterator runs out: a tar's end marker)."""
+
+    def __init__(
+        self,
+        chunks: Iterable[bytes],
+        phase: str,
+        total: int | None,
+        on_transfer: OnTransfer | None,
+        written: Callable[[], int] | None = None,
+        every: float = 0.2,
+    ) -> None:
+        self.chunks, self.phase, self.total = chunks, phase, total
+        self.on_transfer, self.written, self.every = on_transfer, written, every
+        self.done = 0
+        self.started = time.monotonic()
+
+    def _report(self) -> None:
+        if self.on_transfer is not None:
+            written = self.written() if self.written else None
+            seconds = time.monotonic() - self.started
+            transfer = Transfer(self.phase, self.done, self.total, written=written, seconds=seconds)
+            self.on_transfer(transfer)
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.started = last = time.monotonic()
+        for chunk in self.chunks:
+            self.done += len(chunk)
+            now = time.monotonic()
+            if now - last >= self.every:
+                last = now
+                self._report()
+            yield chunk
+
+    def finish(self) -> None:
+        self._report()

@@ -25,7 +25,7 @@ from hvd_container.containers.sif.layout import DataObject, partition_offset, si
 from hvd_container.containers.sif.metadata import ImageConfig, is_replaced, singularity_tar
 from hvd_container.containers.sif.shift import insert_front
 from hvd_container.containers.sif.tarstream import TarFormatError, buffered, filter_tar
-from hvd_container.containers.transfer import OnTransfer, counted
+from hvd_container.containers.transfer import Counted, OnTransfer
 
 from hvd_container.core.atomic import atomic_output
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
@@ -150,7 +150,7 @@ def write_sif(
             try:
                 try:
                     assert proc.stdin is not None
-                    chunks = counted(
+                    chunks = Counted(
                         export_chunks,
                         "export",
                         export_size,
@@ -172,6 +172,8 @@ def write_sif(
                         f"docker export of {ref!r} gave a bad tar stream: {exc}"
                     ) from None
                 rc = proc.wait()
+                if rc == 0 and not broken:
+                    chunks.finish()  # tar2sqfs is done: the squashfs is all written
             finally:
                 if proc.poll() is None:
                     proc.kill()

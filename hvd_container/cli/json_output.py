@@ -245,6 +245,17 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         {"pushed": {"type": "object"}},
     ),
     "push": _result({"remote": _STR, "digest": _STR}),
+    "lock": _result(
+        {
+            "recipe": _STR,
+            "path": _STR,
+            "written": _BOOL,
+            "up_to_date": _BOOL,
+            "changes": _STRS,
+            "packages": _STR_MAP,
+            "seconds": {"type": "number"},
+        }
+    ),
     "progress": _record(
         {
             "event": {"enum": ["step", "log", "info", "cached", "done", "progress"]},

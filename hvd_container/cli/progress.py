@@ -59,9 +59,12 @@ class Meter:
 
     def measure(self, t: Transfer, now: float) -> tuple[float, float | None]:
         """(bytes per second, seconds left or None when the total is unknown)."""
-        first_time, first_done = self.started.setdefault((t.phase, t.item), (now, t.done))
-        elapsed = now - first_time
-        rate = (t.done - first_done) / elapsed if elapsed > 0 else 0.0
+        if t.seconds:  # the library timed it from its start
+            rate = t.done / t.seconds
+        else:
+            first_time, first_done = self.started.setdefault((t.phase, t.item), (now, t.done))
+            elapsed = now - first_time
+            rate = (t.done - first_done) / elapsed if elapsed > 0 else 0.0
         if t.total is None or rate <= 0:
             return rate, None
         return rate, max(t.total - t.done, 0) / rate

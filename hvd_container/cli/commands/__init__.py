@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "build": "build",
     "verify": "build",
     "push": "build",
+    "lock": "lock",
     "convert": "convert",
     "inspect": "convert",
     "recipes": "recipes",

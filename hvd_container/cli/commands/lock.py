@@ -1,0 +1,66 @@
+"""CLI command: `lock RECIPE [--check] [--json]` (a recipe's whole package set, resolved)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hvd_container.cli.completion import complete_recipe
+
+
+def lock_cmd(
+    recipe: Annotated[
+        str,
+        typer.Argument(
+            metavar="RECIPE",
+            help="Built-in recipe name or path to a recipe file.",
+            autocompletion=complete_recipe,
+        ),
+    ],
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Only say what would change; exit 1 if the lock is stale."),
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+    ] = False,
+) -> None:
+    """Resolve the recipe's Python packages for its image (Python, platform, arch, indexes)
+    with hashes, check the known incompatibilities on the resolved set, write NAME.lock."""
+    from hvd_container.cli.json_output import emit, json_errors
+    from hvd_container.containers.lock import lock_recipe
+
+    with json_errors(json_output):
+        result = lock_recipe(recipe, check=check)
+    stale = check and bool(result.changes)
+    if json_output:
+        emit(
+            {
+                "recipe": recipe,
+                "path": str(result.path),
+                "written": result.written,
+                "up_to_date": not result.changes,
+                "changes": result.changes,
+                "packages": {p.name: p.version for p in result.packages.values()},
+                "seconds": round(result.seconds, 2),
+            }
+        )
+    else:
+        for change in result.changes:
+            typer.echo(f"  {change}")
+        if check:
+            state = "is stale" if stale else "is up to date"
+            typer.echo(f"{result.path} {state} ({len(result.packages)} packages)")
+        else:
+            done = "wrote" if result.written else "unchanged:"
+            typer.echo(
+                f"{done} {result.path} ({len(result.packages)} packages, {result.seconds:.1f} s)"
+            )
+    if stale:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lock` to the app."""
+    app.command("lock")(lock_cmd)

@@ -1,0 +1,196 @@
+"""`lock`: the requirement set of a recipe, the resolver's command line, the lock file's reading,
+the incompatibility rules on a resolved set, and writing/checking a lock (the resolver is a
+stand-in here; tests/e2e/test_lock_resolve.py resolves for real against PyPI)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from _json_records import error, result
+from _recipe_helpers import CPU_RECIPE, merged, write
+from hvd_container.containers.lock import (
+    LockInputs,
+    chain,
+    compile_argv,
+    lock_recipe,
+    parse_lock,
+    platform_of,
+    requirements,
+    resolved_problems,
+)
+from hvd_container.containers.pipconfig import HostPipConfig
+from hvd_container.containers.recipe import load_recipe
+
+from hvd_container.cli.app import main
+from hvd_container.core.errors import StepFailed, UserError
+
+
+def entry(name: str, version: str, via: str) -> str:
+    return f"{name}=={version} \\\n    --hash=sha256:{'0' * 64}\n    # via {via}\n"
+
+
+LIGHTNING_LOCK = (
+    entry("lightning", "2.0.2", "-r -")
+    + entry("numpy", "2.1.0", "torch, torchmetrics")
+    + entry("torch", "2.5.0", "lightning, torchmetrics")
+    + entry("torchmetrics", "1.4.0", "lightning")
+)
+
+
+def test_requirements_are_what_the_pip_steps_install() -> None:
+    assert requirements(load_recipe("cpu-bookworm")) == [
+        "torch==2.13.0+cpu", "setuptools", "wheel", "packaging", "cloudpickle", "psutil",
+        "pyyaml", "horovod==0.28.1", "numpy==2.4.6",
+    ]  # fmt: skip
+    tf = requirements(load_recipe("cpu-bookworm-tf"))
+    assert "tensorflow-cpu==2.15.1" in tf and "numpy==1.26.4" in tf
+    lightning = requirements(load_recipe("lightning-pt113"))
+    assert "torch==1.13.0+cu117" in lightning and any(
+        r.startswith("lightning==") for r in lightning
+    )
+
+
+def test_the_target_and_indexes_reach_the_resolver() -> None:
+    recipe = load_recipe("lightning-pt113")
+    assert platform_of(load_recipe("cpu-bookworm")) == "x86_64-manylinux_2_36"
+    from hvd_container.containers.lock import lock_inputs
+
+    pip = HostPipConfig(index_url="https://mirror.example/simple", find_links=["/wheels"])
+    inputs = lock_inputs(recipe, pip)
+    argv = compile_argv(inputs, ["uv"])
+    assert argv[:3] == ["uv", "pip", "compile"] and "--generate-hashes" in argv
+    assert argv[argv.index("--python-version") + 1] == recipe.python.version
+    assert argv[argv.index("--python-platform") + 1] == platform_of(recipe)
+    assert argv[argv.index("--index-url") + 1] == "https://mirror.example/simple"
+    assert argv[argv.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu117"
+    assert argv[argv.index("--find-links") + 1] == "/wheels"
+    # the digest changes with any input
+    other = LockInputs(**{**inputs.__dict__, "python_version": "3.12"})
+    assert other.digest() != inputs.digest()
+
+
+def test_the_lock_is_read_with_its_dependency_chains() -> None:
+    packages = parse_lock(LIGHTNING_LOCK)
+    assert packages["torch"].version == "2.5.0"
+    assert chain(packages, "torch") == "lightning -> torch"
+    assert chain(packages, "numpy") == "lightning -> torch -> numpy"
+    assert chain(packages, "lightning") == "lightning"
+
+
+def test_rules_on_the_resolved_set_name_the_chain_and_the_fix(tmp_path: Path) -> None:
+    recipe = load_recipe("lightning-pt113")  # pins torch 1.13.1+cu117
+    packages = parse_lock(LIGHTNING_LOCK.replace("2.5.0", "1.13.0+cu117"))
+    (problem,) = resolved_problems(recipe, packages)  # numpy 2 with torch 1.13
+    assert problem.startswith("numpy 2.1.0 (lightning -> torch -> numpy) with torch 1.13.0+cu117")
+    assert problem.endswith("add numpy<2 to pip:")
+    replaced = resolved_problems(recipe, parse_lock(LIGHTNING_LOCK))
+    assert any(
+        p.startswith(
+            "torch: the recipe pins 1.13.0+cu117, the resolved set has 2.5.0 (lightning -> torch)"
+        )
+        for p in replaced
+    ), replaced
+    tf_216 = parse_lock(
+        entry("tensorflow-cpu", "2.16.1", "-r -") + entry("horovod", "0.28.1", "-r -")
+    )
+    tf_recipe = load_recipe("cpu-bookworm-tf")
+    assert any(
+        "does not build against TensorFlow >= 2.16" in p
+        for p in resolved_problems(tf_recipe, tf_216)
+    )
+
+
+STAND_IN = """\
+import os, sys
+# a stand-in for `uv pip compile` (no network in the fast suite): prints the lock it is given
+sys.stdin.read()
+if os.environ.get("FAKE_UV_FAIL"):
+    sys.exit(os.environ["FAKE_UV_FAIL"])
+sys.stdout.write(open(os.environ["FAKE_UV_LOCK"]).read())
+"""
+
+
+@pytest.fixture()
+def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "uv_stand_in.py"
+    script.write_text(STAND_IN)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    uv = bin_dir / "uv"
+    uv.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
+    uv.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    lock = tmp_path / "resolved.txt"
+    monkeypatch.setenv("FAKE_UV_LOCK", str(lock))
+    lock.write_text(
+        entry("filelock", "3.0.0", "torch")
+        + entry("torch", "2.13.0+cpu", "-r -")
+        + entry("numpy", "1.26.4", "-r -")
+    )
+    return lock
+
+
+def test_lock_writes_then_checks_then_reports_changes(
+    fake_uv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4"]), "mine.yaml")
+    first = lock_recipe(str(recipe), pip=HostPipConfig())
+    assert first.written and first.path == tmp_path / "mine.lock"
+    assert first.changes == ["+ filelock 3.0.0", "+ numpy 1.26.4", "+ torch 2.13.0+cpu"]
+    text = first.path.read_text()
+    assert text.startswith("# hvd-container lock of recipe") and "inputs sha256:" in text
+    assert lock_recipe(str(recipe), check=True, pip=HostPipConfig()).changes == []
+    fake_uv.write_text(fake_uv.read_text().replace("filelock==3.0.0", "filelock==3.1.0"))
+    assert main(["lock", str(recipe), "--check", "--json"]) == 1  # stale: nothing written
+    record = result("lock", capsys.readouterr().out)
+    assert record["changes"] == ["filelock 3.0.0 -> 3.1.0"] and not record["written"]
+    assert first.path.read_text() == text
+    assert main(["lock", str(recipe)]) == 0
+    assert "filelock==3.1.0" in first.path.read_text()
+
+
+def test_failures_are_one_line(
+    fake_uv: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recipe = write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4"]), "mine.yaml")
+    monkeypatch.setenv(
+        "FAKE_UV_FAIL",
+        "error: Request failed after 3 retries\n  Caused by: Failed to fetch: "
+        "https://download.pytorch.org/whl/cu117/torch/\n  cause: dns error",
+    )
+    with pytest.raises(
+        StepFailed,
+        match=r"^cannot reach the index https://download.pytorch.org/whl/cu117 from here",
+    ):
+        lock_recipe(str(recipe), pip=HostPipConfig())
+    assert not (tmp_path / "mine.lock").exists()
+    monkeypatch.delenv("FAKE_UV_FAIL")
+    fake_uv.write_text(entry("torch", "1.13.1", "-r -") + entry("numpy", "2.1.0", "torch"))
+    old = write(tmp_path, merged(CPU_RECIPE, pytorch={"version": "1.13.1", "cuda_tag": "cpu", "wheel_index": "pip"}, horovod=None, pip=[]), "old.yaml")  # fmt: skip
+    assert main(["lock", str(old), "--json"]) == 2
+    record = error(capsys.readouterr().out)
+    assert "numpy 2.1.0 (torch -> numpy) with torch 1.13.1" in record["text"]
+    assert not (tmp_path / "old.lock").exists()  # nothing written for a refused set
+
+
+def test_without_uv_it_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    real_import = builtins.__import__
+
+    def no_uv(name: str, *args: object, **kwargs: object) -> object:
+        if name == "uv":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_uv)
+    from hvd_container.containers.lock import uv_command
+
+    with pytest.raises(UserError, match=r"pip install 'hvd-container\[build\]'"):
+        uv_command()
