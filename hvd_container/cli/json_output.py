@@ -199,7 +199,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "site": _STR,
             "path": _NULL_STR,
             "script": _STR,
-            "sbatch": _STRS,
+            "argv": _STRS,  # how to submit it (the script on stdin when there is no path)
             "warnings": _STRS,
         }
     ),
@@ -245,6 +245,17 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         {"pushed": {"type": "object"}},
     ),
     "push": _result({"remote": _STR, "digest": _STR}),
+    "jupyter": _result(
+        {"job_id": _STR},
+        {
+            "cancelled": _BOOL,
+            "node": _STR,
+            "port": _INT,
+            "ssh": _STR,
+            "url": _STR,
+            "cluster_url": _STR,
+        },
+    ),
     "lock": _result(
         {
             "recipe": _STR,

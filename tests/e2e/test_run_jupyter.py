@@ -109,6 +109,13 @@ def test_jupyter_on_a_compute_node_with_a_random_token(
         log = job_dir / f"jupyter_{job}.out"
         assert stat.S_IMODE(log.stat().st_mode) & 0o077 == 0  # the log shows the token
     finally:
-        stopped = cli("jupyter", "--stop", job)
+        stopped = cli("jupyter", "--stop", job, "--json")
     assert stopped.returncode == 0, stopped.stderr
+    from tests._json_records import result
+
+    assert result("jupyter", stopped.stdout) == {
+        "event": "result",
+        "job_id": job,
+        "cancelled": True,
+    }
     assert _job_state(job) == "CANCELLED"

@@ -102,7 +102,7 @@ def test_batch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out = run_json(capsys, *argv[:-1], "-o", str(target), "--json", "t.py")
     record = result("batch", out)
     assert record["path"] == str(target) and target.read_text() == record["script"]
-    assert record["sbatch"] == ["sbatch", str(target)]
+    assert record["argv"] == ["sbatch", str(target)]
     code, out = run_json(capsys, *argv, "--submit", "t.py")
     assert code == 2 and "--submit" in error(out)["text"]
 
@@ -177,3 +177,20 @@ def test_rich_progress_honours_no_color(monkeypatch: pytest.MonkeyPatch, no_colo
     styles = set(re.findall(r"\x1b\[([0-9;]*)m", text))
     colours = {s for s in styles if any(p.startswith(("3", "9")) for p in s.split(";"))}
     assert (colours == set()) == no_color, styles
+
+
+def test_jupyter(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvd_container.launcher import jupyter
+
+    def started(site, request, reporter, timeout):  # a stand-in: no Slurm in the fast suite
+        return jupyter.JupyterSession("42", "node1", "10.0.0.2", 8123, "t" * 48, "login", "me")
+
+    monkeypatch.setattr(jupyter, "start", started)
+    code, out = run_json(
+        capsys, "jupyter", "--site", "neuron", "--image", "x.sif", "--comment", "python", "--json"
+    )
+    record = result("jupyter", out)
+    assert code == 0 and record["job_id"] == "42" and record["port"] == 8123
+    assert record["ssh"].startswith("ssh -L localhost:8123:") and "t" * 48 in record["url"]
+    code, out = run_json(capsys, "jupyter", "--stop", "x1", "--json")
+    assert code == 2 and "not a job id" in error(out)["text"]

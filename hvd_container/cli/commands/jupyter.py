@@ -44,28 +44,51 @@ def jupyter(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the server to start.")
     ] = 300.0,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
+    ] = False,
 ) -> None:
     """Start JupyterLab inside the image on a compute node; print the ssh tunnel and the URL.
 
     The port and the token are random (never your user name). The server keeps running
     after this command returns; stop it with `hvd-container jupyter --stop JOBID`.
     """
+    from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.launcher import jupyter as jup
 
-    if stop is not None:
-        jup.stop(stop)
-        typer.echo(f"job {stop} cancelled")
-        return
-    site_obj, request = build_request(
-        site=site, script="jupyter", args=[], image=image, recipe=recipe, ntasks=None,
-        nodes=1, ntasks_per_node=1, gpus_per_node=gpus_per_node, gpus_per_task=None,
-        cpus_per_task=None, mpi=None, controller="mpi", runtime=runtime, modules=None,
-        binds=bind, env=env, workdir=None, job_name="jupyter", time=time,
-        partition=partition, account=account, qos=qos, constraint=constraint, comment=comment,
-    )  # fmt: skip
-    from hvd_container.cli.terminal import TerminalReporter
+    with json_errors(json_output):
+        if stop is not None:
+            jup.stop(stop)
+        else:
+            site_obj, request = build_request(
+                site=site, script="jupyter", args=[], image=image, recipe=recipe, ntasks=None,
+                nodes=1, ntasks_per_node=1, gpus_per_node=gpus_per_node, gpus_per_task=None,
+                cpus_per_task=None, mpi=None, controller="mpi", runtime=runtime, modules=None,
+                binds=bind, env=env, workdir=None, job_name="jupyter", time=time,
+                partition=partition, account=account, qos=qos, constraint=constraint,
+                comment=comment,
+            )  # fmt: skip
+            from hvd_container.cli.terminal import TerminalReporter
 
-    session = jup.start(site_obj, request, TerminalReporter(), timeout=timeout)
+            session = jup.start(site_obj, request, TerminalReporter(), timeout=timeout)
+    if stop is not None:
+        if json_output:
+            emit({"job_id": stop, "cancelled": True})
+        else:
+            typer.echo(f"job {stop} cancelled")
+        return
+    if json_output:
+        emit(
+            {
+                "job_id": session.job_id,
+                "node": session.node,
+                "port": session.port,
+                "ssh": session.ssh_line,
+                "url": session.local_url,
+                "cluster_url": session.cluster_url,
+            }
+        )
+        return
     typer.echo(f"Jupyter job {session.job_id} on {session.node}, port {session.port}")
     typer.echo("1. open the tunnel on your computer:")
     typer.echo(f"   {session.ssh_line}")

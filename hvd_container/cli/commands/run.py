@@ -223,7 +223,7 @@ def batch(
                 "site": prepared.site.name,
                 "path": path,
                 "script": text,
-                "sbatch": ["sbatch", path] if path else ["sbatch"],  # the script on stdin
+                "argv": ["sbatch", path] if path else ["sbatch"],  # the script on stdin
                 "warnings": warnings,
             }
         )
