@@ -148,6 +148,13 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
 
     image = resolve_image(site, request, runtime.kind)
+    recipe_ref = None if request.image else image  # the image was named from the recipe
+    pitfalls.apply(
+        pitfalls.recipe_image_without_registry(site, runtime.kind, request.recipe, recipe_ref),
+        warnings,
+    )
+    ranks = layout.ntasks or (layout.nodes or 1) * (layout.ntasks_per_node or 1)
+    pitfalls.apply(pitfalls.registry_image_per_rank(runtime.kind, image, ranks), warnings)
     env = _env(site, request)
     pitfalls.apply(pitfalls.nccl_interface(site, env, layout.nodes, layout.gpus_per_node), warnings)
     invocation = Invocation(

@@ -267,6 +267,49 @@ def image_ignored(runtime_kind: str, image: str | None) -> list[Finding]:
     return []
 
 
+def registry_image_per_rank(runtime_kind: str, image: str | None, ranks: int) -> list[Finding]:
+    """Apptainer/Singularity given a registry image converts it to a SIF in every rank, all at
+    the same time (each pulls every layer and builds its own SIF): convert it once first."""
+    from hvd_container.launcher.runtimes import apptainer, is_file_ref
+
+    if runtime_kind not in ("apptainer", "singularity") or not image or ranks <= 1:
+        return []
+    if is_file_ref(image):
+        return []
+    ref = apptainer.image_ref(image)
+    return [
+        error(
+            "registry-image-per-rank",
+            f"{runtime_kind} would convert {ref} into a SIF in each of the {ranks} ranks at "
+            f"once: convert it once first (`{runtime_kind} pull image.sif {ref}` on the login "
+            "node, or `hvd-container convert IMAGE --to sif -o image.sif`) and pass --image "
+            "image.sif",
+        )
+    ]
+
+
+def recipe_image_without_registry(
+    site: Site, runtime_kind: str, recipe: str | None, ref: str | None
+) -> list[Finding]:
+    """--recipe on a site that pulls from a registry needs the site's images.registry: without
+    it the recipe's NAME:VERSION means docker.io/library/NAME, where no build was pushed."""
+    from hvd_container.launcher.runtimes import is_file_ref
+
+    if recipe is None or ref is None or site.images.registry or runtime_kind == "none":
+        return []
+    repository = ref.rsplit("@", 1)[0].rsplit(":", 1)[0] if "/" not in ref else ref
+    if is_file_ref(ref) or "/" in repository or "://" in ref:
+        return []
+    return [
+        error(
+            "recipe-image-without-registry",
+            f"--recipe: site {site.name} has no images.registry, so the image would be "
+            f"docker.io/library/{ref}, where `hvd-container push` never puts it: pass --image "
+            "REGISTRY/NAME:TAG (what push printed), or set images.registry in the site profile",
+        )
+    ]
+
+
 def nccl_interface(
     site: Site, env: dict[str, str], nodes: int | None, gpus_per_node: int
 ) -> list[Finding]:

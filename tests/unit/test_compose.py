@@ -76,7 +76,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "neuron-docker-ref": (
         "neuron",
-        dict(image="docker:user/img:tag", ntasks=4, inside_allocation=True),
+        # one rank: more would each convert the registry image at once (refused, see below)
+        dict(image="docker:user/img:tag", ntasks=1, inside_allocation=True),
     ),
     "perlmutter-in-allocation": (
         "perlmutter",
@@ -298,7 +299,10 @@ def test_hostile_arguments_round_trip(site: str, runtime: str | None) -> None:
         dict(
             script="my train.py",
             args=HOSTILE,
-            image="u/img:tag" if runtime not in (None, "none") or site == "perlmutter" else "i.sif",
+            # a registry image, except where Apptainer would convert it in every rank
+            image="u/img:tag"
+            if runtime not in (None, "none", "apptainer", "singularity") or site == "perlmutter"
+            else "i.sif",
             runtime=runtime,
             ntasks=2,
             env={"WEIRD": "a b;$c 'd'"},
@@ -574,3 +578,48 @@ def test_a_comma_list_of_binds_is_each_bind_on_its_own() -> None:
     assert argv[argv.index("singularity") :][:7] == [
         "singularity", "run", "--nv", "-B", "/a:/a:ro", "-B", "/b:/b",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("runtime", ["singularity", "apptainer"])
+def test_a_registry_image_under_apptainer_on_many_ranks_is_converted_first(runtime: str) -> None:
+    with pytest.raises(UserError) as info:
+        plan(
+            "neuron",
+            dict(image="docker:user/img:tag", ntasks=4, runtime=runtime, inside_allocation=True),
+        )
+    assert str(info.value) == (
+        f"{runtime} would convert docker://user/img:tag into a SIF in each of the 4 ranks at "
+        f"once: convert it once first (`{runtime} pull image.sif docker://user/img:tag` on the "
+        "login node, or `hvd-container convert IMAGE --to sif -o image.sif`) and pass --image "
+        "image.sif"
+    )
+    # a SIF, or one rank, is fine
+    assert plan("neuron", dict(image="x.sif", ntasks=4, inside_allocation=True)).argv[0] == "srun"
+
+
+def test_a_recipe_on_a_registry_site_without_its_registry_is_refused() -> None:
+    facts = ImageFacts(source="recipe cpu-bookworm", name="cpu-bookworm", version="1")
+    with pytest.raises(UserError) as info:
+        plan(
+            "perlmutter", dict(recipe="cpu-bookworm", facts=facts, ntasks=4, inside_allocation=True)
+        )
+    assert str(info.value).startswith(
+        "--recipe: site perlmutter has no images.registry, so the image would be "
+        "docker.io/library/cpu-bookworm:1, where `hvd-container push` never puts it"
+    )
+    # with the site's registry the recipe names a reachable image
+    import dataclasses
+
+    from hvd_container.launcher.sites import load_site
+
+    site = load_site("perlmutter")
+    site = dataclasses.replace(
+        site, images=dataclasses.replace(site.images, registry="registry.nersc.gov/m1234")
+    )
+    line = plan_launch(
+        site,
+        LaunchRequest(
+            script="t.py", recipe="cpu-bookworm", facts=facts, ntasks=4, inside_allocation=True
+        ),
+    )
+    assert "--image=docker:registry.nersc.gov/m1234/cpu-bookworm:1" in line.argv

@@ -205,7 +205,8 @@ def test_partition_arch_overrides_site_arch(tmp_path: Path) -> None:
         "name: mixed\nruntime: {kind: apptainer}\nscheduler:\n  partition: x86\n  partitions:\n    x86: {gpus_per_node: 4}\n    gh200: {gpus_per_node: 4, arch: arm64}\n",
     )
     site = load_site(str(path))
-    ok = plan_launch(site, LaunchRequest(script="t.py", facts=X86, ntasks=4, lightning=False))
+    # one rank: Apptainer converts a registry image once (more ranks would each convert it)
+    ok = plan_launch(site, LaunchRequest(script="t.py", facts=X86, ntasks=1, lightning=False))
     assert ok.image == "x86:1"
     with pytest.raises(UserError, match=r"but partition gh200 of site mixed runs arm64"):
         plan_launch(
@@ -606,10 +607,10 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
         "scheduler: {gpus_per_node: 4}\n"
         "other_runtimes:\n  - {kind: podman-hpc, gpu: false}\n",
     )
-    for kind, flag in (("apptainer", "--nv"), ("podman-hpc", "--gpu")):
+    for kind, flag, image in (("apptainer", "--nv", "i.sif"), ("podman-hpc", "--gpu", "u/i:t")):
         result = plan_launch(
             load_site(str(path)),
-            LaunchRequest(script="t.py", image="u/i:t", runtime=kind, nodes=1, lightning=False),
+            LaunchRequest(script="t.py", image=image, runtime=kind, nodes=1, lightning=False),
         )
         assert flag not in result.argv
         assert result.warnings == [
@@ -618,8 +619,8 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
 
 
 def test_runtimes_that_keep_the_gpus_are_not_warned() -> None:
-    for runtime in ("apptainer", "pyxis"):
-        assert plan("zih-alpha", image="u/i:t", runtime=runtime, nodes=1).warnings == []
+    for runtime, image in (("apptainer", "i.sif"), ("pyxis", "u/i:t")):
+        assert plan("zih-alpha", image=image, runtime=runtime, nodes=1).warnings == []
     assert plan("zih-alpha", runtime="none", nodes=1).warnings == []
     assert plan("perlmutter", image="u/i:t", nodes=1, account="a_g").warnings == []
     assert (

@@ -339,7 +339,7 @@ def test_a_script_starting_with_a_dash_goes_after_double_dash(
     capsys: pytest.CaptureFixture[str], job_dir: Path
 ) -> None:
     code, out, err = cli(
-        capsys, "run", "--site", "zih-alpha", "--image", "docker:u/i:1", "-n", "8", "--dry-run",
+        capsys, "run", "--site", "zih-alpha", "--image", "docker:u/i:1", "-n", "1", "--dry-run",
         "--", "-odd.py", "--dry-run",
     )  # fmt: skip
     assert code == 0, err
