@@ -55,7 +55,14 @@ class LockInputs:
     find_links: list[str] = field(default_factory=list)
 
     def digest(self) -> str:
-        blob = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """What was asked for, for which target: the indexes (this machine's pip configuration)
+        say only where the files come from, and the lock holds every file's hash."""
+        asked = {
+            k: v
+            for k, v in asdict(self).items()
+            if k in ("requirements", "python_version", "platform")
+        }
+        blob = json.dumps(asked, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -295,6 +302,68 @@ def header(recipe: Recipe, ref: str, inputs: LockInputs) -> str:
     )
 
 
+MAX_LOCK_BYTES = 1 << 20
+
+
+def read_lock(recipe: Recipe, recipe_path: Path, ref: str) -> str | None:
+    """The lock next to the recipe file, or None; a lock made for other inputs is refused with
+    the command that refreshes it (the build would install packages the recipe no longer asks
+    for)."""
+    from hvd_container.containers.pipconfig import HostPipConfig
+
+    from hvd_container.core.files import open_regular
+
+    path = recipe_path.with_suffix(".lock")
+    if not path.exists():
+        return None
+    fh, size = open_regular(path, "a lock file")
+    with fh:
+        if size > MAX_LOCK_BYTES:
+            raise UserError(
+                f"{path}: {size} bytes, more than a lock has (at most {MAX_LOCK_BYTES})"
+            )
+        try:
+            text = fh.read(MAX_LOCK_BYTES + 1).decode()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read: {exc}") from None
+    wanted = lock_inputs(recipe, HostPipConfig()).digest()
+    if lock_digest(text) != wanted:
+        raise UserError(
+            f"{path}: stale: the recipe asks for other packages or another target than it was "
+            f"locked for; refresh it with `hvd-container lock {ref}`"
+        )
+    problem = _unsafe_lock_line(text)
+    if problem:
+        raise UserError(f"{path}: {problem}")
+    return text
+
+
+def _unsafe_lock_line(text: str) -> str | None:
+    """A lock is pip's requirements format: entries, --hash options and comments, nothing that
+    points pip elsewhere (-e, -r, --index-url ...), whoever wrote the file."""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or _ENTRY.match(stripped):
+            continue
+        if re.fullmatch(r"--hash=sha256:[0-9a-f]{64}( \\)?", stripped):
+            continue
+        return f"line {number}: not a locked package, hash or comment (pip options are not allowed)"
+    return None
+
+
+def without(text: str, name: str) -> tuple[str, str]:
+    """(the lock without package name's entry, that entry alone with its hashes)."""
+    kept: list[str] = []
+    taken: list[str] = []
+    target = kept
+    for line in text.splitlines(keepends=True):
+        entry = _ENTRY.match(line)
+        if entry:
+            target = taken if canonicalize_name(entry[1]) == canonicalize_name(name) else kept
+        target.append(line)
+    return "".join(kept), "".join(taken)
+
+
 def lock_digest(text: str) -> str | None:
     """The inputs digest a lock file was made from (its header), or None."""
     match = re.search(r"inputs sha256:([0-9a-f]{64})", text)
@@ -323,7 +392,7 @@ def lock_recipe(
     from hvd_container.containers.pipconfig import read_host_pip_config
     from hvd_container.containers.recipe import load_recipe, recipe_file
 
-    recipe = load_recipe(ref)
+    recipe = load_recipe(ref, with_lock=False)  # a stale lock is what this replaces
     path = recipe_file(ref).with_suffix(".lock")
     inputs = lock_inputs(recipe, pip if pip is not None else read_host_pip_config())
     if not inputs.requirements:

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from hvd_container.containers.printers import section_header_problem, shell_command_problem
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+)
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
@@ -327,6 +335,13 @@ class Recipe(_Strict):
     )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     checks: list[CheckCommand] = Field(default_factory=list)
+    # NAME.lock next to the recipe file (containers/lock.py), attached by load_recipe: the
+    # build installs exactly it. Not a YAML key.
+    _lock: str | None = PrivateAttr(default=None)
+
+    @property
+    def lock(self) -> str | None:
+        return self._lock
 
     @property
     def image_tag(self) -> str:
@@ -342,8 +357,12 @@ class Recipe(_Strict):
         return [k for k in ("pytorch", "tensorflow", "lightning") if getattr(self, k) is not None]
 
     def digest(self) -> str:
-        """sha256 of the validated content (stable key order), independent of YAML layout."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """sha256 of the validated content (stable key order), independent of YAML layout, and
+        of the lock the build installs."""
+        content: dict[str, Any] = self.model_dump(mode="json")
+        if self._lock is not None:
+            content["lock"] = hashlib.sha256(self._lock.encode()).hexdigest()
+        blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -444,8 +463,9 @@ def _load_layers(
     return _deep_merge(parent_data, data), [doc, *parent_docs]
 
 
-def load_recipe(ref: str | Path) -> Recipe:
-    """Load, merge (`extends:`) and validate a recipe given by path or built-in name."""
+def load_recipe(ref: str | Path, *, with_lock: bool = True) -> Recipe:
+    """Load, merge (`extends:`) and validate a recipe given by path or built-in name, with the
+    lock next to its file (with_lock=False: without it, as `lock` reads a recipe to lock)."""
     path = _resolve_ref(ref)
     data, docs = _load_layers(path, ())
     layered = _Layered(data, docs)
@@ -453,4 +473,8 @@ def load_recipe(ref: str | Path) -> Recipe:
     from hvd_container.containers.compat import check_compatibility
 
     check_compatibility(recipe, layered)
+    if with_lock:
+        from hvd_container.containers.lock import read_lock
+
+        recipe._lock = read_lock(recipe, path, str(ref))
     return recipe

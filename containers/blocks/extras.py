@@ -16,6 +16,6 @@ def render(recipe: Recipe) -> Block | None:
     lines = []
     if recipe.apt:
         lines.append(apt_install(recipe.apt))
-    if recipe.pip:
+    if recipe.pip and recipe.lock is None:  # with a lock, the locked block installed them
         lines.append(run(pip_install(*(shlex.quote(p) for p in recipe.pip))))
     return block("extras", *lines) if lines else None

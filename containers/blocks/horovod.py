@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import horovod_patches
+from hvd_container.containers.blocks import locked as locked_block
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
+from hvd_container.containers.instructions import Copy
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
@@ -56,28 +58,44 @@ def render(recipe: Recipe) -> Block | None:
         return None
     flags = " ".join(f"{k}={v}" for k, v in build_env(recipe).items())
     commands: list[str] = []
+    locked = recipe.lock is not None
+    # with a lock: the sdist checked against its hash, the dependencies already installed
+    source = (
+        ["--require-hashes", "-r", locked_block.HOROVOD_LOCK_FILE]
+        if locked
+        else [f"horovod=={hvd.version}"]
+    )
+    no_deps = ["--no-deps"] if locked else []
     if recipe.gpu:
         # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs.
         commands.append(f"ldconfig {CUDA_STUBS}")
     if hvd.patches:
         commands += [
             "hvd_src=$(mktemp -d)",
-            f'hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod=={hvd.version}',
+            'hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" ' + " ".join(source),
             f'tar -xzf "$hvd_src/horovod-{hvd.version}.tar.gz" -C "$hvd_src"',
             f'cd "$hvd_src/horovod-{hvd.version}"',
         ]
         for name in hvd.patches:
             commands += horovod_patches.commands(name)
         commands += [
-            f"{flags} {pip_install('--no-build-isolation', '.')}",
+            f"{flags} {pip_install('--no-build-isolation', *no_deps, '.')}",
             "cd /",
             'rm -rf "$hvd_src"',
         ]
     else:
-        commands.append(f"{flags} {pip_install('--no-build-isolation', f'horovod=={hvd.version}')}")
+        commands.append(f"{flags} {pip_install('--no-build-isolation', *no_deps, *source)}")
     if recipe.gpu:
         commands.append("ldconfig")
     commands.append("horovodrun --check-build")
+    if locked:
+        _packages, entry = locked_block.parts(recipe)
+        return block(
+            "horovod",
+            apt_install(build_packages(recipe)),
+            Copy("horovod.lock", locked_block.HOROVOD_LOCK_FILE, entry.encode()),
+            run(*commands),
+        )
     return block(
         "horovod",
         apt_install(build_packages(recipe)),

@@ -35,7 +35,7 @@ def render(recipe: Recipe) -> Block | None:
     torch = recipe.pytorch
     if torch is None:
         return None
-    if torch.source == "image":
+    if torch.source == "image" or recipe.lock is not None:  # the base image or the lock has it
         return block("frameworks", run(module_version_check("torch", torch.version)))
     url = index_url(recipe)
     args = ([f"--extra-index-url {url}"] if url else []) + requirements(recipe)

@@ -15,6 +15,6 @@ def render(recipe: Recipe) -> Block | None:
     tf = recipe.tensorflow
     if tf is None:
         return None
-    if tf.source == "image":
+    if tf.source == "image" or recipe.lock is not None:  # the base image or the lock has it
         return block("frameworks", run(module_version_check("tensorflow", tf.version)))
     return block("frameworks", run(pip_install(f"{tf.package}=={tf.version}")))

@@ -83,6 +83,7 @@ def test_block_order_is_the_layer_order() -> None:
         "cuda",
         "nccl",
         "pip_setup",
+        "locked",
         "tensorflow",
         "pytorch",
         "lightning",

@@ -194,3 +194,69 @@ def test_without_uv_it_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.Mo
 
     with pytest.raises(UserError, match=r"pip install 'hvd-container\[build\]'"):
         uv_command()
+
+
+def _locked_recipe(tmp_path: Path, fake_uv: Path, **changes: object) -> Path:
+    """A CPU recipe and its lock (resolved by the stand-in), next to each other."""
+    fake_uv.write_text(
+        entry("cloudpickle", "3.1.2", "horovod")
+        + entry("horovod", "0.28.1", "-r -")
+        + entry("torch", "2.13.0+cpu", "-r -")
+        + entry("numpy", "2.4.6", "-r -")
+    )
+    recipe = write(tmp_path, merged(CPU_RECIPE, **changes), "mine.yaml")
+    lock_recipe(str(recipe), pip=HostPipConfig())
+    return recipe
+
+
+def test_a_locked_recipe_installs_exactly_its_lock(fake_uv: Path, tmp_path: Path) -> None:
+    from hvd_container.containers.render import build_context, render_definition
+
+    recipe = load_recipe(_locked_recipe(tmp_path, fake_uv))
+    assert recipe.lock is not None
+    context = build_context(recipe)
+    dockerfile = context["Dockerfile"].decode()
+    assert "COPY requirements.lock /opt/hvd/requirements.lock" in dockerfile
+    assert (
+        "hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock"
+        in dockerfile
+    )
+    assert (
+        "--require-hashes -r /opt/hvd/horovod.lock" in dockerfile
+        and "--no-build-isolation --no-deps ." in dockerfile
+    )
+    # nothing is resolved inside the image: no other pip install names a package
+    installs = [line for line in dockerfile.splitlines() if "hvd-pip install" in line]
+    assert all("-r /opt/hvd/" in line or line.rstrip(" \\").endswith(" .") for line in installs), (
+        installs
+    )
+    locked, horovod = context["requirements.lock"].decode(), context["horovod.lock"].decode()
+    assert "torch==2.13.0+cpu" in locked and "horovod" not in locked.split("# via")[0]
+    assert horovod.startswith("horovod==0.28.1 \\") and "--hash=sha256:" in horovod
+    assert "torch==2.13.0+cpu" in render_definition(recipe)  # the definition carries it too
+    assert recipe.digest() != load_recipe(tmp_path / "mine.yaml", with_lock=False).digest()
+
+
+def test_a_stale_lock_is_refused_with_the_command_that_refreshes_it(
+    fake_uv: Path, tmp_path: Path
+) -> None:
+    path = _locked_recipe(tmp_path, fake_uv)
+    write(tmp_path, merged(CPU_RECIPE, pip=["numpy==2.4.6", "rich"]), "mine.yaml")
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    assert str(info.value) == (
+        f"{tmp_path / 'mine.lock'}: stale: the recipe asks for other packages or another target "
+        f"than it was locked for; refresh it with `hvd-container lock {path}`"
+    )
+    lock_recipe(str(path), pip=HostPipConfig())  # locking again is how it is refreshed
+    assert load_recipe(path).lock is not None
+
+
+def test_a_lock_cannot_point_pip_elsewhere(fake_uv: Path, tmp_path: Path) -> None:
+    path = _locked_recipe(tmp_path, fake_uv)
+    lock = tmp_path / "mine.lock"
+    lock.write_text(lock.read_text() + "--index-url https://attacker.example/simple\n")
+    with pytest.raises(
+        UserError, match=r"mine.lock: line \d+: not a locked package, hash or comment"
+    ):
+        load_recipe(path)

@@ -73,14 +73,15 @@ def test_render_context_directory(tmp_path: Path, capsys: pytest.CaptureFixture[
     target = tmp_path / "ctx"
     assert main(["render", "cpu-bookworm", "--context", str(target)]) == 0
     recipe = load_recipe("cpu-bookworm")
-    assert sorted(p.name for p in target.iterdir()) == ["Dockerfile", "hvd-pip"]
+    # the shipped lock's two parts come along: the locked packages and Horovod's sdist entry
+    names = ["Dockerfile", "horovod.lock", "hvd-pip", "requirements.lock"]
+    assert sorted(p.name for p in target.iterdir()) == names
     assert (target / "Dockerfile").read_text() == render_dockerfile(recipe)
-    assert (target / "hvd-pip").read_bytes() == build_context(recipe)["hvd-pip"]
+    context = build_context(recipe)
+    for name in names[1:]:
+        assert (target / name).read_bytes() == context[name]
     assert (target / "hvd-pip").stat().st_mode & 0o777 == 0o755
-    assert capsys.readouterr().err.splitlines() == [
-        f"wrote {target / 'Dockerfile'}",
-        f"wrote {target / 'hvd-pip'}",
-    ]
+    assert sorted(capsys.readouterr().err.splitlines()) == [f"wrote {target / n}" for n in names]
 
 
 def test_render_context_refuses_other_options(

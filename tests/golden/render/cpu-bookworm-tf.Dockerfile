@@ -25,33 +25,34 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir tensorflow-cpu==2.15.1
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
+
+# hvd-container phase: frameworks
+RUN python3 -c 'import tensorflow; v = tensorflow.__version__; assert v.startswith("2.15.1"), "tensorflow " + v + " is not 2.15.1"'
 
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
     && rm -rf /var/lib/apt/lists/*
-RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+COPY horovod.lock /opt/hvd/horovod.lock
 RUN hvd_src=$(mktemp -d) \
-    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod==0.28.1 \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" --require-hashes -r /opt/hvd/horovod.lock \
     && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
     && cd "$hvd_src/horovod-0.28.1" \
     && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
     && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
-    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation . \
+    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
     && cd / \
     && rm -rf "$hvd_src" \
     && horovodrun --check-build
-
-# hvd-container phase: extras
-RUN hvd-pip install --no-cache-dir numpy==1.26.4
 
 # hvd-container phase: extras
 ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-tf"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="e24c3c93826a6273ce4a6caaa703c086108c6d2822215a9d33e4ec832c88faeb"
+LABEL org.hvd-container.recipe.digest="8709b061c45e4ba42ec6ae8fa89d928e766dffdc47e3830cb979728fe7d83678"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -25,33 +25,34 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir torch==2.13.0+cpu
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
+
+# hvd-container phase: frameworks
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("2.13.0"), "torch " + v + " is not 2.13.0"'
 
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
     && rm -rf /var/lib/apt/lists/*
-RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+COPY horovod.lock /opt/hvd/horovod.lock
 RUN hvd_src=$(mktemp -d) \
-    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" horovod==0.28.1 \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" --require-hashes -r /opt/hvd/horovod.lock \
     && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
     && cd "$hvd_src/horovod-0.28.1" \
     && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
     && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
-    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation . \
+    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
     && cd / \
     && rm -rf "$hvd_src" \
     && horovodrun --check-build
-
-# hvd-container phase: extras
-RUN hvd-pip install --no-cache-dir numpy==2.4.6
 
 # hvd-container phase: extras
 ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="a46081b040a598df899a361a984bfd8b64f1c9f54dfd8db50d82ceed5c51c191"
+LABEL org.hvd-container.recipe.digest="bfbef268638de5e5d68f6f61d5b90b1391892431f4bb6e1e8948fc48b6d1f7da"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
