@@ -232,6 +232,40 @@ def pytorch_cuda_tag_published(recipe: Recipe) -> Problem | None:
     )
 
 
+# The CUDA build PyPI's own Linux torch wheels are (checked in their metadata: the nvidia-*
+# wheels they depend on); other releases are not judged.
+PYPI_TORCH_CUDA = {"1.13": "cu117", "2.14": "cu130"}
+
+
+def pypi_torch_cuda_build(recipe: Recipe) -> Problem | None:
+    """`wheel_index: pypi` takes PyPI's build of torch: its CUDA version is the one PyPI has."""
+    torch = recipe.pytorch
+    if torch is None or torch.wheel_index != "pypi" or torch.cuda_tag is None:
+        return None
+    built = PYPI_TORCH_CUDA.get(_line(torch.version))
+    if built is None or built == torch.cuda_tag:
+        return None
+    return (
+        ("pytorch", "cuda_tag"),
+        f"PyPI's torch {torch.version} is the {built} build, not {torch.cuda_tag}: set "
+        f"cuda_tag: {built}, or take {torch.cuda_tag} wheels from the PyTorch index "
+        "(wheel_index: pytorch)",
+    )
+
+
+def gpu_build_names_its_gpus(recipe: Recipe) -> Problem | None:
+    """An NCCL Horovod build without cuda_cc compiles every architecture nvcc lists (12 with
+    CUDA 13): name the site's GPUs."""
+    hvd = recipe.horovod
+    if hvd is None or hvd.gpu_operations != "nccl" or hvd.cuda_cc:
+        return None
+    return (
+        ("horovod", "gpu_operations"),
+        "an NCCL build needs horovod.cuda_cc, the compute capabilities of the site's GPUs "
+        "(e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200)",
+    )
+
+
 def pytorch_companions_match(recipe: Recipe) -> Problem | None:
     """torchvision/torchaudio are built for one torch release each."""
     torch = recipe.pytorch
@@ -444,6 +478,8 @@ RULES: list[Rule] = [
     pytorch_python_wheels,
     pytorch_cuda_tag_published,
     pytorch_companions_match,
+    pypi_torch_cuda_build,
+    gpu_build_names_its_gpus,
     cuda_tag_matches_cuda,
     lightning_needs_torch,
     horovod_frameworks_present,

@@ -40,6 +40,7 @@ _VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
 _PYTHON_PATTERN = r"^3\.[0-9]+$"
 _CUDA_PATTERN = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 _CUDA_TAG_PATTERN = r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$"
+_CUDA_CC_PATTERN = r"^[0-9]{2,3}$"
 # What each pattern allows, in words: error messages say this, never the expression.
 PATTERN_WORDS = {
     _NAME_PATTERN: "lower-case letters and digits in parts joined by one '.', '_' or '-', e.g. cpu-bookworm",
@@ -48,6 +49,7 @@ PATTERN_WORDS = {
     _PYTHON_PATTERN: '3.MINOR, e.g. "3.11"',
     _CUDA_PATTERN: 'MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. "12.4" or "11.8.0"',
     _CUDA_TAG_PATTERN: "cpu, cuNNN such as cu117 or cu121, or rocmX.Y",
+    _CUDA_CC_PATTERN: "a compute capability without the dot: 70 (V100), 80 (A100), 90 (H100)",
 }
 # fullmatch, not match with $: `$` also matches before a trailing newline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -284,9 +286,11 @@ class PyTorch(_Strict):
     source: Literal["pip", "image"] = Field(
         default="pip", description="pip: installed from wheels; image: the base image has it."
     )
-    wheel_index: Literal["pytorch", "pip"] = Field(
+    wheel_index: Literal["pytorch", "pip", "pypi"] = Field(
         default="pytorch",
-        description="pytorch: add download.pytorch.org/whl/<cuda_tag>; pip: only the pip configuration.",
+        description="pytorch: add download.pytorch.org/whl/<cuda_tag> (versions carry +<cuda_tag>); "
+        "pip: only the pip configuration (a wheelhouse's +<cuda_tag> versions); pypi: PyPI's own "
+        "builds, plain versions (its Linux torch wheels are CUDA builds: 1.13.1 is cu117).",
     )
 
 
@@ -303,6 +307,12 @@ class Horovod(_Strict):
     )
     gpu_operations: Literal["nccl", "mpi"] | None = None
     nccl_link: Literal["shared", "static"] | None = None
+    cuda_cc: list[Annotated[str, Field(pattern=_CUDA_CC_PATTERN)]] = Field(
+        default_factory=list,
+        description="GPU architectures to build for (HOROVOD_BUILD_CUDA_CC_LIST): the site's GPUs, "
+        "e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200; empty: every one "
+        "nvcc knows (slow).",
+    )
     patches: list[HorovodPatch] = Field(default_factory=list)
 
     @field_validator("frameworks", "controllers", "patches")

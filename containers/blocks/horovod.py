@@ -42,6 +42,8 @@ def build_env(recipe: Recipe) -> dict[str, str]:
         flags["HOROVOD_CUDA_HOME"] = "/usr/local/cuda"
     if hvd.nccl_link:
         flags["HOROVOD_NCCL_LINK"] = hvd.nccl_link.upper()
+    if hvd.cuda_cc:  # else Horovod builds every architecture nvcc lists
+        flags["HOROVOD_BUILD_CUDA_CC_LIST"] = ",".join(hvd.cuda_cc)
     return dict(sorted(flags.items()))
 
 

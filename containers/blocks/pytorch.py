@@ -22,10 +22,11 @@ def index_url(recipe: Recipe) -> str | None:
 
 
 def requirements(recipe: Recipe) -> list[str]:
-    """`torch==1.12.1+cu113`, ...: the local tag pins the CUDA build, not only the version."""
+    """`torch==1.12.1+cu113`, ...: the local tag pins the CUDA build, not only the version
+    (PyPI's own builds have none: `wheel_index: pypi` pins the plain version)."""
     torch = recipe.pytorch
     assert torch is not None
-    suffix = f"+{torch.cuda_tag}" if torch.cuda_tag else ""
+    suffix = f"+{torch.cuda_tag}" if torch.cuda_tag and torch.wheel_index != "pypi" else ""
     pins = [("torch", torch.version), ("torchvision", torch.torchvision)]
     pins.append(("torchaudio", torch.torchaudio))
     return [f"{name}=={version}{suffix}" for name, version in pins if version]

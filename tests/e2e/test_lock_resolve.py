@@ -53,3 +53,52 @@ def test_numpy_2_with_tensorflow_215_is_refused_with_the_chain(tmp_path: Path) -
     assert done.returncode != 0
     assert "numpy" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "tf-numpy2.lock").exists()
+
+
+def _shipped() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "recipes").glob("*.lock"))
+
+
+def test_every_shipped_recipe_ships_a_lock() -> None:
+    recipes = sorted(p.stem for p in (ROOT / "recipes").glob("*.yaml"))
+    assert _shipped() == recipes
+
+
+@pytest.mark.parametrize("name", _shipped())
+def test_each_shipped_lock_resolves_again_here(name: str, tmp_path: Path) -> None:
+    # the lock's own versions as constraints: every locked file must still be on the indexes
+    # reachable here and the set must still be consistent (new releases of what the lock pins
+    # do not make this fail; `lock --check` shows those)
+    from hvd_container.containers.lock import (
+        compile_argv,
+        lock_inputs,
+        parse_lock,
+        uv_command,
+    )
+    from hvd_container.containers.pipconfig import read_host_pip_config
+    from hvd_container.containers.recipe import load_recipe
+
+    recipe = load_recipe(name)  # a stale lock would be refused here
+    assert recipe.lock is not None
+    locked = parse_lock(recipe.lock)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in locked.values()))
+    inputs = lock_inputs(recipe, read_host_pip_config())
+    done = subprocess.run(
+        [*compile_argv(inputs, uv_command()), "--constraint", str(constraints)],
+        input="\n".join(inputs.requirements) + "\n", capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    again = parse_lock(done.stdout)
+    assert {n: p.version for n, p in again.items()} == {n: p.version for n, p in locked.items()}
+    if recipe.lightning is not None:  # pip used to replace the pinned torch through torchmetrics
+        assert locked["torch"].version == recipe.pytorch.version  # type: ignore[union-attr]
+    from packaging.version import Version
+
+    numpy1 = [  # frameworks the lock installs that are built against NumPy 1
+        f
+        for f, first in ((recipe.pytorch, "2.3"), (recipe.tensorflow, "2.16"))
+        if f is not None and f.source == "pip" and Version(f.version) < Version(first)
+    ]
+    if numpy1:
+        assert Version(locked["numpy"].version) < Version("2"), name

@@ -33,6 +33,7 @@ GPU_RECIPE: dict[str, Any] = {
         "frameworks": ["tensorflow", "keras", "pytorch"],
         "gpu_operations": "nccl",
         "nccl_link": "shared",
+        "cuda_cc": ["80"],
     },
 }
 

@@ -191,7 +191,7 @@ def test_recipe_without_horovod_skips_check_build() -> None:
     def run(argv: list[str]) -> tuple[int, str]:
         calls.append(argv)
         if "HVD-VERSIONS" in argv[-1]:
-            return 0, 'HVD-VERSIONS {"torch": "1.13.0+cu117", "lightning": "2.0.2"}'
+            return 0, 'HVD-VERSIONS {"torch": "1.13.1", "lightning": "2.0.2"}'
         return 0, ""
 
     result = verify_image("img", run, "amd64", recipe)

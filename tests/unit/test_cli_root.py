@@ -263,7 +263,7 @@ def _complete(words: str, cwd: Path | None = None) -> list[str]:
     [
         ("hvd-container build cpu-b", ["cpu-bookworm", "cpu-bookworm-tf"]),
         ("hvd-container render light", ["lightning-pt113"]),
-        ("hvd-container recipes show perl", ["perlmutter-tf210-pt112", "perlmutter-tf210-pt113"]),
+        ("hvd-container recipes show perl", ["perlmutter-tf210-pt113"]),
         ("hvd-container run --recipe zih", ["zih-alpha-pt113"]),
         ("hvd-container run --site per", ["perlmutter"]),
         ("hvd-container batch --site zih", ["zih-alpha", "zih-ml"]),

@@ -47,13 +47,13 @@ def test_requirements_are_what_the_pip_steps_install() -> None:
     tf = requirements(load_recipe("cpu-bookworm-tf"))
     assert "tensorflow-cpu==2.15.1" in tf and "numpy==1.26.4" in tf
     lightning = requirements(load_recipe("lightning-pt113"))
-    assert "torch==1.13.0+cu117" in lightning and any(
-        r.startswith("lightning==") for r in lightning
-    )
+    assert "torch==1.13.1" in lightning and any(r.startswith("lightning==") for r in lightning)
 
 
-def test_the_target_and_indexes_reach_the_resolver() -> None:
-    recipe = load_recipe("lightning-pt113")
+def test_the_target_and_indexes_reach_the_resolver(tmp_path: Path) -> None:
+    from _recipe_helpers import GPU_RECIPE
+
+    recipe = load_recipe(write(tmp_path, GPU_RECIPE))  # torch from the PyTorch index
     assert platform_of(load_recipe("cpu-bookworm")) == "x86_64-manylinux_2_36"
     from hvd_container.containers.lock import lock_inputs
 
@@ -61,7 +61,7 @@ def test_the_target_and_indexes_reach_the_resolver() -> None:
     inputs = lock_inputs(recipe, pip)
     argv = compile_argv(inputs, ["uv"])
     assert argv[:3] == ["uv", "pip", "compile"] and "--generate-hashes" in argv
-    assert argv[argv.index("--python-version") + 1] == recipe.python.version
+    assert argv[argv.index("--python-version") + 1] == recipe.python.version == "3.10"
     assert argv[argv.index("--python-platform") + 1] == platform_of(recipe)
     assert argv[argv.index("--index-url") + 1] == "https://mirror.example/simple"
     assert argv[argv.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu117"
@@ -80,15 +80,16 @@ def test_the_lock_is_read_with_its_dependency_chains() -> None:
 
 
 def test_rules_on_the_resolved_set_name_the_chain_and_the_fix(tmp_path: Path) -> None:
-    recipe = load_recipe("lightning-pt113")  # pins torch 1.13.1+cu117
-    packages = parse_lock(LIGHTNING_LOCK.replace("2.5.0", "1.13.0+cu117"))
+    # lightning-pt113 pins torch 1.13.1 (its numpy pin left out, to see the rule fire)
+    recipe = load_recipe("lightning-pt113").model_copy(update={"pip": []})
+    packages = parse_lock(LIGHTNING_LOCK.replace("2.5.0", "1.13.1"))
     (problem,) = resolved_problems(recipe, packages)  # numpy 2 with torch 1.13
-    assert problem.startswith("numpy 2.1.0 (lightning -> torch -> numpy) with torch 1.13.0+cu117")
+    assert problem.startswith("numpy 2.1.0 (lightning -> torch -> numpy) with torch 1.13.1")
     assert problem.endswith("add numpy<2 to pip:")
     replaced = resolved_problems(recipe, parse_lock(LIGHTNING_LOCK))
     assert any(
         p.startswith(
-            "torch: the recipe pins 1.13.0+cu117, the resolved set has 2.5.0 (lightning -> torch)"
+            "torch: the recipe pins 1.13.1, the resolved set has 2.5.0 (lightning -> torch)"
         )
         for p in replaced
     ), replaced

@@ -18,6 +18,20 @@ TORCH_113 = {"version": "1.13.1", "torchvision": "0.14.1", "cuda_tag": "cu117"}
 # longest prefix of the key path the file spells out.
 CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     (
+        "pypi_torch_cuda_build",
+        merged(GPU_RECIPE, pytorch=dict(TORCH_113, cuda_tag="cu116", wheel_index="pypi")),
+        ("pytorch", "cuda_tag"),
+        "PyPI's torch 1.13.1 is the cu117 build, not cu116: set cuda_tag: cu117, or take cu116 "
+        "wheels from the PyTorch index (wheel_index: pytorch)",
+    ),
+    (
+        "gpu_build_names_its_gpus",
+        merged(GPU_RECIPE, horovod={**GPU_RECIPE["horovod"], "cuda_cc": []}),
+        ("horovod", "gpu_operations"),
+        "an NCCL build needs horovod.cuda_cc, the compute capabilities of the site's GPUs "
+        "(e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200)",
+    ),
+    (
         "horovod_cxx17_patch",
         merged(CPU_RECIPE, horovod={"version": "0.28.1", "frameworks": ["pytorch"]}),
         ("horovod", "patches"),

@@ -22,7 +22,7 @@ def error_of(ref: str | Path) -> str:
 
 def test_builtin_recipes_all_validate() -> None:
     names = list_builtin()
-    assert {"cpu-bookworm", "perlmutter-tf210-pt112", "lightning-pt113"} <= set(names)
+    assert {"cpu-bookworm", "perlmutter-tf210-pt113", "lightning-pt113"} <= set(names)
     for name in names:
         recipe = load_recipe(name)
         assert recipe.name == name

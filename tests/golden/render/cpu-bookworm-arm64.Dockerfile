@@ -51,7 +51,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-arm64"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="33ef06dfe45d8c03362521828cc68faa3f8a405eded992b2a45356f6e2102b2d"
+LABEL org.hvd-container.recipe.digest="f3189eed2dfe2d77e74e9f92f0bb15e5a34ed2b88aedafdbbb6b3955fb280bd4"
 LABEL org.hvd-container.arch="arm64"
 
 # hvd-container phase: checks

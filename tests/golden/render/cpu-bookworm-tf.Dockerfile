@@ -52,7 +52,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-tf"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="8709b061c45e4ba42ec6ae8fa89d928e766dffdc47e3830cb979728fe7d83678"
+LABEL org.hvd-container.recipe.digest="a46d1c414ccc366144143d53ed0e5dcfd1a34c33de9cc899332ae21d874cdc50"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

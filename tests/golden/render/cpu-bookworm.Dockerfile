@@ -52,7 +52,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="bfbef268638de5e5d68f6f61d5b90b1391892431f4bb6e1e8948fc48b6d1f7da"
+LABEL org.hvd-container.recipe.digest="e2900d3e01d23a0a0e2a1a1e16f3456fb25eda75ec83fc7202faceceea4a35f1"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -23,19 +23,20 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu117 torch==1.13.0+cu117 torchvision==0.14.0+cu117 torchaudio==0.13.0+cu117
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir lightning==2.0.2
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("1.13.1"), "torch " + v + " is not 1.13.1"'
 
-# hvd-container phase: extras
-RUN hvd-pip install --no-cache-dir tensorboard
+# hvd-container phase: frameworks
+RUN python3 -c 'import lightning; v = lightning.__version__; assert v.startswith("2.0.2"), "lightning " + v + " is not 2.0.2"'
 
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="lightning-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="fb9f2c526dfd48457f5ce338836d62f3accd3a1581bf4931ec9d307f29166faf"
+LABEL org.hvd-container.recipe.digest="ad006261cde37b6ac5056e45d7d14ae47e2ded25dcf518152ed71153aae81641"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
-RUN python -c 'import torch, lightning; print(torch.__version__, lightning.__version__)'
+RUN python -c 'import torch, lightning, numpy; assert torch.__version__ == "1.13.1", torch.__version__; assert lightning.__version__ == "2.0.2", lightning.__version__; assert numpy.__version__ < "2"'

@@ -20,22 +20,26 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
+
+# hvd-container phase: frameworks
 RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("1.12.0a0"), "torch " + v + " is not 1.12.0a0"'
 
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make \
     && rm -rf /var/lib/apt/lists/*
-RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+COPY horovod.lock /opt/hvd/horovod.lock
 RUN ldconfig /usr/local/cuda/lib64/stubs \
-    && HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation horovod==0.28.1 \
+    && HOROVOD_BUILD_CUDA_CC_LIST=70,80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /opt/hvd/horovod.lock \
     && ldconfig \
     && horovodrun --check-build
 
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="neuron-ngc-pt2203"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="d9cf26e785abbe8f4176068d966bfb5be8ae12013829b4cd46bbc37e507aaaf9"
+LABEL org.hvd-container.recipe.digest="7ab0a53398ee544826cddf192710e87a17814ed18e1a430a6850fc1cf7c94713"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

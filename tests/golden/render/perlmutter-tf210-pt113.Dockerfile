@@ -34,27 +34,31 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir tensorflow==2.10.1
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117 torchaudio==0.13.1+cu117
+RUN python3 -c 'import tensorflow; v = tensorflow.__version__; assert v.startswith("2.10.1"), "tensorflow " + v + " is not 2.10.1"'
+
+# hvd-container phase: frameworks
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("1.13.1"), "torch " + v + " is not 1.13.1"'
 
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.10-dev \
     && rm -rf /var/lib/apt/lists/*
-RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+COPY horovod.lock /opt/hvd/horovod.lock
 RUN ldconfig /usr/local/cuda/lib64/stubs \
-    && HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation horovod==0.28.1 \
+    && HOROVOD_BUILD_CUDA_CC_LIST=80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /opt/hvd/horovod.lock \
     && ldconfig \
     && horovodrun --check-build
 
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="571d7eb7183c8ab3f22ff90bd8dadc6aa9faa148a1e7caf44ec5975850cc7d8a"
+LABEL org.hvd-container.recipe.digest="b5c965c0a0c4b8dec3ea287e24dd526f07d7c608ffe71d6a5c2a5c3d82b29298"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
-RUN python -c 'import tensorflow, horovod.tensorflow.keras'
-RUN python -c 'import torch, horovod.torch'
+RUN python -c 'import tensorflow as tf, numpy, horovod.tensorflow.keras; assert tf.__version__ == "2.10.1", tf.__version__; assert numpy.__version__ == "1.23.5"'
+RUN python -c 'import torch, horovod.torch; assert torch.__version__ == "1.13.1", torch.__version__'

@@ -29,23 +29,27 @@ COPY hvd-pip /usr/local/bin/hvd-pip
 RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
-RUN hvd-pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu117 torch==1.13.1+cu117 torchvision==0.14.1+cu117
+COPY requirements.lock /opt/hvd/requirements.lock
+RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
+
+# hvd-container phase: frameworks
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("1.13.1"), "torch " + v + " is not 1.13.1"'
 
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.10-dev \
     && rm -rf /var/lib/apt/lists/*
-RUN hvd-pip install --no-cache-dir setuptools wheel packaging cloudpickle psutil pyyaml
+COPY horovod.lock /opt/hvd/horovod.lock
 RUN ldconfig /usr/local/cuda/lib64/stubs \
-    && HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation horovod==0.28.1 \
+    && HOROVOD_BUILD_CUDA_CC_LIST=80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /opt/hvd/horovod.lock \
     && ldconfig \
     && horovodrun --check-build
 
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="zih-alpha-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="0e7a0ba5bb382a32353ac3fc4133905b6f7e45178c18cb673ddb7f5beede1a2c"
+LABEL org.hvd-container.recipe.digest="27170b1413612b6da0fd51483b384a515d693cff43f0afafdd749292bbdb2188"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
-RUN python -c 'import torch, horovod.torch'
+RUN python -c 'import torch, numpy, horovod.torch; assert torch.__version__ == "1.13.1", torch.__version__; assert numpy.__version__ < "2"'
