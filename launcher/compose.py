@@ -132,11 +132,11 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
         warnings,
     )
     pitfalls.apply(pitfalls.image_arch(site, partition, request.facts), warnings)
-    mpi = request.mpi or site.mpi
     # One task (a notebook, a single-rank run) is a correct size-1 job whatever the plugin.
     single_task = layout.ntasks == 1 or (
         layout.ntasks is None and (layout.nodes or 1) == 1 and (layout.ntasks_per_node or 1) == 1
     )
+    mpi = request.mpi or _image_plugin(site, request, runtime.kind, single_task, warnings)
     if not single_task:
         pitfalls.apply(
             pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
@@ -144,6 +144,9 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
     pitfalls.apply(pitfalls.cleanenv(runtime), warnings)
     modules, findings = pitfalls.shifter_modules(runtime, request.modules)
     pitfalls.apply(findings, warnings)
+    if _shifter_needs_mpich(runtime.kind, modules, request, single_task):
+        # naming modules replaces the site's default ones, and those bring Cray MPICH
+        modules = [*modules, "mpich"]
     pitfalls.apply(pitfalls.runtime_gpu(site, runtime, modules, layout.gpus_per_node), warnings)
     pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
 
@@ -199,6 +202,47 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
             allocation.append(f"{flag}={value}")
     allocation += [*gpus, *cpu_opts, *resources]
     return LaunchPlan(argv, env, warnings, layout, image, allocation, step)
+
+
+def _image_plugin(
+    site: Site, request: LaunchRequest, kind: str, single_task: bool, warnings: list[str]
+) -> str | None:
+    """The site's default --mpi plugin, or, when the image's MPI speaks another PMI only (and
+    no --mpi was given), the one it speaks: Debian's Open MPI speaks PMIx only, and a site whose
+    default is pmi2 would start every rank as 'rank 0 of 1'."""
+    facts = request.facts
+    default = site.mpi
+    if (
+        default is None
+        or single_task
+        or kind == "none"
+        or request.controller != "mpi"
+        or facts is None
+        or not facts.mpi_pmi
+    ):
+        return default
+    family = "pmix" if default.startswith("pmix") else default
+    if family in facts.mpi_pmi:
+        return default
+    chosen = facts.mpi_pmi[0]
+    warnings.append(
+        f"site {site.name} launches with --mpi={default}, but {facts.source} speaks "
+        f"{', '.join(facts.mpi_pmi)} only: using --mpi={chosen} (pass --mpi to choose)"
+    )
+    return chosen
+
+
+def _shifter_needs_mpich(
+    kind: str, modules: list[str], request: LaunchRequest, single_task: bool
+) -> bool:
+    """Shifter's --module list replaces the administrator's default modules (NERSC's
+    udiRoot.conf: defaultModules), among them mpich: an MPI launch names it again."""
+    if kind != "shifter" or not modules or "mpich" in modules or single_task:
+        return False
+    if request.controller != "mpi":
+        return False
+    facts = request.facts
+    return facts is None or facts.mpi_pmi != ()  # an image known to have no MPI needs none
 
 
 def _stem(script: str) -> str:

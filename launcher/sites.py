@@ -136,6 +136,28 @@ def env_name_problem(name: str) -> str | None:
     return f"{name!r} is not a variable name (letters, digits, _)"
 
 
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}(-[0-9]{2})?")
+
+
+def _date_ok(value: str) -> str | None:
+    return None if _DATE.fullmatch(value) else "a date YYYY-MM-DD (or YYYY-MM)"
+
+
+def _url_ok(value: str) -> str | None:
+    return None if value.startswith(("https://", "http://")) else "an http(s) URL"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fact of the profile comes from, when it was checked, and whether it could be
+    confirmed (`sites show` names the unconfirmed ones)."""
+
+    about: str
+    url: str = field(metadata={"check": _url_ok})
+    checked: str = field(metadata={"check": _date_ok})
+    confirmed: bool = True
+
+
 @dataclass(frozen=True)
 class Comment:
     """A `--comment` the scheduler insists on (KISTI Neuron: the application name)."""
@@ -227,7 +249,13 @@ class Site:
     binds: list[str] = field(default_factory=list, metadata={"check": _bind_ok})
     images: Images = field(default_factory=Images)
     notes: list[str] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
     source: str = field(default="", metadata={"internal": True})
+
+    @property
+    def unconfirmed(self) -> list[str]:
+        """The facts of the profile its sources could not confirm, one line each."""
+        return [f"{s.about} ({s.url}, {s.checked})" for s in self.sources if not s.confirmed]
 
     def runtime_for(self, kind: str | None) -> Runtime:
         """The profile's runtime, or the one of that kind (its own settings or the defaults)."""

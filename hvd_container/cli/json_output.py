@@ -177,7 +177,13 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "sites-show": _result(
-        {"name": _STR, "file": _STR, "selected_by": _STR, "profile": {"type": "object"}}
+        {
+            "name": _STR,
+            "file": _STR,
+            "selected_by": _STR,
+            "profile": {"type": "object"},
+            "unconfirmed": _STRS,  # facts the profile's sources could not confirm
+        }
     ),
     "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
     "run-dry-run": _result(

@@ -25,6 +25,10 @@ def wrap(inv: Invocation) -> Wrapped:
     if inv.gpu:
         argv.append("--gpu")
     argv += inv.flags
+    if "NCCL_NET" in inv.env_names and "--nccl" not in inv.flags:
+        # NCCL_NET names the network plugin podman-hpc's nccl module brings: without the module
+        # NCCL fails at start (NERSC/podman-hpc etc/modules.d/nccl.yaml)
+        argv.append("--nccl")
     for bind in inv.binds:
         argv += ["-v", bind]
     for name in inv.env_names:

@@ -87,7 +87,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     expected = (
         "env SLURM_CPU_BIND=cores 'NCCL_NET=AWS Libfabric' NCCL_SOCKET_IFNAME=hsn srun --mpi=pmi2 "
         "--qos=regular --constraint=gpu -N 2 -n 8 --gpus-per-node=4 --cpus-per-task=32 "
-        "shifter --module=gpu,nccl-2.15 --image=docker:u/i:t python t.py\n"
+        "shifter --module=gpu,nccl-2.15,mpich --image=docker:u/i:t python t.py\n"
     )
     assert cli(*perlmutter) == expected
     by_module = subprocess.run(

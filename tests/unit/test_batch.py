@@ -142,7 +142,7 @@ def test_sbatch_lines_carry_the_allocation() -> None:
     assert "export SLURM_CPU_BIND=cores" in text.splitlines()
     srun = text.rstrip().splitlines()[-1]
     assert srun.startswith(
-        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 shifter --module=gpu,nccl-2.15 "
+        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 shifter --module=gpu,nccl-2.15,mpich "
     )
     assert "--account" not in srun  # the allocation is the job's, not the step's
 

@@ -218,8 +218,9 @@ def test_perlmutter_guide_line() -> None:
             script=script, image=QUALIS, ntasks=8, inside_allocation=True, lightning=False
         ),
     )
+    # the guide's line, with mpich named again: a --module list replaces Shifter's defaults
     assert shlex.join(result.argv) == (
-        f"srun --mpi=pmi2 -n 8 shifter --module=gpu,nccl-2.15 --image=docker:{QUALIS} python {script}"
+        f"srun --mpi=pmi2 -n 8 shifter --module=gpu,nccl-2.15,mpich --image=docker:{QUALIS} python {script}"
     )
     assert result.env["SLURM_CPU_BIND"] == "cores"
 
@@ -420,7 +421,8 @@ def test_podman_names_every_variable_it_must_pass() -> None:
         dict(image="u/i:t", runtime="podman-hpc", ntasks=1, env={"X": "1"}, inside_allocation=True),
     ).argv
     assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
-        "podman-hpc", "run", "--rm", "--gpu", "--mpi",
+        # NCCL_NET is set: --nccl brings the network plugin it names
+        "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl",
         "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "NCCL_SOCKET_IFNAME", "-e", "X",
     ]  # fmt: skip
 

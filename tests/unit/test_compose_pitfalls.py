@@ -227,10 +227,18 @@ def test_real_recipe_arch_against_ppc64le_site() -> None:
 
 
 def test_pmi_mismatch() -> None:
+    # an --mpi the user gives must be one the image speaks
     fails(
         r"^srun --mpi=pmi2 does not match the image's MPI \(recipe ompi speaks pmix\): ranks would each be 'rank 0 of 1'; pass --mpi pmix$",
-        "perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, inside_allocation=True,
+        "perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, mpi="pmi2", inside_allocation=True,
     )  # fmt: skip
+    # the site's default gives way to the one the image speaks, with a warning
+    chosen = plan("perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, inside_allocation=True)
+    assert chosen.argv[1] == "--mpi=pmix"
+    assert chosen.warnings == [
+        "site perlmutter launches with --mpi=pmi2, but recipe ompi speaks pmix only: using "
+        "--mpi=pmix (pass --mpi to choose)"
+    ]
     ok = plan(
         "perlmutter",
         image="u/i:t",
@@ -596,7 +604,8 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
     fixed = plan(
         "neuron", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=1, comment="python"
     )
-    assert "--module=gpu" in fixed.argv and fixed.warnings == []
+    # naming modules replaces Shifter's defaults: an MPI launch names mpich again
+    assert "--module=gpu,mpich" in fixed.argv and fixed.warnings == []
     ch = plan("zih-alpha", image="/img", runtime="charliecloud", nodes=1)
     assert ch.warnings == [
         "runtime charliecloud: the job asks for 8 GPUs per node but ch-run has no GPU option, so the container lacks the host's NVIDIA driver libraries; inject them with `ch-fromhost --nvidia IMAGE`, or pick --runtime apptainer"

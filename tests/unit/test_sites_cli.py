@@ -80,3 +80,21 @@ def test_a_broken_user_profile_does_not_break_other_commands(
     # asked for by name, it is the error it is
     assert main(["sites", "show", "bad"]) == 2
     assert capsys.readouterr().err.startswith(f"hvd-container: error: {bad}:3: not valid YAML")
+
+
+def test_sites_show_names_the_facts_its_sources_could_not_confirm(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+
+    from hvd_container.cli.app import main
+
+    assert main(["sites", "show", "perlmutter"]) == 0
+    unconfirmed = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("# unconfirmed: ")
+    ]
+    assert any("nccl-2.15" in line and "https://" in line for line in unconfirmed), unconfirmed
+    site = __import__("hvd_container.launcher.sites", fromlist=["load_site"]).load_site(
+        "perlmutter"
+    )
+    assert all(s.url.startswith("https://") and s.checked for s in site.sources)
+    assert len(unconfirmed) == sum(not s.confirmed for s in site.sources) >= 1

@@ -88,9 +88,19 @@ def show_cmd(
     first = ("name", "description", "arch", "cluster_names", "login_host", "scheduler", "mpi")
     data = {**{k: data.pop(k) for k in first}, **data}
     if json_output:
-        emit({"name": profile.name, "file": source, "selected_by": why, "profile": data})
+        emit(
+            {
+                "name": profile.name,
+                "file": source,
+                "selected_by": why,
+                "profile": data,
+                "unconfirmed": profile.unconfirmed,
+            }
+        )
         return
     typer.echo(f"# {source} (selected by {why})")
+    for fact in profile.unconfirmed:
+        typer.echo(f"# unconfirmed: {fact}")
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip())
 
 

@@ -10,6 +10,4 @@
 #SBATCH --error=%x_%j.err
 # hvd-container: site zih-alpha, runtime singularity
 
-module load modenv/hiera
-
 srun -N 2 -n 16 singularity exec --nv hvd.sif python train.py

@@ -10,6 +10,4 @@
 #SBATCH --error=%x_%j.err
 # hvd-container: site zih-ml, runtime singularity
 
-module load modenv/ml
-
 srun -N 1 --ntasks-per-node=6 singularity exec --nv hvd-ppc64le.sif python train.py
