@@ -311,21 +311,12 @@ def read_lock(recipe: Recipe, recipe_path: Path, ref: str) -> str | None:
     for)."""
     from hvd_container.containers.pipconfig import HostPipConfig
 
-    from hvd_container.core.files import open_regular
+    from hvd_container.core.files import read_limited_text
 
     path = recipe_path.with_suffix(".lock")
     if not path.exists():
         return None
-    fh, size = open_regular(path, "a lock file")
-    with fh:
-        if size > MAX_LOCK_BYTES:
-            raise UserError(
-                f"{path}: {size} bytes, more than a lock has (at most {MAX_LOCK_BYTES})"
-            )
-        try:
-            text = fh.read(MAX_LOCK_BYTES + 1).decode()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read: {exc}") from None
+    text = read_limited_text(path, "a lock file", MAX_LOCK_BYTES, "a lock")
     wanted = lock_inputs(recipe, HostPipConfig()).digest()
     if lock_digest(text) != wanted:
         raise UserError(

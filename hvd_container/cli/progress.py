@@ -52,10 +52,23 @@ def size_text(n: float) -> str:
 
 
 class Meter:
-    """Rate and ETA of each transfer (phase and item), from when it was first seen."""
+    """Rate and ETA of each transfer (phase and item), and when it is due to be shown again."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: float) -> None:
+        self.every = every
         self.started: dict[tuple[str, str], tuple[float, int]] = {}
+        self.shown: dict[tuple[str, str], float] = {}
+
+    def due(self, t: Transfer, now: float) -> tuple[float, float | None] | None:
+        """(rate, ETA) when t is to be shown (at most every `every` seconds a transfer, and
+        its end), else None."""
+        measured = self.measure(t, now)
+        key = (t.phase, t.item)
+        finished = t.total is not None and t.done >= t.total
+        if now - self.shown.get(key, -self.every) < self.every and not finished:
+            return None
+        self.shown[key] = now
+        return measured
 
     def measure(self, t: Transfer, now: float) -> tuple[float, float | None]:
         """(bytes per second, seconds left or None when the total is unknown)."""
@@ -89,21 +102,15 @@ class PlainReporter:
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
-        self.meter = Meter()
-        self.shown: dict[tuple[str, str], float] = {}
+        self.meter = Meter(self.EVERY)
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
         print(format_plain(kind, phase, text), file=self.out, flush=True)
 
     def transfer(self, t: Transfer) -> None:
-        now = time.monotonic()
-        rate, eta = self.meter.measure(t, now)
-        key = (t.phase, t.item)
-        finished = t.total is not None and t.done >= t.total
-        if now - self.shown.get(key, -self.EVERY) < self.EVERY and not finished:
-            return
-        self.shown[key] = now
-        print(f"[{t.phase}]    {transfer_text(t, rate, eta)}", file=self.out, flush=True)
+        shown = self.meter.due(t, time.monotonic())
+        if shown is not None:
+            print(f"[{t.phase}]    {transfer_text(t, *shown)}", file=self.out, flush=True)
 
     def failure(self, exc: BaseException, phase: str | None = None) -> None:
         tail = getattr(exc, "tail", None)
@@ -128,8 +135,7 @@ class JsonReporter:
         self.out = out or sys.stdout
         self.start = time.monotonic()
         self.phase = SETUP_PHASE
-        self.meter = Meter()
-        self.shown: dict[tuple[str, str], float] = {}
+        self.meter = Meter(self.EVERY)
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
         self.phase = phase
@@ -138,12 +144,10 @@ class JsonReporter:
 
     def transfer(self, t: Transfer) -> None:
         now = time.monotonic()
-        rate, eta = self.meter.measure(t, now)
-        key = (t.phase, t.item)
-        finished = t.total is not None and t.done >= t.total
-        if now - self.shown.get(key, -self.EVERY) < self.EVERY and not finished:
+        shown = self.meter.due(t, now)
+        if shown is None:
             return
-        self.shown[key] = now
+        rate, eta = shown
         self.phase = t.phase
         record: dict[str, Any] = {
             "event": "progress",

@@ -50,3 +50,24 @@ def user_path(text: str) -> Path:
         return Path(text).expanduser()
     except RuntimeError:
         return Path(text)
+
+
+def read_limited_text(path: str | os.PathLike[str], what: str, limit: int, kind: str) -> str:
+    """A regular file's UTF-8 text, at most limit bytes; anything else is a one-line UserError.
+    what: the file's kind in `not <what>` messages ("a YAML file"); kind: what has at most limit
+    bytes ("a recipe or site profile")."""
+    p = Path(path)
+    fh, size = open_regular(p, what)
+    with fh:
+        if size > limit:
+            raise UserError(f"{p}: {size} bytes, more than {kind} has (at most {limit})")
+        try:
+            raw = fh.read(limit + 1)
+        except OSError as exc:
+            raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > limit:  # grew while being read
+        raise UserError(f"{p}: more than {limit} bytes, more than {kind} has")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a UTF-8 text file") from None

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import yaml
 
 from hvd_container.core.errors import UserError, raise_problems, sort_by_line
-from hvd_container.core.files import open_regular
+from hvd_container.core.files import read_limited_text
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
     from yaml import CSafeLoader as _Loader
@@ -150,23 +150,7 @@ def parse(text: str, source: str) -> Document:
 
 def read_text(path: str | Path) -> str:
     """A regular file's text, at most MAX_BYTES; anything else is a one-line UserError."""
-    p = Path(path)
-    fh, size = open_regular(p, "a YAML file")
-    with fh:
-        if size > MAX_BYTES:
-            raise UserError(
-                f"{p}: {size} bytes, more than a recipe or site profile has (at most {MAX_BYTES})"
-            )
-        try:
-            raw = fh.read(MAX_BYTES + 1)
-        except OSError as exc:
-            raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:  # grew while being read
-        raise UserError(f"{p}: more than {MAX_BYTES} bytes, more than a recipe or site profile has")
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not a UTF-8 text file") from None
+    return read_limited_text(path, "a YAML file", MAX_BYTES, "a recipe or site profile")
 
 
 def load(path: str | Path) -> Document:
