@@ -149,6 +149,22 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
         raise StepFailed(f"making base image {base} failed: {last}")
 
 
+def missing_base(base: str, exc: StepFailed) -> StepFailed:
+    """The engine could not pull FROM: one line on how to get it (the failure's step, output
+    and instruction kept for --json)."""
+    reason = getattr(exc, "message", None) or str(exc)
+    error = StepFailed(
+        f"base image {base} cannot be pulled ({reason}): if its registry no longer has it "
+        "(NVIDIA deletes the tags of end-of-life CUDA releases), set base.image to a newer tag; "
+        f"else mirror it where this engine pulls from (`docker pull {base}` on a machine that "
+        "reaches it, then `docker save` | `docker load` here, or push it to your registry and "
+        "set base.image to that copy)"
+    )
+    for name in ("step", "total", "instruction", "tail"):
+        setattr(error, name, getattr(exc, name, None))
+    return error
+
+
 BASE_SCRIPT_ENV = "HVD_BASE_IMAGE_SCRIPT"
 
 
@@ -196,7 +212,12 @@ def build_recipe(
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
     phases = dockerfile_phases(dockerfile)
-    image_id = _run_engine(engine, recipe, context, phases, report, opts)
+    try:
+        image_id = _run_engine(engine, recipe, context, phases, report, opts)
+    except StepFailed as exc:
+        if str(getattr(exc, "instruction", "") or "").upper().startswith("FROM "):
+            raise missing_base(base_image_of(dockerfile), exc) from None
+        raise
     try:
         # Again: a base the engine pulled during the build has an ID only now.
         labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, context)}

@@ -123,3 +123,19 @@ def test_bad_registry_flag(tmp_path: Path) -> None:
         assert proc.stderr.splitlines() == [
             "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]"
         ]
+
+
+def test_a_missing_base_image_says_how_to_get_it(
+    docker_engine: str, local_registry: str, tmp_path: Path
+) -> None:
+    # a base the registry does not have, as a deleted CUDA tag would be
+    base = f"{local_registry}/hvd-test/no-such-base:{uuid.uuid4().hex[:8]}"
+    recipe = tmp_path / "nobase.yaml"
+    recipe.write_text(
+        f'name: nobase\nversion: "1"\nbase: {base}\npython:\n  version: "3.11"\n  source: image\n'
+    )
+    proc = hvd("build", str(recipe), "--progress", "plain", "--no-verify")
+    assert proc.returncode == 1
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("hvd-container: error:")]
+    assert line.startswith(f"hvd-container: error: base image {base} cannot be pulled (")
+    assert "set base.image to a newer tag" in line and f"`docker pull {base}`" in line
