@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ["cpu-bookworm", "cpu-bookworm-tf", "neuron-ngc-pt2203"]
+DEFAULT = ["cpu-bookworm", "cpu-bookworm-tf-pt", "neuron-ngc-pt2203"]
 
 
 def lock_once(recipe: Path, cache: Path | None) -> tuple[float, int]:

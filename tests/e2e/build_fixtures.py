@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_RECIPE = "cpu-bookworm"
-TF_RECIPE = "cpu-bookworm-tf"
+TF_RECIPE = "cpu-bookworm-tf-pt"
 REGISTRY = os.environ.get("HVD_REGISTRY_ADDR", "127.0.0.1:5000")
 
 

@@ -2,7 +2,7 @@
 
 `docker_engine` (dockerd), `local_registry` (registry v2 on 127.0.0.1:5000), `base_image`
 (hvd-base/debian:bookworm from debootstrap), `cpu_image` (the built, verified CPU recipe
-image, reused by other e2e tests) and `tf_image` (its TensorFlow/Keras sibling).
+image, reused by other e2e tests) and `tf_image` (its sibling with TensorFlow and PyTorch).
 """
 
 from __future__ import annotations

@@ -123,5 +123,5 @@ def cpu_sif(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(scope="session")
 def tf_sif(request: pytest.FixtureRequest) -> Path:
-    """The TensorFlow/Keras CPU image (recipe cpu-bookworm-tf) as a SIF."""
+    """The TensorFlow + PyTorch CPU image (recipe cpu-bookworm-tf-pt) as a SIF."""
     return sif_of(request.getfixturevalue("tf_image"))

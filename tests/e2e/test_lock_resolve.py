@@ -22,7 +22,7 @@ def lock(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("name", ["cpu-bookworm", "cpu-bookworm-tf"])
+@pytest.mark.parametrize("name", ["cpu-bookworm", "cpu-bookworm-tf-pt"])
 def test_a_cpu_recipe_locks_with_hashes_and_checks_clean(name: str, tmp_path: Path) -> None:
     recipe = tmp_path / f"{name}.yaml"
     shutil.copy(ROOT / "recipes" / f"{name}.yaml", recipe)
@@ -40,13 +40,14 @@ def test_a_cpu_recipe_locks_with_hashes_and_checks_clean(name: str, tmp_path: Pa
         assert packages["torch"] == "2.13.0+cpu"
     else:  # TensorFlow 2.15 is built against NumPy 1: the lock keeps numpy below 2
         assert packages["tensorflow-cpu"] == "2.15.1" and packages["numpy"].startswith("1.")
+        assert packages["torch"] == "2.13.0+cpu"  # both frameworks in one image
     again = lock(str(recipe), "--check")
     assert again.returncode == 0 and "is up to date" in again.stdout, again.stdout + again.stderr
 
 
 def test_numpy_2_with_tensorflow_215_is_refused_with_the_chain(tmp_path: Path) -> None:
     recipe = tmp_path / "tf-numpy2.yaml"
-    shutil.copy(ROOT / "recipes" / "cpu-bookworm-tf.yaml", tmp_path / "base.yaml")
+    shutil.copy(ROOT / "recipes" / "cpu-bookworm-tf-pt.yaml", tmp_path / "base.yaml")
     recipe.write_text("extends: base.yaml\nname: tf-numpy2\npip: [numpy>=2]\n")
     done = lock(str(recipe))
     # tensorflow-cpu 2.15.1 requires numpy<2: the resolver says so, or the rule does

@@ -3,7 +3,7 @@
 The CPU image (torch + Horovod + Debian's Open MPI) converted to SIF runs under ch-run on
 node1 and node2: over MPI (srun --mpi=pmix), over Gloo (Horovod's rendezvous started by the
 launcher), and through `batch --submit`; Lightning runs on it too, and the Keras example on its
-TensorFlow sibling (recipe cpu-bookworm-tf). Each run trains a small model on synthetic data.
+sibling with TensorFlow and PyTorch (recipe cpu-bookworm-tf-pt). Each run trains a small model on synthetic data.
 """
 
 from __future__ import annotations
@@ -150,6 +150,18 @@ def test_two_node_lightning_training(
         assert len(losses) == 4 and losses[-1] < losses[0] * 0.8, losses
     assert f"[rank 0] checkpoint written to {checkpoint}" in out
     assert checkpoint.is_file()
+
+
+def test_two_node_pytorch_training_from_the_tensorflow_and_pytorch_image(
+    cluster: None,
+    tf_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """The PyTorch example from the SIF that also trains the Keras one (next test)."""
+    checkpoint = job_dir / "tf-pt" / "model.pt"
+    result = _train(checkpoint=checkpoint, image=tf_sif, cwd=job_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _check_training(result.stdout, "mpi", checkpoint)
 
 
 def test_two_node_keras_training(

@@ -44,7 +44,7 @@ def test_requirements_are_what_the_pip_steps_install() -> None:
         "torch==2.13.0+cpu", "setuptools", "wheel", "packaging", "cloudpickle", "psutil",
         "pyyaml", "horovod==0.28.1", "numpy==2.4.6",
     ]  # fmt: skip
-    tf = requirements(load_recipe("cpu-bookworm-tf"))
+    tf = requirements(load_recipe("cpu-bookworm-tf-pt"))
     assert "tensorflow-cpu==2.15.1" in tf and "numpy==1.26.4" in tf
     lightning = requirements(load_recipe("lightning-pt113"))
     assert "torch==1.13.1" in lightning and any(r.startswith("lightning==") for r in lightning)
@@ -96,7 +96,7 @@ def test_rules_on_the_resolved_set_name_the_chain_and_the_fix(tmp_path: Path) ->
     tf_216 = parse_lock(
         entry("tensorflow-cpu", "2.16.1", "-r -") + entry("horovod", "0.28.1", "-r -")
     )
-    tf_recipe = load_recipe("cpu-bookworm-tf")
+    tf_recipe = load_recipe("cpu-bookworm-tf-pt")
     assert any(
         "does not build against TensorFlow >= 2.16" in p
         for p in resolved_problems(tf_recipe, tf_216)

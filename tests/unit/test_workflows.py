@@ -214,7 +214,7 @@ def test_images_workflow_renders_every_recipe_and_builds_the_cpu_ones() -> None:
     assert sorted(jobs["recipes"]["strategy"]["matrix"]["recipe"]) == sorted(list_builtin())
     # the recipes with a debootstrap base: the only ones a hosted runner can build
     cpu = sorted(n for n in list_builtin() if load_recipe(n).base.debootstrap_suite)
-    assert cpu == ["cpu-bookworm", "cpu-bookworm-tf"]
+    assert cpu == ["cpu-bookworm", "cpu-bookworm-tf-pt"]
     assert jobs["image"]["strategy"]["matrix"]["recipe"] == cpu
     build = next(s for s in jobs["image"]["steps"] if "make image" in s.get("run", ""))
     # torch==2.13.0+cpu is on PyTorch's CPU index, not on PyPI

@@ -1,4 +1,4 @@
-# Rendered by hvd-container from recipe cpu-bookworm-tf 1.
+# Rendered by hvd-container from recipe cpu-bookworm-tf-pt 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
 FROM hvd-base/debian:bookworm
@@ -31,6 +31,9 @@ RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requir
 # hvd-container phase: frameworks
 RUN python3 -c 'import tensorflow; v = tensorflow.__version__; assert v.startswith("2.15.1"), "tensorflow " + v + " is not 2.15.1"'
 
+# hvd-container phase: frameworks
+RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("2.13.0"), "torch " + v + " is not 2.13.0"'
+
 # hvd-container phase: horovod
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
@@ -42,7 +45,7 @@ RUN hvd_src=$(mktemp -d) \
     && cd "$hvd_src/horovod-0.28.1" \
     && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
     && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
-    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
+    && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
     && cd / \
     && rm -rf "$hvd_src" \
     && horovodrun --check-build
@@ -50,10 +53,10 @@ RUN hvd_src=$(mktemp -d) \
 # hvd-container phase: extras
 ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
-LABEL org.hvd-container.recipe.name="cpu-bookworm-tf"
+LABEL org.hvd-container.recipe.name="cpu-bookworm-tf-pt"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="a46d1c414ccc366144143d53ed0e5dcfd1a34c33de9cc899332ae21d874cdc50"
+LABEL org.hvd-container.recipe.digest="bd212d0b975c701c84270db4190e52f7cf27c2ec4328b2d54943f8c6337300d2"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
-RUN python -c 'import tensorflow as tf, horovod, horovod.tensorflow.keras; print(tf.__version__, horovod.__version__)'
+RUN python -c 'import tensorflow as tf, torch, numpy, horovod.tensorflow.keras, horovod.torch; assert tf.__version__ == "2.15.1", tf.__version__; assert torch.__version__.startswith("2.13.0"), torch.__version__; assert numpy.__version__ == "1.26.4"'
