@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hvd_container.cli.commands.common import RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -19,14 +20,6 @@ class Progress(str, Enum):
     json = "json"
 
 
-RecipeArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="RECIPE",
-        help="Built-in recipe name or path to a recipe file.",
-        autocompletion=complete_recipe,
-    ),
-]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON lines.")]
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from hvd_container.cli.commands.build import Progress
+from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
 from hvd_container.core.errors import UserError
 
@@ -235,9 +236,7 @@ def _site_target(name: str | None) -> Any:
 
 def inspect(
     file: Annotated[Path, typer.Argument(help="A .sif file.", autocompletion=complete_image)],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
     from hvd_container.cli.json_output import emit, json_errors

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.commands.common import JsonOpt
+
 
 def jobs(
     user: Annotated[
@@ -14,9 +16,7 @@ def jobs(
     active: Annotated[
         bool, typer.Option("--active", help="Only pending and running jobs.")
     ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-    ] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """List your Slurm jobs, recently finished ones included."""
     from hvd_container.cli.json_output import emit, json_errors

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.commands.launch_options import build_request
 from hvd_container.cli.commands.run import (
     AccountOpt,
@@ -44,9 +45,7 @@ def jupyter(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the server to start.")
     ] = 300.0,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-    ] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Start JupyterLab inside the image on a compute node; print the ssh tunnel and the URL.
 

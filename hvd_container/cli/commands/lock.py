@@ -6,25 +6,16 @@ from typing import Annotated
 
 import typer
 
-from hvd_container.cli.completion import complete_recipe
+from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 
 
 def lock_cmd(
-    recipe: Annotated[
-        str,
-        typer.Argument(
-            metavar="RECIPE",
-            help="Built-in recipe name or path to a recipe file.",
-            autocompletion=complete_recipe,
-        ),
-    ],
+    recipe: RecipeArg,
     check: Annotated[
         bool,
         typer.Option("--check", help="Only say what would change; exit 1 if the lock is stale."),
     ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-    ] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Resolve the recipe's Python packages for its image (Python, platform, arch, indexes)
     with hashes, check the known incompatibilities on the resolved set, write NAME.lock."""

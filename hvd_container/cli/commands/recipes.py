@@ -6,11 +6,8 @@ from typing import Annotated
 
 import typer
 
+from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
-
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-]
 
 recipes_app = typer.Typer(
     name="recipes",
@@ -48,14 +45,7 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 
 @recipes_app.command("show")
 def show_cmd(
-    recipe: Annotated[
-        str,
-        typer.Argument(
-            metavar="RECIPE",
-            help="Built-in recipe name or path to a recipe file.",
-            autocompletion=complete_recipe,
-        ),
-    ],
+    recipe: RecipeArg,
     json_output: JsonOpt = False,
 ) -> None:
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_site
-
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
-]
 
 sites_app = typer.Typer(
     name="sites",
