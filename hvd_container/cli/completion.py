@@ -8,6 +8,7 @@ never fails: a broken profile or an unreadable directory gives fewer candidates,
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 # what --image takes as a file: a SIF or squashfs image, or a directory (an unpacked image)
 IMAGE_SUFFIXES = (".sif", ".sqfs", ".squashfs")
@@ -40,26 +41,26 @@ def _files(incomplete: str, suffixes: tuple[str, ...]) -> list[str]:
     return out
 
 
-def complete_recipe(incomplete: str) -> list[str]:
-    """Built-in recipe names, then recipe files."""
+def _names_then_files(lister: Callable[[], list[str]], incomplete: str) -> list[str]:
     try:
-        from hvd_container.containers.recipe import list_builtin
-
-        names = list_builtin()
+        names = lister()
     except Exception:  # completion must not fail: offer files alone
         names = []
     return _names(names, incomplete) + _files(incomplete, RECIPE_SUFFIXES)
+
+
+def complete_recipe(incomplete: str) -> list[str]:
+    """Built-in recipe names, then recipe files."""
+    from hvd_container.containers.recipe import list_builtin
+
+    return _names_then_files(list_builtin, incomplete)
 
 
 def complete_site(incomplete: str) -> list[str]:
     """Site profile names (built-in and your own), then profile files."""
-    try:
-        from hvd_container.launcher.sites import list_sites
+    from hvd_container.launcher.sites import list_sites
 
-        names = list_sites()
-    except Exception:  # completion must not fail: offer files alone
-        names = []
-    return _names(names, incomplete) + _files(incomplete, RECIPE_SUFFIXES)
+    return _names_then_files(list_sites, incomplete)
 
 
 def complete_image(incomplete: str) -> list[str]:

@@ -19,18 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 
 
+def _copy_sources(target: Path) -> Path:
+    """A copy of the sources to build a wheel from (setuptools' build/ stays out of the
+    checkout), without tests and caches."""
+    ignored = (".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests", ".tools")
+    shutil.copytree(ROOT, target, ignore=shutil.ignore_patterns(*ignored))
+    return target
+
+
 def _names(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
 @pytest.mark.e2e
 def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
-    # a copy, so that setuptools' build/ folder is not left in the checkout
-    src = tmp_path / "src"
-    shutil.copytree(
-        ROOT, src,
-        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests", ".tools"),
-    )  # fmt: skip
+    src = _copy_sources(tmp_path / "src")
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(src)], check=True)
@@ -133,11 +136,7 @@ def _throwaway_launcher(folder: Path, wheels: Path, pip: list[str]) -> Path:
 @pytest.mark.e2e
 def test_a_launch_only_install_runs_the_launch_commands(tmp_path: Path) -> None:
     # `pip install hvd-container` on a login node: the wheel and its dependencies, no extras
-    src = tmp_path / "src"
-    shutil.copytree(
-        ROOT, src,
-        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", "tests", ".tools"),
-    )  # fmt: skip
+    src = _copy_sources(tmp_path / "src")
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp_path), str(src)], check=True)
     (wheel,) = tmp_path.glob("hvd_container-*.whl")
