@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,15 +55,15 @@ class LockInputs:
     find_links: list[str] = field(default_factory=list)
 
     def digest(self) -> str:
-        """What was asked for, for which target: the indexes (this machine's pip configuration)
-        say only where the files come from, and the lock holds every file's hash."""
-        asked = {
-            k: v
-            for k, v in asdict(self).items()
-            if k in ("requirements", "python_version", "platform")
-        }
-        blob = json.dumps(asked, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return inputs_digest(self.requirements, self.python_version, self.platform)
+
+
+def inputs_digest(requirements: list[str], python_version: str, platform: str) -> str:
+    """What was asked for, for which target: the indexes (this machine's pip configuration)
+    say only where the files come from, and the lock holds every file's hash."""
+    asked = {"requirements": requirements, "python_version": python_version, "platform": platform}
+    blob = json.dumps(asked, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -309,15 +309,13 @@ def read_lock(recipe: Recipe, recipe_path: Path, ref: str) -> str | None:
     """The lock next to the recipe file, or None; a lock made for other inputs is refused with
     the command that refreshes it (the build would install packages the recipe no longer asks
     for)."""
-    from hvd_container.containers.pipconfig import HostPipConfig
-
     from hvd_container.core.files import read_limited_text
 
     path = recipe_path.with_suffix(".lock")
     if not path.exists():
         return None
     text = read_limited_text(path, "a lock file", MAX_LOCK_BYTES, "a lock")
-    wanted = lock_inputs(recipe, HostPipConfig()).digest()
+    wanted = inputs_digest(requirements(recipe), recipe.python.version, platform_of(recipe))
     if lock_digest(text) != wanted:
         raise UserError(
             f"{path}: stale: the recipe asks for other packages or another target than it was "

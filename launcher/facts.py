@@ -42,7 +42,7 @@ def facts_from_recipe(ref: str) -> ImageFacts:
     """Facts of a built-in recipe name or a recipe file."""
     from hvd_container.containers.recipe import load_recipe
 
-    recipe = load_recipe(ref)
+    recipe = load_recipe(ref, with_lock=False)  # facts need no lock: the image is built
     pip = _pip_names(recipe.pip)
     return ImageFacts(
         source=f"recipe {recipe.name}",

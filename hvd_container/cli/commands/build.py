@@ -98,17 +98,22 @@ def build_cmd(
         typer.echo(json.dumps(summary))
 
 
-def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
+def push_with_progress(image: str, registry: str, reporter: Any) -> Any:
+    """containers.push.push_image with its notes and layer bytes shown by reporter."""
     from hvd_container.containers.push import push_image
 
     # No client passed: push_image checks --registry before it connects to the engine.
-    result = push_image(
+    return push_image(
         None,
         image,
         registry,
         lambda m: reporter("info", "push", m),
         on_transfer=reporter.transfer,
     )
+
+
+def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
+    result = push_with_progress(image, registry, reporter)
     reporter("done", "push", f"pushed {result.remote} ({result.digest})")
     return {"remote": result.remote, "digest": result.digest}
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hvd_container.cli.commands.build import Progress
+from hvd_container.cli.commands.build import Progress, push_with_progress
 from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
 from hvd_container.core.errors import UserError
@@ -208,21 +208,9 @@ def _convert(
         login_host=login_host,
         on_step=step,
         site_lookup=_site_target,
-        push=lambda image, where: _push(image, where, reporter),
+        push=lambda image, where: push_with_progress(image, where, reporter),
     )
     return {"image": src.image, "reference": ref}
-
-
-def _push(image: str, registry: str, reporter: Any) -> object:
-    from hvd_container.containers.push import push_image
-
-    return push_image(
-        None,
-        image,
-        registry,
-        lambda m: reporter("info", "push", m),
-        on_transfer=reporter.transfer,
-    )
 
 
 def _site_target(name: str | None) -> Any:
