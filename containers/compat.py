@@ -138,16 +138,24 @@ def distribution_mpi_pmi(recipe: Recipe) -> Problem | None:
     return (("mpi", "pmi"), f"{', '.join(wrong)}: {why}: {fix}")
 
 
-def horovod_cxx17_patch(recipe: Recipe) -> Problem | None:
-    """Horovod <= 0.28.1 sets C++14; torch >= 2.1 headers need C++17."""
+def horovod_cxx_patch(recipe: Recipe) -> Problem | None:
+    """Horovod <= 0.28.1 sets C++14; torch >= 2.1 headers need C++17, torch >= 2.14 C++20."""
     hvd, torch = recipe.horovod, recipe.pytorch
     if hvd is None or torch is None or "pytorch" not in hvd.frameworks:
         return None
     hvd_version, torch_version = _v(hvd.version), _v(torch.version)
     if hvd_version is None or torch_version is None:
         return None  # not judged; the recipe model only lets PEP 440 versions through
-    too_old = hvd_version <= Version("0.28.1")
-    if too_old and torch_version >= Version("2.1") and "cxx17" not in hvd.patches:
+    if hvd_version > Version("0.28.1") or "cxx20" in hvd.patches:
+        return None
+    if torch_version >= Version("2.14"):
+        return (
+            ("horovod", "patches"),
+            f"horovod {hvd.version} does not compile against torch {torch.version} "
+            "(its CMake files set C++14, torch >= 2.14 headers need C++20): add `cxx20` to "
+            "horovod.patches",
+        )
+    if torch_version >= Version("2.1") and "cxx17" not in hvd.patches:
         return (
             ("horovod", "patches"),
             f"horovod {hvd.version} does not compile against torch {torch.version} "
@@ -306,14 +314,15 @@ def no_wheels_on_ppc64le(recipe: Recipe) -> Problem | None:
 
 def cuda_comes_from_base_image(recipe: Recipe) -> Problem | None:
     """CUDA is not installed by a block: the base image must be a CUDA image of that version."""
-    if recipe.cuda is None:
+    if recipe.cuda is None or recipe.cuda.source != "image":
         return None
     image = recipe.base.image
     if recipe.base.debootstrap_suite:
         return (
-            ("cuda",),
-            "CUDA comes from the base image, a debootstrap base has none: use an "
-            "nvidia/cuda:<version>-cudnn8-devel-<os> or NGC base image, or drop cuda",
+            ("cuda", "source"),
+            "CUDA comes from the base image, a debootstrap base has none: set cuda.source: pip "
+            "(NVIDIA's cuda-toolkit wheels), or use an nvidia/cuda:<version>-cudnn8-devel-<os> "
+            "or NGC base image",
         )
     match = re.match(r"^(?:[\w.-]+/)?nvidia/cuda:(\d+\.\d+(?:\.\d+)?)-", image)
     if match and not (
@@ -324,6 +333,45 @@ def cuda_comes_from_base_image(recipe: Recipe) -> Problem | None:
             ("cuda", "version"),
             f"cuda {recipe.cuda.version} does not match the base image {image} "
             f"(CUDA {match.group(1)})",
+        )
+    return None
+
+
+def cuda_wheels_have_nvcc(recipe: Recipe) -> Problem | None:
+    """PyPI's CUDA 12 nvcc wheels ship ptxas only (no nvcc, no cicc); CUDA 13's have the
+    compiler, and Horovod's NCCL build compiles a .cu file."""
+    cuda, hvd = recipe.cuda, recipe.horovod
+    if cuda is None or cuda.source != "pip":
+        return None
+    if recipe.python.source != "system":
+        return (
+            ("cuda", "source"),
+            "cuda.source: pip installs into the recipe's venv: it needs python.source: system",
+        )
+    if hvd is not None and hvd.gpu_operations and int(cuda.version.split(".")[0]) < 13:
+        return (
+            ("cuda", "version"),
+            f"NVIDIA's CUDA {cuda.version} wheels have no nvcc, which Horovod's GPU build "
+            "needs: use cuda 13.0 or newer with source: pip, or a CUDA base image",
+        )
+    return None
+
+
+def nccl_source_matches_cuda(recipe: Recipe) -> Problem | None:
+    """NCCL's apt packages come from NVIDIA's repository inside CUDA images; with the toolkit
+    from wheels, NCCL comes from its wheel too."""
+    if recipe.nccl is None or recipe.cuda is None:
+        return None
+    if recipe.nccl.source == "apt" and recipe.cuda.source == "pip":
+        return (
+            ("nccl", "source"),
+            "nccl from apt needs NVIDIA's apt repository of a CUDA base image: with "
+            "cuda.source: pip set nccl.source: pip",
+        )
+    if recipe.nccl.source == "pip" and recipe.python.source != "system":
+        return (
+            ("nccl", "source"),
+            "nccl.source: pip installs into the recipe's venv: it needs python.source: system",
         )
     return None
 
@@ -486,7 +534,9 @@ RULES: list[Rule] = [
     horovod_mpi_needs_mpi,
     distribution_mpi_pmi,
     nccl_link_needs_nccl_operations,
-    horovod_cxx17_patch,
+    horovod_cxx_patch,
+    cuda_wheels_have_nvcc,
+    nccl_source_matches_cuda,
 ]
 
 

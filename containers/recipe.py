@@ -31,7 +31,7 @@ from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
 Controller = Literal["mpi", "gloo"]
-HorovodPatch = Literal["cxx17"]
+HorovodPatch = Literal["cxx17", "cxx20"]
 Pmi = Literal["pmi2", "pmix"]
 
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
@@ -260,10 +260,20 @@ class Mpi(_Strict):
 class Cuda(_Strict):
     version: Version = Field(pattern=_CUDA_PATTERN)
     cudnn: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
+    source: Literal["image", "pip"] = Field(
+        default="image",
+        description="image: the base image's toolkit (nvidia/cuda, NGC); pip: NVIDIA's "
+        "cuda-toolkit wheels (nvcc, runtime, CCCL) in the venv, linked as /usr/local/cuda.",
+    )
 
 
 class Nccl(_Strict):
     version: Version = Field(pattern=_VERSION_PATTERN)
+    source: Literal["apt", "pip"] = Field(
+        default="apt",
+        description="apt: NVIDIA's apt repository (in nvidia/cuda images); pip: the "
+        "nvidia-nccl-cuNN wheel (the one PyPI's torch depends on).",
+    )
 
 
 class TensorFlow(_Strict):

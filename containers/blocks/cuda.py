@@ -1,4 +1,5 @@
-"""CUDA comes with the base image (nvidia/cuda, NGC); this block checks it is the one asked for."""
+"""CUDA that comes with the base image (nvidia/cuda, NGC): this block checks it is the one asked
+for. CUDA from NVIDIA's wheels is blocks/gpu_wheels.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ CUDA_HOME = "/usr/local/cuda"
 
 
 def render(recipe: Recipe) -> Block | None:
-    if recipe.cuda is None:
+    if recipe.cuda is None or recipe.cuda.source != "image":  # pip: blocks/gpu_wheels.py
         return None
     toolkit = f"/usr/local/cuda-{major_minor(recipe.cuda.version)}"
     # Phase "mpi": the communication/GPU runtime libraries (CUDA, NCCL, MPI) come in one phase.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hvd_container.containers.blocks import horovod_patches
+from hvd_container.containers.blocks import gpu_wheels, horovod_patches
 from hvd_container.containers.blocks import locked as locked_block
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
 from hvd_container.containers.instructions import Copy
@@ -40,6 +40,8 @@ def build_env(recipe: Recipe) -> dict[str, str]:
     if hvd.gpu_operations:
         flags["HOROVOD_GPU_OPERATIONS"] = hvd.gpu_operations.upper()
         flags["HOROVOD_CUDA_HOME"] = "/usr/local/cuda"
+    if recipe.nccl is not None and recipe.nccl.source == "pip" and recipe.cuda is not None:
+        flags["HOROVOD_NCCL_HOME"] = gpu_wheels.nccl_dir(recipe)
     if hvd.nccl_link:
         flags["HOROVOD_NCCL_LINK"] = hvd.nccl_link.upper()
     if hvd.cuda_cc:  # else Horovod builds every architecture nvcc lists
@@ -68,8 +70,9 @@ def render(recipe: Recipe) -> Block | None:
         else [f"horovod=={hvd.version}"]
     )
     no_deps = ["--no-deps"] if locked else []
-    if recipe.gpu:
-        # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs.
+    if recipe.cuda is not None and recipe.cuda.source == "image":
+        # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs
+        # (Horovod dlopens libcuda, so the wheels' toolkit, which has no stubs, needs none).
         commands.append(f"ldconfig {CUDA_STUBS}")
     if hvd.patches:
         commands += [

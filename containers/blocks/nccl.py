@@ -21,7 +21,7 @@ def package_version(recipe: Recipe) -> str:
 
 
 def render(recipe: Recipe) -> Block | None:
-    if recipe.nccl is None:
+    if recipe.nccl is None or recipe.nccl.source != "apt":  # pip: blocks/gpu_wheels.py
         return None
     pinned = package_version(recipe)
     # nvidia/cuda images apt-mark hold their NCCL; replacing it needs this flag.

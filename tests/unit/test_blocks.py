@@ -17,6 +17,7 @@ from hvd_container.containers.blocks import (
     cuda,
     env_labels,
     extras,
+    gpu_wheels,
     horovod,
     lightning,
     mpi,
@@ -84,6 +85,7 @@ def test_block_order_is_the_layer_order() -> None:
         "nccl",
         "pip_setup",
         "locked",
+        "gpu_wheels",
         "tensorflow",
         "pytorch",
         "lightning",
@@ -333,3 +335,85 @@ def test_frameworks_from_the_image_are_version_checked(tmp_path: Path) -> None:
     fake.write_text('__version__ = "2.0.0"\n')
     bad = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode != 0 and "torch 2.0.0 is not 1.13.1" in bad.stderr
+
+
+# CUDA 13 and NCCL from NVIDIA's wheels on a Debian base (gpu-bookworm's shape)
+WHEELS_RECIPE = merged(
+    CPU_RECIPE,
+    cuda={"version": "13.0", "source": "pip"},
+    nccl={"version": "2.30.7", "source": "pip"},
+    pytorch={"version": "2.14.1", "cuda_tag": "cu130", "wheel_index": "pypi"},
+    horovod={
+        "version": "0.28.1",
+        "frameworks": ["pytorch"],
+        "gpu_operations": "nccl",
+        "nccl_link": "shared",
+        "cuda_cc": ["80", "90"],
+        "patches": ["cxx20"],
+    },
+)
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def test_gpu_wheels_are_locked_at_the_recipe_versions(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, WHEELS_RECIPE)
+    assert gpu_wheels.requirements(recipe) == [
+        "cuda-toolkit[cccl,cudart,nvcc]==13.0.*",
+        "nvidia-nccl-cu13==2.30.7",
+    ]
+    patch = merged(WHEELS_RECIPE, cuda={"version": "13.0.3", "source": "pip"})
+    assert gpu_wheels.requirements(recipe_of(tmp_path, patch))[0].endswith("==13.0.3")
+
+
+def test_gpu_wheels_give_the_toolkit_layout(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, WHEELS_RECIPE)
+    text = text_of(gpu_wheels.render(recipe))
+    cu = f"{SITE}/nvidia/cu13"
+    for step in (
+        f"test -x {cu}/bin/nvcc",
+        f"ln -s lib {cu}/lib64",
+        f"ln -s libcudart.so.13 {cu}/lib/libcudart.so",
+        f"ln -s {cu} /usr/local/cuda",
+        f"ln -s libnccl.so.2 {SITE}/nvidia/nccl/lib/libnccl.so",
+        "ldconfig",
+    ):
+        assert step in text
+    assert "ENV PATH=/usr/local/cuda/bin:$PATH" in text
+    # the apt/image blocks stand aside; the wheels come after the lock installed them
+    assert cuda.render(recipe) is None and nccl.render(recipe) is None
+    names = [name for name, _ in BLOCKS]
+    assert names.index("locked") < names.index("gpu_wheels") < names.index("horovod")
+    assert gpu_wheels.render(recipe_of(tmp_path, CPU_RECIPE)) is None
+
+
+def test_horovod_builds_against_the_wheels_nccl_without_stubs(tmp_path: Path) -> None:
+    recipe = recipe_of(tmp_path, WHEELS_RECIPE)
+    flags = horovod.build_env(recipe)
+    assert flags["HOROVOD_NCCL_HOME"] == f"{SITE}/nvidia/nccl"
+    assert flags["HOROVOD_BUILD_CUDA_CC_LIST"] == "80,90"
+    assert flags["HOROVOD_NCCL_LINK"] == "SHARED"
+    assert "lib64/stubs" not in text_of(horovod.render(recipe))
+
+
+@pytest.mark.parametrize("before", ["14", "17"])
+def test_cxx20_patch_rewrites_horovods_cmake_files(tmp_path: Path, before: str) -> None:
+    from hvd_container.containers.blocks import horovod_patches
+
+    for name in horovod_patches.CXX_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"project(x)\nset(CMAKE_CXX_STANDARD {before})\n")
+    script = " && ".join(horovod_patches.commands("cxx20"))
+    subprocess.run(["sh", "-ec", script], cwd=tmp_path, check=True)
+    for name in horovod_patches.CXX_FILES:
+        assert "set(CMAKE_CXX_STANDARD 20)" in (tmp_path / name).read_text()
+
+
+def test_cxx20_patch_fails_when_a_file_keeps_its_old_standard(tmp_path: Path) -> None:
+    from hvd_container.containers.blocks import horovod_patches
+
+    for name in horovod_patches.CXX_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        # spelled differently upstream: the sed misses it, the check must fail the build
+        (tmp_path / name).write_text("set( CMAKE_CXX_STANDARD 14 )\nCMAKE_CXX_STANDARD 14\n")
+    script = " && ".join(horovod_patches.commands("cxx20"))
+    assert subprocess.run(["sh", "-ec", script], cwd=tmp_path).returncode != 0

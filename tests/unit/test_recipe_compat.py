@@ -13,6 +13,20 @@ from hvd_container.containers.recipe import Recipe, load_recipe
 from hvd_container.core.errors import UserError
 
 TORCH_113 = {"version": "1.13.1", "torchvision": "0.14.1", "cuda_tag": "cu117"}
+# CUDA 13 and NCCL from NVIDIA's wheels on a Debian base (the shape of gpu-bookworm)
+WHEELS_RECIPE = merged(
+    CPU_RECIPE,
+    cuda={"version": "13.0", "source": "pip"},
+    nccl={"version": "2.30.7", "source": "pip"},
+    pytorch={"version": "2.14.1", "cuda_tag": "cu130", "wheel_index": "pypi"},
+    horovod={
+        "version": "0.28.1",
+        "frameworks": ["pytorch"],
+        "gpu_operations": "nccl",
+        "cuda_cc": ["80", "90"],
+        "patches": ["cxx20"],
+    },
+)
 
 # (rule, recipe, key path of the error, message after "key.path: "); the line is that of the
 # longest prefix of the key path the file spells out.
@@ -32,11 +46,38 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
         "(e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200)",
     ),
     (
-        "horovod_cxx17_patch",
+        "horovod_cxx_patch",
         merged(CPU_RECIPE, horovod={"version": "0.28.1", "frameworks": ["pytorch"]}),
         ("horovod", "patches"),
         "horovod 0.28.1 does not compile against torch 2.13.0 (its CMake files set C++14, "
         "torch >= 2.1 headers need C++17): add `cxx17` to horovod.patches",
+    ),
+    (
+        "horovod_cxx_patch (C++20)",
+        merged(CPU_RECIPE, pytorch={"version": "2.14.1", "cuda_tag": "cpu"}),
+        ("horovod", "patches"),
+        "horovod 0.28.1 does not compile against torch 2.14.1 (its CMake files set C++14, "
+        "torch >= 2.14 headers need C++20): add `cxx20` to horovod.patches",
+    ),
+    (
+        "cuda_wheels_have_nvcc",
+        merged(WHEELS_RECIPE, cuda={"version": "12.6", "source": "pip"}),
+        ("cuda", "version"),
+        "NVIDIA's CUDA 12.6 wheels have no nvcc, which Horovod's GPU build needs: use cuda "
+        "13.0 or newer with source: pip, or a CUDA base image",
+    ),
+    (
+        "cuda_wheels_have_nvcc (venv)",
+        merged(WHEELS_RECIPE, python={"version": "3.11", "source": "image"}),
+        ("cuda", "source"),
+        "cuda.source: pip installs into the recipe's venv: it needs python.source: system",
+    ),
+    (
+        "nccl_source_matches_cuda",
+        merged(WHEELS_RECIPE, nccl={"version": "2.30.7"}),
+        ("nccl", "source"),
+        "nccl from apt needs NVIDIA's apt repository of a CUDA base image: with cuda.source: "
+        "pip set nccl.source: pip",
     ),
     (
         "tensorflow_python_wheels",
@@ -91,9 +132,10 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
     (
         "cuda_comes_from_base_image",
         merged(GPU_RECIPE, base={"image": "debootstrap:bookworm"}, python={"version": "3.11"}),
-        ("cuda",),
-        "CUDA comes from the base image, a debootstrap base has none: use an "
-        "nvidia/cuda:<version>-cudnn8-devel-<os> or NGC base image, or drop cuda",
+        ("cuda", "source"),
+        "CUDA comes from the base image, a debootstrap base has none: set cuda.source: pip "
+        "(NVIDIA's cuda-toolkit wheels), or use an nvidia/cuda:<version>-cudnn8-devel-<os> or "
+        "NGC base image",
     ),
     (
         "cuda_comes_from_base_image (version)",
@@ -261,7 +303,7 @@ def test_every_rule_has_a_case() -> None:
 
 
 def test_fixed_recipes_pass(tmp_path: Path) -> None:
-    for data in (CPU_RECIPE, GPU_RECIPE):
+    for data in (CPU_RECIPE, GPU_RECIPE, WHEELS_RECIPE):
         assert compat.problems(load_recipe(write(tmp_path, data))) == []
 
 
@@ -278,5 +320,9 @@ def test_image_provided_frameworks_are_allowed_on_ppc64le(tmp_path: Path) -> Non
 
 
 def test_unknown_versions_are_not_judged(tmp_path: Path) -> None:
-    data = merged(CPU_RECIPE, pytorch={"version": "9.0.0", "cuda_tag": "cpu"})
+    data = merged(
+        CPU_RECIPE,
+        pytorch={"version": "9.0.0", "cuda_tag": "cpu"},
+        horovod={"version": "0.28.1", "frameworks": ["pytorch"], "patches": ["cxx20"]},
+    )
     assert load_recipe(write(tmp_path, data)).pytorch is not None

@@ -35,7 +35,7 @@ RUN python3 -c 'import lightning; v = lightning.__version__; assert v.startswith
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="lightning-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="ad006261cde37b6ac5056e45d7d14ae47e2ded25dcf518152ed71153aae81641"
+LABEL org.hvd-container.recipe.digest="d65041bb2c0c99e2daa4e82fe25af49143847174c270b9aea2720f0c3f8757d1"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -39,7 +39,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="neuron-ngc-pt2203"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="7ab0a53398ee544826cddf192710e87a17814ed18e1a430a6850fc1cf7c94713"
+LABEL org.hvd-container.recipe.digest="f5c69660944d9debe57d3053279f8e41083451a28537cda758cc80d77f77246a"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

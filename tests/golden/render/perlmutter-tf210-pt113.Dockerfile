@@ -56,7 +56,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="b5c965c0a0c4b8dec3ea287e24dd526f07d7c608ffe71d6a5c2a5c3d82b29298"
+LABEL org.hvd-container.recipe.digest="407c025f7c15d0419dc6fb9b5332cd06f7ed417312546ba669df05ed3d900886"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

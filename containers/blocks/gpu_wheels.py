@@ -1,0 +1,86 @@
+"""CUDA and NCCL from NVIDIA's wheels (cuda.source / nccl.source: pip), made usable as a toolkit.
+
+The wheels come with the lock (containers/blocks/locked.py) into the venv's site-packages; this
+block, after them, gives them the layout CMake and Horovod look for: the toolkit linked as
+/usr/local/cuda, `lib64` (CMake's CUDA check looks there), the unversioned `libcudart.so` and
+`libnccl.so` (FindCUDAToolkit, Horovod's FindNCCL) and an ld.so.conf entry for both lib dirs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hvd_container.containers.blocks._text import VENV, block, env, run
+
+if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block, Instruction
+    from hvd_container.containers.recipe import Recipe
+
+CUDA_HOME = "/usr/local/cuda"
+LD_CONF = "/etc/ld.so.conf.d/hvd-gpu-wheels.conf"
+
+
+def site_packages(recipe: Recipe) -> str:
+    return f"{VENV}/lib/python{recipe.python.version}/site-packages"
+
+
+def cuda_major(recipe: Recipe) -> str:
+    assert recipe.cuda is not None
+    return recipe.cuda.version.split(".")[0]
+
+
+def toolkit_dir(recipe: Recipe) -> str:
+    """Where NVIDIA's cuda-toolkit wheels put nvcc, headers and libraries (CUDA 13: nvidia/cu13)."""
+    return f"{site_packages(recipe)}/nvidia/cu{cuda_major(recipe)}"
+
+
+def nccl_dir(recipe: Recipe) -> str:
+    return f"{site_packages(recipe)}/nvidia/nccl"
+
+
+def requirements(recipe: Recipe) -> list[str]:
+    """The wheels to lock: the toolkit's compiler parts and NCCL, at the recipe's versions."""
+    reqs = []
+    cuda, nccl = recipe.cuda, recipe.nccl
+    if cuda is not None and cuda.source == "pip":
+        parts = cuda.version.split(".")
+        pin = f"=={cuda.version}" if len(parts) > 2 else f"=={cuda.version}.*"
+        reqs.append(f"cuda-toolkit[cccl,cudart,nvcc]{pin}")
+    if cuda is not None and nccl is not None and nccl.source == "pip":
+        reqs.append(f"nvidia-nccl-cu{cuda_major(recipe)}=={nccl.version}")
+    return reqs
+
+
+def render(recipe: Recipe) -> Block | None:
+    cuda, nccl = recipe.cuda, recipe.nccl
+    from_pip_cuda = cuda is not None and cuda.source == "pip"
+    from_pip_nccl = cuda is not None and nccl is not None and nccl.source == "pip"
+    if not (from_pip_cuda or from_pip_nccl):
+        return None
+    commands: list[str] = []
+    lib_dirs: list[str] = []
+    if from_pip_cuda:
+        cu = toolkit_dir(recipe)
+        major = cuda_major(recipe)
+        commands += [
+            f"test -x {cu}/bin/nvcc || {{ echo 'no nvcc in {cu}' >&2; exit 1; }}",
+            f"ln -s lib {cu}/lib64",
+            f"ln -s libcudart.so.{major} {cu}/lib/libcudart.so",
+            f"ln -s {cu} {CUDA_HOME}",
+        ]
+        lib_dirs.append(f"{cu}/lib")
+    if from_pip_nccl:
+        lib = f"{nccl_dir(recipe)}/lib"
+        commands += [
+            f"test -f {lib}/libnccl.so.2 || {{ echo 'no libnccl.so.2 in {lib}' >&2; exit 1; }}",
+            f"ln -s libnccl.so.2 {lib}/libnccl.so",
+        ]
+        lib_dirs.append(lib)
+    commands += [f"printf '%s\\n' {' '.join(lib_dirs)} > {LD_CONF}", "ldconfig"]
+    items: list[Instruction] = [run(*commands)]
+    if from_pip_cuda:
+        items += [
+            env("CUDA_HOME", CUDA_HOME, quote=False),
+            env("PATH", f"{CUDA_HOME}/bin:$PATH", quote=False),
+        ]
+    return block("frameworks", *items)
