@@ -6,7 +6,7 @@ OUT ?= out
 # convert's own name for a recipe's SIF (<name>_<version>.sif), which the local site expects
 SIF ?= $(OUT)/$(shell $(PYTHON) -c "from hvd_container.containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
 
-.PHONY: help install test test-fast test-e2e lint format image sif demo services services-down bench
+.PHONY: help install test test-fast test-e2e test-gpu lint format image sif demo services services-down bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -31,6 +31,9 @@ test-fast:  ## the inner loop: seconds, no engines
 
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
+
+test-gpu: install  ## the NCCL image: build gpu-bookworm (~45 min cold), verify, SIF, 2-node training
+	$(PYTHON) -m pytest -m gpu
 
 # mypy cannot follow the package-dir mapping (containers/ installs as hvd_container.containers):
 # it reads the installed layout from a tree of links made here

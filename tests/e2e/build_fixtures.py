@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CPU_RECIPE = "cpu-bookworm"
 TF_RECIPE = "cpu-bookworm-tf-pt"
+GPU_RECIPE = "gpu-bookworm"
 REGISTRY = os.environ.get("HVD_REGISTRY_ADDR", "127.0.0.1:5000")
 
 

@@ -8,7 +8,7 @@ image, reused by other e2e tests) and `tf_image` (its sibling with TensorFlow an
 from __future__ import annotations
 
 import pytest
-from build_fixtures import CPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
+from build_fixtures import CPU_RECIPE, GPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +48,9 @@ def cpu_image(base_image: str) -> str:
 def tf_image(base_image: str) -> str:
     """The TensorFlow/Keras sibling: Horovod's TensorFlow ops compiled for real."""
     return built(TF_RECIPE)
+
+
+@pytest.fixture(scope="session")
+def gpu_image(base_image: str) -> str:
+    """The NCCL image (recipe gpu-bookworm): about 45 min cold, so only `make test-gpu` asks."""
+    return built(GPU_RECIPE)
