@@ -181,6 +181,7 @@ def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
         labels[f"{LABEL_PREFIX}recipe.digest"] = recipe.digest()
         if recipe.mpi is not None:
             labels[f"{LABEL_PREFIX}mpi.pmi"] = ",".join(recipe.mpi.pmi)
+            labels[f"{LABEL_PREFIX}mpi.family"] = recipe.mpi.flavor
     return labels
 
 

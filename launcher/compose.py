@@ -6,6 +6,7 @@ warnings; `compose_srun` is its argv. Mistakes from launcher.pitfalls become one
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from hvd_container.launcher import pitfalls, shell
@@ -112,54 +113,62 @@ def _binds(site: Site, request: LaunchRequest) -> list[str]:
     return out
 
 
-def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
+def plan_launch(
+    site: Site, request: LaunchRequest, checks: pitfalls.Checks | None = None
+) -> LaunchPlan:
     """The srun argv, its environment and the warnings for one launch, planned once: outside
-    an allocation also as resource options for sbatch/salloc plus the step run inside."""
+    an allocation also as resource options for sbatch/salloc plus the step run inside.
+
+    `checks` collects the named pitfall checks (doctor keeps going past errors)."""
     check(site, request)
     warnings: list[str] = []
+    run = (checks or pitfalls.Checks(warnings)).run
+    if checks is not None:
+        warnings = checks.warnings
     runtime = site.runtime_for(request.runtime)
     partition = request.partition or site.scheduler.partition
     layout = resolve_layout(site, request, warnings)
     needs_allocation = not request.inside_allocation
-    pitfalls.apply(
-        pitfalls.mandatory_comment(
-            site, request.comment or site.scheduler.comment.default, needs_allocation
-        ),
-        warnings,
-    )
-    pitfalls.apply(
-        pitfalls.account_suffix(site, request.account or site.scheduler.account, needs_allocation),
-        warnings,
-    )
-    pitfalls.apply(pitfalls.image_arch(site, partition, request.facts), warnings)
+    comment = request.comment or site.scheduler.comment.default
+    run("comment", pitfalls.mandatory_comment(site, comment, needs_allocation))
+    account = request.account or site.scheduler.account
+    run("account", pitfalls.account_suffix(site, account, needs_allocation))
+    run("arch", pitfalls.image_arch(site, partition, request.facts))
     # One task (a notebook, a single-rank run) is a correct size-1 job whatever the plugin.
     single_task = layout.ntasks == 1 or (
         layout.ntasks is None and (layout.nodes or 1) == 1 and (layout.ntasks_per_node or 1) == 1
     )
     mpi = request.mpi or _image_plugin(site, request, runtime.kind, single_task, warnings)
     if not single_task:
-        pitfalls.apply(
-            pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind), warnings
-        )
-    pitfalls.apply(pitfalls.cleanenv(runtime), warnings)
+        run("mpi-plugin", pitfalls.mpi_plugin(mpi, request.controller, request.facts, runtime.kind))
+    run("controller", pitfalls.controller_built(request.controller, request.facts))
+    run("cleanenv", pitfalls.cleanenv(runtime))
     modules, findings = pitfalls.shifter_modules(runtime, request.modules)
-    pitfalls.apply(findings, warnings)
+    run("modules", findings)
     if _shifter_needs_mpich(runtime.kind, modules, request, single_task):
         # naming modules replaces the site's default ones, and those bring Cray MPICH
         modules = [*modules, "mpich"]
-    pitfalls.apply(pitfalls.runtime_gpu(site, runtime, modules, layout.gpus_per_node), warnings)
-    pitfalls.apply(pitfalls.image_ignored(runtime.kind, request.image), warnings)
+    if not single_task and request.controller == "mpi":
+        run("mpi-abi", pitfalls.mpi_abi(runtime, modules, request.facts))
+    gpn = layout.gpus_per_node
+    run("runtime-gpu", pitfalls.runtime_gpu(site, runtime, modules, gpn))
+    run("gpu-request", pitfalls.gpu_image_without_gpus(request.facts, gpn, layout.nodes))
+    where = f"site {site.name}'s profile (gpu_driver)"
+    run("cuda-driver", pitfalls.cuda_driver(request.facts, gpn, site.gpu_driver, where))
+    run("image-ignored", pitfalls.image_ignored(runtime.kind, request.image))
 
     image = resolve_image(site, request, runtime.kind)
     recipe_ref = None if request.image else image  # the image was named from the recipe
-    pitfalls.apply(
+    run(
+        "registry",
         pitfalls.recipe_image_without_registry(site, runtime.kind, request.recipe, recipe_ref),
-        warnings,
     )
     ranks = layout.ntasks or (layout.nodes or 1) * (layout.ntasks_per_node or 1)
-    pitfalls.apply(pitfalls.registry_image_per_rank(runtime.kind, image, ranks), warnings)
+    run("registry-per-rank", pitfalls.registry_image_per_rank(runtime.kind, image, ranks))
+    run("image-location", pitfalls.image_location(site, _image_file(image, runtime.kind)))
     env = _env(site, request)
-    pitfalls.apply(pitfalls.nccl_interface(site, env, layout.nodes, layout.gpus_per_node), warnings)
+    run("nccl-interface", pitfalls.nccl_interface(site, env, layout.nodes, gpn))
+    run("nccl-network", pitfalls.nccl_network(site, runtime, modules, env, layout.nodes, gpn))
     invocation = Invocation(
         kind=runtime.kind,
         image=image if runtime.kind != "none" else None,
@@ -202,6 +211,17 @@ def plan_launch(site: Site, request: LaunchRequest) -> LaunchPlan:
             allocation.append(f"{flag}={value}")
     allocation += [*gpus, *cpu_opts, *resources]
     return LaunchPlan(argv, env, warnings, layout, image, allocation, step)
+
+
+def _image_file(image: str | None, kind: str) -> str | None:
+    """The absolute path of a file or directory image (None for registry references)."""
+    from hvd_container.launcher.runtimes import is_file_ref
+
+    if not image or kind in ("shifter", "podman-hpc", "pyxis", "none"):
+        return None
+    if not (is_file_ref(image) or kind == "charliecloud"):
+        return None
+    return os.path.abspath(os.path.expanduser(image))
 
 
 def _image_plugin(

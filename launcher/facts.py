@@ -20,6 +20,8 @@ class ImageFacts:
     mpi_pmi: tuple[str, ...] | None = None  # PMI flavours the image's MPI speaks; () = no MPI
     controllers: tuple[str, ...] | None = None  # Horovod controllers built in
     gpu: bool | None = None
+    mpi_family: str | None = None  # openmpi, mpich; "" = no MPI
+    cuda: str | None = None  # the CUDA the image's framework was built for ("" = none)
     lightning: bool | None = None  # PyTorch Lightning installed
     horovod: bool | None = None  # Horovod installed
 
@@ -52,6 +54,8 @@ def facts_from_recipe(ref: str) -> ImageFacts:
         mpi_pmi=tuple(recipe.mpi.pmi) if recipe.mpi is not None else (),
         controllers=tuple(recipe.horovod.controllers) if recipe.horovod is not None else None,
         gpu=recipe.gpu,
+        mpi_family=recipe.mpi.flavor if recipe.mpi is not None else "",
+        cuda=recipe.cuda.version if recipe.cuda is not None else "",
         lightning=recipe.lightning is not None or bool(pip & {"lightning", "pytorch-lightning"}),
         horovod=recipe.horovod is not None or "horovod" in pip,
     )

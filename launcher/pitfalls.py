@@ -7,7 +7,7 @@ first error into a one-line UserError and the warnings into messages for stderr.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from hvd_container.launcher.facts import ImageFacts
@@ -33,6 +33,23 @@ def apply(findings: list[Finding], warnings: list[str]) -> None:
         if finding.level == "error":
             raise UserError(finding.message)
     warnings.extend(f.message for f in findings)
+
+
+@dataclass
+class Checks:
+    """The named checks of one launch and what each found. A launch (`keep_going` false)
+    stops at the first error; `hvd-container doctor` keeps going and reports every check."""
+
+    warnings: list[str]
+    keep_going: bool = False
+    results: list[tuple[str, list[Finding]]] = field(default_factory=list)
+
+    def run(self, name: str, findings: list[Finding]) -> None:
+        self.results.append((name, findings))
+        if self.keep_going:
+            self.warnings.extend(f.message for f in findings if f.level == "warning")
+        else:
+            apply(findings, self.warnings)
 
 
 def error(code: str, message: str) -> Finding:
@@ -322,3 +339,148 @@ def nccl_interface(
             f"site {site.name} sets no NCCL_SOCKET_IFNAME for this {nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>",
         )
     ]
+
+
+def controller_built(controller: str, facts: ImageFacts | None) -> list[Finding]:
+    """--controller gloo on an image whose Horovod has no Gloo (MPI is mpi_plugin's)."""
+    if facts is None or facts.controllers is None or controller != "gloo":
+        return []
+    if "gloo" in facts.controllers:
+        return []
+    return [
+        error(
+            "no-gloo-controller",
+            f"{facts.source} builds Horovod without the Gloo controller (it has {', '.join(facts.controllers) or 'none'}): pass --controller mpi, or add gloo to horovod.controllers and rebuild",
+        )
+    ]
+
+
+# The MPI library a site's runtime swaps in for the image's: Cray MPICH, ABI libmpi.so.12.
+def host_mpi_injected(runtime: Runtime, modules: list[str]) -> bool:
+    if runtime.kind == "shifter":
+        return "mpich" in modules
+    return runtime.kind == "podman-hpc" and "--mpi" in runtime.flags
+
+
+# What each MPI family's library is called inside an image (Debian/Ubuntu packages).
+MPI_SONAMES = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
+
+
+def mpi_abi(runtime: Runtime, modules: list[str], facts: ImageFacts | None) -> list[Finding]:
+    """The host MPI the runtime injects replaces libmpi.so.12 (MPICH ABI) only: an Open MPI
+    image keeps its own MPI, which then runs over TCP instead of the site's network."""
+    if facts is None or not facts.mpi_family or not host_mpi_injected(runtime, modules):
+        return []
+    if facts.mpi_family == "mpich":
+        return []
+    soname = MPI_SONAMES.get(facts.mpi_family, "its own library")
+    return [
+        warning(
+            "mpi-abi",
+            f"{runtime.kind} injects the site's Cray MPICH, which replaces an image's libmpi.so.12 (MPICH ABI) only; {facts.source} has {facts.mpi_family} ({soname}), so its ranks use the image's own MPI over TCP: build the image with MPICH (mpi: {{flavor: mpich}}) built from source, or use --controller gloo",
+        )
+    ]
+
+
+# The oldest driver each CUDA major runs on (CUDA's minor-version compatibility: any driver of
+# the major's first release runs every minor of it). NVIDIA's CUDA compatibility table.
+CUDA_MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
+
+
+def driver_at_least(driver: str, needed: str) -> bool:
+    """Whether driver (as precise as known: "580" or "580.65.06") reaches needed."""
+    have = tuple(int(p) for p in driver.split("."))
+    want = tuple(int(p) for p in needed.split("."))
+    return have >= want[: len(have)]
+
+
+def cuda_driver(
+    facts: ImageFacts | None, gpus: int, driver: str | None, where: str
+) -> list[Finding]:
+    """An image's CUDA needs a driver at least as new as its major's first release."""
+    if facts is None or not facts.cuda or gpus <= 0 or driver is None:
+        return []
+    major = facts.cuda.split(".")[0]
+    needed = CUDA_MIN_DRIVER.get(major)
+    if needed is None or driver_at_least(driver, needed):
+        return []
+    fits = [m for m, d in CUDA_MIN_DRIVER.items() if driver_at_least(driver, d)]
+    fix = f"build the image for CUDA {fits[-1]}" if fits else "ask the site for a newer driver"
+    return [
+        error(
+            "cuda-driver",
+            f"{facts.source} is built for CUDA {facts.cuda}, which needs NVIDIA driver >= {needed}; {where} has {driver}: {fix}",
+        )
+    ]
+
+
+def gpu_image_without_gpus(facts: ImageFacts | None, gpus: int, nodes: int | None) -> list[Finding]:
+    """A CUDA image launched without GPUs runs Horovod on the CPU (NCCL unused)."""
+    if facts is None or not facts.gpu or gpus > 0:
+        return []
+    return [
+        warning(
+            "gpu-image-no-gpus",
+            f"{facts.source} is a CUDA image but the job asks for no GPUs: it runs on the CPU and NCCL stays unused; pass --gpus-per-node N",
+        )
+    ]
+
+
+def nccl_network(
+    site: Site,
+    runtime: Runtime,
+    modules: list[str],
+    env: dict[str, str],
+    nodes: int | None,
+    gpus: int,
+) -> list[Finding]:
+    """Across nodes, NCCL without its network plugin falls back to TCP without a word; a
+    forced NCCL_NET makes a missing plugin fail at start instead."""
+    if (nodes or 1) < 2 or gpus <= 0:
+        return []
+    if "NCCL_NET" not in env:
+        return [
+            warning(
+                "nccl-net-unforced",
+                f"site {site.name} sets no NCCL_NET for this {nodes}-node GPU launch: if NCCL's network plugin is missing it falls back to TCP without a word; set NCCL_NET (e.g. 'AWS Libfabric' on Slingshot, IB on InfiniBand) in the profile's env or with -e, so a missing plugin fails at start",
+            )
+        ]
+    if runtime.kind == "shifter" and not any("nccl" in m for m in modules):
+        return [
+            error(
+                "nccl-plugin-missing",
+                f"NCCL_NET={env['NCCL_NET']} is forced but shifter gets no nccl module, so the plugin is absent and NCCL fails at start: add the site's NCCL module to --module (e.g. nccl-plugin)",
+            )
+        ]
+    return []
+
+
+# Places that are each node's own on clusters (the login node's /tmp is not the compute node's).
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def image_location(site: Site, image_path: str | None) -> list[Finding]:
+    """A file image must be where the compute nodes see it (a shared file system)."""
+    if image_path is None:
+        return []
+    if site.shared_paths:
+        if _under(image_path, site.shared_paths):
+            return []
+        return [
+            error(
+                "image-not-shared",
+                f"image {image_path} is outside site {site.name}'s shared file systems ({', '.join(site.shared_paths)}): the compute nodes cannot read it; move it there",
+            )
+        ]
+    if _under(image_path, NODE_LOCAL):
+        return [
+            warning(
+                "image-node-local",
+                f"image {image_path} is in a node-local place ({', '.join(NODE_LOCAL)}): the compute nodes see their own, not this one; move it to a shared file system (home, project or scratch)",
+            )
+        ]
+    return []

@@ -59,6 +59,9 @@ def facts_from_labels(
             mpi_pmi = recipe_facts.mpi_pmi
     if mpi_pmi is None and "versions.mpi" in facts and not facts["versions.mpi"]:
         mpi_pmi = ()
+    mpi_family = facts.get("mpi.family")
+    if mpi_family is None and recipe_facts is not None:
+        mpi_family = recipe_facts.mpi_family
     gpu = None
     if "versions.cuda" in facts:
         gpu = bool(facts["versions.cuda"])
@@ -79,6 +82,8 @@ def facts_from_labels(
         mpi_pmi=mpi_pmi,
         controllers=_split(facts.get("horovod.controllers")),
         gpu=gpu,
+        mpi_family=mpi_family,
+        cuda=facts.get("versions.cuda", recipe_facts.cuda if recipe_facts else None),
         lightning=lightning,
         horovod=horovod,
     )
@@ -137,7 +142,11 @@ def image_facts(image: str, *, ask_docker: bool = True) -> ImageFacts | None:
 
         info = read_sif(path)
         arch = info.arch if info.arch != "unknown" else None
-        return facts_from_labels(info.labels, f"image {image}", arch)
+        found = facts_from_labels(info.labels, f"image {image}", arch)
+        if found is None and arch is not None:
+            # a SIF made elsewhere, without our labels: its descriptor still tells the arch
+            return ImageFacts(source=f"image {image}", arch=arch)
+        return found
     if is_file_ref(image) or not ask_docker:
         return None
     labels = _docker_labels(image)

@@ -143,6 +143,20 @@ def _date_ok(value: str) -> str | None:
     return None if _DATE.fullmatch(value) else "a date YYYY-MM-DD (or YYYY-MM)"
 
 
+_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
+
+
+def _driver_ok(value: str | None) -> str | None:
+    if value is None or _DRIVER.fullmatch(value):
+        return None
+    return 'an NVIDIA driver version such as "535" or "550.127.05"'
+
+
+def _abs_paths_ok(value: list[str]) -> str | None:
+    bad = [v for v in value if not v.startswith("/") or "\n" in v]
+    return f"absolute paths, not {bad[0]!r}" if bad else None
+
+
 def _url_ok(value: str) -> str | None:
     return None if value.startswith(("https://", "http://")) else "an http(s) URL"
 
@@ -244,6 +258,11 @@ class Site:
     jupyter_interface: str | None = field(default=None, metadata={"check": _interface_ok})
     scheduler: Scheduler = field(default_factory=Scheduler)
     mpi: MpiPlugin | None = None
+    # the GPU nodes' NVIDIA driver: an image's CUDA must be one it runs (doctor, preflight)
+    gpu_driver: str | None = field(default=None, metadata={"check": _driver_ok})
+    # where compute nodes see the same files as the login node; empty: not known (then only
+    # the usual node-local places, /tmp and the like, are refused for images)
+    shared_paths: list[str] = field(default_factory=list, metadata={"check": _abs_paths_ok})
     modules: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     binds: list[str] = field(default_factory=list, metadata={"check": _bind_ok})

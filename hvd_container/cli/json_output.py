@@ -186,6 +186,19 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
+    "doctor": _result(
+        {
+            "site": _STR,
+            "image": _NULL_STR,
+            "ok": _BOOL,
+            "checks": {
+                "type": "array",
+                "items": _record(
+                    {"check": _STR, "status": {"enum": ["pass", "warn", "fail"]}, "message": _STR}
+                ),
+            },
+        }
+    ),
     "run-dry-run": _result(
         {
             "site": _STR,

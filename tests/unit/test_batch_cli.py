@@ -14,7 +14,7 @@ from hvd_container.launcher.sites import load_site
 from hvd_container.cli.app import main
 
 ARGS = ["--site", "zih-alpha", "--image", "x.sif", "-n", "16", "-t", "1:00:00"]
-ARGS += ["-e", "NCCL_SOCKET_IFNAME=ib0"]
+ARGS += ["-e", "NCCL_SOCKET_IFNAME=ib0", "-e", "NCCL_NET=IB"]
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +37,7 @@ def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
             image="x.sif",
             ntasks=16,
             time="1:00:00",
-            env={"NCCL_SOCKET_IFNAME": "ib0"},
+            env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_NET": "IB"},
         ),
     )
     assert out == expected
@@ -50,7 +50,14 @@ def test_batch_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert main(["batch", *ARGS, "-o", str(target), "train.py"]) == 0
     assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=train\n")
     assert os.stat(target).st_mode & 0o777 == 0o700  # it can carry --env values
-    assert capsys.readouterr().err == f"wrote {target}\n"
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"wrote {target}"
+    # the image lies in this test's /tmp folder, which compute nodes would not see
+    assert err[:-1] == [
+        f"hvd-container: warning: image {target.parent.parent / 'job' / 'x.sif'} is in a "
+        "node-local place (/tmp, /var/tmp, /dev/shm, /run): the compute nodes see their own, "
+        "not this one; move it to a shared file system (home, project or scratch)"
+    ]
     assert [p.name for p in out_dir.iterdir()] == ["job.sh"]
 
 

@@ -157,7 +157,7 @@ def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
 def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
     result = plan(
         "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="pytorch",
-        env={"NCCL_SOCKET_IFNAME": "ib0"},
+        env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_NET": "IB"},
     )  # fmt: skip
     assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
     assert not any(a.startswith("--gpus-per-task") for a in result.argv)
@@ -443,12 +443,15 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
         "wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) "
         "to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )
+    net = {"NCCL_NET": "IB"}  # the next test's warning
     fields: dict[str, Any] = dict(image="x.sif", nodes=2, ntasks_per_node=8, comment="pytorch")
-    assert plan("neuron", **fields).warnings == [warning]
+    assert plan("neuron", **fields, env=net).warnings == [warning]
     # -n alone: the layout spreads 16 ranks over 2 nodes of 8 GPUs
-    assert plan("neuron", image="x.sif", ntasks=16, comment="pytorch").warnings == [warning]
+    assert plan("neuron", image="x.sif", ntasks=16, comment="pytorch", env=net).warnings == [
+        warning
+    ]
     # set by the user, or by the profile (Perlmutter: the Slingshot NICs)
-    assert plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0"}).warnings == []
+    assert plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net}).warnings == []
     assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
     assert plan("perlmutter", image="u/i:t", nodes=2, account="m1_g").warnings == []
     # one node, or no GPUs: NCCL does not cross the network

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "sites": "sites",
     "run": "run",
     "batch": "run",
+    "doctor": "run",
     "jobs": "jobs",
     "logs": "jobs",
     "jupyter": "jupyter",

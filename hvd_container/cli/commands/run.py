@@ -233,7 +233,70 @@ def batch(
         typer.echo(f"wrote {path}", err=True)
 
 
+SmokeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--smoke",
+        help="Also run a short job in the container on the nodes: rank and size from each "
+        "controller, an allreduce checked and its bandwidth (a batch job; seconds once queued).",
+    ),
+]
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def doctor(
+    site: SiteOpt = None,
+    image: ImageOpt = None,
+    recipe: RecipeOpt = None,
+    ntasks: NtasksOpt = None,
+    nodes: NodesOpt = None,
+    ntasks_per_node: PerNodeOpt = None,
+    gpus_per_node: GpusNodeOpt = None,
+    mpi: MpiOpt = None,
+    controller: ControllerOpt = DEFAULTS["controller"],
+    runtime: RuntimeOpt = None,
+    modules: ModuleOpt = None,
+    env: EnvOpt = None,
+    time: TimeOpt = None,
+    partition: PartitionOpt = None,
+    account: AccountOpt = None,
+    comment: CommentOpt = None,
+    smoke: SmokeOpt = False,
+    json: JsonOpt = False,
+) -> None:
+    """Check that IMAGE will start and communicate on SITE before a job waits in the queue.
+
+    Static checks from the image's facts and the site profile (architecture, MPI and PMI,
+    controllers, CUDA and driver, NCCL's network, where the image lies), one pass / warn /
+    fail line each with the fix; --smoke then runs Horovod on the nodes. Exits 1 on a fail.
+    """
+    with json_errors(json):
+        site_obj, request = build_request(
+            site=site, script="doctor", image=image, recipe=recipe, ntasks=ntasks, nodes=nodes,
+            ntasks_per_node=ntasks_per_node, gpus_per_node=gpus_per_node, mpi=mpi,
+            controller=controller, runtime=runtime, modules=modules, env=env, time=time,
+            partition=partition, account=account, comment=comment, lightning=False,
+        )  # fmt: skip
+        from hvd_container.launcher.doctor import diagnose
+        from hvd_container.launcher.doctor import smoke as run_smoke
+
+        report = diagnose(site_obj, request)
+        if smoke and not report.failed:
+            run_smoke(site_obj, request, report)
+        elif smoke:
+            report.add("smoke", "fail", "not run: fix the failing checks first")
+    rows = [{"check": r.check, "status": r.status, "message": r.message} for r in report.results]
+    if json:
+        emit({"site": site_obj.name, "image": image, "ok": not report.failed, "checks": rows})
+    else:
+        for r in report.results:
+            typer.echo(f"{_MARK[r.status]}  {r.check:<18} {r.message}")
+    if report.failed:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `run` and `batch` to the app."""
+    """Add `run`, `batch` and `doctor` to the app."""
     app.command("run", context_settings=CONTEXT)(run)
     app.command("batch", context_settings=CONTEXT)(batch)
+    app.command("doctor")(doctor)

@@ -1,0 +1,156 @@
+"""The checks `doctor` and every launch share (launcher.pitfalls), on the sites' profiles:
+MPI ABI against what the runtime injects, CUDA against the nodes' driver, NCCL's network,
+the Gloo controller, where the image lies, and the arch of a SIF made without our labels."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hvd_container.containers.sif import format as fmt
+from hvd_container.containers.sif.layout import DataObject, sif_prefix
+from hvd_container.launcher import pitfalls
+from hvd_container.launcher.compose import plan_launch
+from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.preflight import image_facts, with_image_facts
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.sites import load_site
+
+from hvd_container.core.errors import UserError
+
+OMPI = ImageFacts(
+    source="image ompi.sif", arch="amd64", mpi_pmi=("pmix",), controllers=("mpi", "gloo"),
+    mpi_family="openmpi", gpu=True, cuda="13.0",
+)  # fmt: skip
+MPICH = dataclasses.replace(OMPI, source="image mpich.sif", mpi_pmi=("pmi2",), mpi_family="mpich")
+
+
+def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
+    fields = {"script": "train.py", "lightning": False, **fields}
+    return plan_launch(load_site(site), LaunchRequest(**fields))
+
+
+def doctor_results(site: str, **fields: Any) -> dict[str, list[pitfalls.Finding]]:
+    checks = pitfalls.Checks([], keep_going=True)
+    fields = {"script": "train.py", "lightning": False, **fields}
+    plan_launch(load_site(site), LaunchRequest(**fields), checks)
+    return dict(checks.results)
+
+
+def test_cray_mpich_does_not_replace_open_mpi() -> None:
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=OMPI)
+    (abi,) = found["mpi-abi"]
+    assert abi.level == "warning"
+    assert (
+        "has openmpi (libmpi.so.40), so its ranks use the image's own MPI over TCP" in abi.message
+    )
+    # an MPICH image is what Cray MPICH replaces; a Gloo launch uses no MPI at all
+    assert (
+        doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)["mpi-abi"]
+        == []
+    )
+    gloo = doctor_results(
+        "perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=OMPI, controller="gloo"
+    )
+    assert "mpi-abi" not in gloo
+
+
+def test_cuda_13_image_on_an_older_driver_is_refused() -> None:
+    site = load_site("zih-alpha")
+    assert site.gpu_driver is None  # not published: doctor asks nvidia-smi where it can
+    old = dataclasses.replace(site, name="old", gpu_driver="535.104")  # CUDA 12.2's driver
+    request = LaunchRequest(script="t.py", image="/data/x.sif", nodes=1, facts=OMPI)
+    with pytest.raises(UserError) as info:
+        plan_launch(old, request)
+    assert str(info.value) == (
+        "image ompi.sif is built for CUDA 13.0, which needs NVIDIA driver >= 580.65.06; site "
+        "old's profile (gpu_driver) has 535.104: build the image for CUDA 12"
+    )
+    assert pitfalls.cuda_driver(OMPI, 4, "580", "x") == []
+    assert pitfalls.cuda_driver(OMPI, 0, "535", "x") == []  # no GPUs asked: not judged
+    assert pitfalls.driver_at_least("525.60.13", "525.60.13")
+    assert not pitfalls.driver_at_least("450.80.01", "450.80.02")
+
+
+def test_gpu_image_without_gpus_is_warned() -> None:
+    result = plan("local", image="/srv/x.sif", nodes=1, facts=OMPI)
+    assert any("is a CUDA image but the job asks for no GPUs" in w for w in result.warnings)
+
+
+def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
+    # Perlmutter's profile forces NCCL_NET and names an NCCL module: nothing to say
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    assert found["nccl-network"] == []
+    perlmutter = load_site("perlmutter")
+    forced = {"NCCL_NET": "AWS Libfabric"}
+    (missing,) = pitfalls.nccl_network(perlmutter, perlmutter.runtime, ["gpu"], forced, 2, 4)
+    assert missing.level == "error" and "shifter gets no nccl module" in missing.message
+    neuron = load_site("neuron")
+    unforced = pitfalls.nccl_network(neuron, neuron.runtime, [], {}, 2, 8)
+    assert [f.code for f in unforced] == ["nccl-net-unforced"]
+    assert pitfalls.nccl_network(neuron, neuron.runtime, [], {}, 1, 8) == []  # one node
+
+
+def test_gloo_launch_of_an_image_without_gloo_is_refused() -> None:
+    no_gloo = dataclasses.replace(OMPI, controllers=("mpi",))
+    with pytest.raises(UserError) as info:
+        plan("local", image="/srv/x.sif", nodes=2, controller="gloo", facts=no_gloo)
+    assert str(info.value).startswith(
+        "image ompi.sif builds Horovod without the Gloo controller (it has mpi): pass "
+        "--controller mpi"
+    )
+
+
+def test_image_outside_the_shared_file_systems() -> None:
+    site = dataclasses.replace(load_site("zih-alpha"), name="s", shared_paths=["/home", "/data"])
+    with pytest.raises(UserError, match=r"^image /tmp/x.sif is outside site s's shared file"):
+        plan_launch(site, LaunchRequest(script="t.py", image="/tmp/x.sif", nodes=1))
+    assert plan_launch(site, LaunchRequest(script="t.py", image="/data/x.sif", nodes=1))
+    # unknown shared places: the usual node-local ones are warned about
+    result = plan("zih-alpha", image="/dev/shm/x.sif", nodes=1)
+    assert any("is in a node-local place" in w for w in result.warnings)
+    # the local cluster's nodes share this machine's files
+    assert load_site("local").shared_paths == ["/"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        (
+            "gpu_driver",
+            '"abc"',
+            'an NVIDIA driver version such as "535" or "550.127.05" (got \'abc\')',
+        ),
+        ("gpu_driver", '"5"', 'an NVIDIA driver version such as "535" or "550.127.05" (got \'5\')'),
+        ("shared_paths", "[data]", "absolute paths, not 'data'"),
+    ],
+)
+def test_site_fields_are_checked(tmp_path: Path, key: str, value: str, why: str) -> None:
+    profile = tmp_path / "bad.yaml"
+    profile.write_text(f"name: bad\nruntime: {{kind: apptainer}}\n{key}: {value}\n")
+    with pytest.raises(UserError) as info:
+        load_site(str(profile))
+    assert str(info.value) == f"{profile}:3: {key}: {why}"
+
+
+def _bare_sif(path: Path, arch: str) -> Path:
+    """A SIF as siftool makes it: a partition and its arch, no labels of ours."""
+    payload = b"hsqs" + bytes(4092)
+    prefix = sif_prefix(
+        [DataObject(fmt.DATA_GENERIC, b"x", name="note")],
+        partition_size=len(payload), arch=arch, created=1700000000, image_id=uuid.UUID(int=5),
+    )  # fmt: skip
+    path.write_bytes(prefix + payload)
+    return path
+
+
+def test_arch_of_a_sif_without_labels_is_read_from_its_descriptor(tmp_path: Path) -> None:
+    sif = _bare_sif(tmp_path / "p9.sif", "ppc64le")
+    facts = image_facts(str(sif))
+    assert facts is not None and facts.arch == "ppc64le" and facts.mpi_pmi is None
+    request = with_image_facts(LaunchRequest(script="t.py", image=str(sif), nodes=1), str(sif))
+    with pytest.raises(UserError, match=r"p9.sif is built for ppc64le but site zih-alpha runs"):
+        plan_launch(load_site("zih-alpha"), request)
