@@ -357,6 +357,17 @@ def cuda_wheels_have_nvcc(recipe: Recipe) -> Problem | None:
     return None
 
 
+def mpi_wheel_needs_venv(recipe: Recipe) -> Problem | None:
+    """mpi.source: pip installs the wheel into the recipe's venv."""
+    mpi = recipe.mpi
+    if mpi is None or mpi.source != "pip" or recipe.python.source == "system":
+        return None
+    return (
+        ("mpi", "source"),
+        "mpi.source: pip installs into the recipe's venv: it needs python.source: system",
+    )
+
+
 def nccl_source_matches_cuda(recipe: Recipe) -> Problem | None:
     """NCCL's apt packages come from NVIDIA's repository inside CUDA images; with the toolkit
     from wheels, NCCL comes from its wheel too."""
@@ -537,6 +548,7 @@ RULES: list[Rule] = [
     horovod_cxx_patch,
     cuda_wheels_have_nvcc,
     nccl_source_matches_cuda,
+    mpi_wheel_needs_venv,
 ]
 
 

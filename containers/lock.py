@@ -92,9 +92,9 @@ def platform_of(recipe: Recipe) -> str:
 def requirements(recipe: Recipe) -> list[str]:
     """What the recipe's pip steps install, as requirements (frameworks the base image brings,
     `source: image`, are not pip's to resolve)."""
-    from hvd_container.containers.blocks import gpu_wheels, horovod, pytorch
+    from hvd_container.containers.blocks import gpu_wheels, horovod, mpi_wheel, pytorch
 
-    reqs: list[str] = gpu_wheels.requirements(recipe)
+    reqs: list[str] = [*mpi_wheel.requirements(recipe), *gpu_wheels.requirements(recipe)]
     tf = recipe.tensorflow
     if tf is not None and tf.source == "pip":
         reqs.append(f"{tf.package}=={tf.version}")

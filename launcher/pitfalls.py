@@ -377,7 +377,7 @@ def mpi_abi(runtime: Runtime, modules: list[str], facts: ImageFacts | None) -> l
     return [
         warning(
             "mpi-abi",
-            f"{runtime.kind} injects the site's Cray MPICH, which replaces an image's libmpi.so.12 (MPICH ABI) only; {facts.source} has {facts.mpi_family} ({soname}), so its ranks use the image's own MPI over TCP: build the image with MPICH (mpi: {{flavor: mpich}}) built from source, or use --controller gloo",
+            f"{runtime.kind} injects the site's Cray MPICH, which replaces an image's libmpi.so.12 (MPICH ABI) only; {facts.source} has {facts.mpi_family} ({soname}), so its ranks use the image's own MPI over TCP: build the image with PyPI's MPICH (mpi: {{flavor: mpich, source: pip}}, libmpi.so.12), or use --controller gloo",
         )
     ]
 

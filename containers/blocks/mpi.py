@@ -33,7 +33,7 @@ def packages(recipe: Recipe) -> list[str]:
 
 def render(recipe: Recipe) -> Block | None:
     mpi = recipe.mpi
-    if mpi is None:
+    if mpi is None or mpi.source == "pip":  # the wheel comes with the lock: blocks/mpi_wheel.py
         return None
     lines = []
     if mpi.source == "apt":

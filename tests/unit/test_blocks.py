@@ -21,6 +21,7 @@ from hvd_container.containers.blocks import (
     horovod,
     lightning,
     mpi,
+    mpi_wheel,
     nccl,
     pip_setup,
     python,
@@ -85,6 +86,7 @@ def test_block_order_is_the_layer_order() -> None:
         "nccl",
         "pip_setup",
         "locked",
+        "mpi_wheel",
         "gpu_wheels",
         "tensorflow",
         "pytorch",
@@ -417,3 +419,17 @@ def test_cxx20_patch_fails_when_a_file_keeps_its_old_standard(tmp_path: Path) ->
         (tmp_path / name).write_text("set( CMAKE_CXX_STANDARD 14 )\nCMAKE_CXX_STANDARD 14\n")
     script = " && ".join(horovod_patches.commands("cxx20"))
     assert subprocess.run(["sh", "-ec", script], cwd=tmp_path).returncode != 0
+
+
+def test_mpich_wheel_is_locked_and_made_findable(tmp_path: Path) -> None:
+    data = merged(
+        CPU_RECIPE, mpi={"flavor": "mpich", "version": "5.0.2", "source": "pip", "pmi": ["pmi2"]}
+    )
+    recipe = recipe_of(tmp_path, data)
+    assert mpi_wheel.requirements(recipe) == ["mpich==5.0.2"]
+    assert mpi.render(recipe) is None  # no apt packages, no check before the lock installed it
+    text = text_of(mpi_wheel.render(recipe))
+    assert "test -f /opt/venv/lib/libmpi.so.12" in text  # the MPICH ABI soname Cray MPICH replaces
+    assert "echo /opt/venv/lib > /etc/ld.so.conf.d/hvd-mpi-wheel.conf" in text
+    assert "mpicc -show" in text
+    assert mpi_wheel.render(recipe_of(tmp_path, CPU_RECIPE)) is None

@@ -73,6 +73,16 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, ...], str]] = [
         "cuda.source: pip installs into the recipe's venv: it needs python.source: system",
     ),
     (
+        "mpi_wheel_needs_venv",
+        merged(
+            CPU_RECIPE,
+            python={"version": "3.11", "source": "image"},
+            mpi={"flavor": "mpich", "source": "pip", "pmi": ["pmi2"]},
+        ),
+        ("mpi", "source"),
+        "mpi.source: pip installs into the recipe's venv: it needs python.source: system",
+    ),
+    (
         "nccl_source_matches_cuda",
         merged(WHEELS_RECIPE, nccl={"version": "2.30.7"}),
         ("nccl", "source"),

@@ -14,12 +14,6 @@ ENV VIRTUAL_ENV=/opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
 # hvd-container phase: mpi
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends mpich libmpich-dev \
-    && rm -rf /var/lib/apt/lists/*
-RUN mpirun --version
-
-# hvd-container phase: mpi
 ENV CUDA_HOME=/usr/local/cuda
 RUN test -d /usr/local/cuda-11.8 || { echo 'base image has no /usr/local/cuda-11.8' >&2; exit 1; }
 
@@ -36,6 +30,13 @@ RUN chmod 0755 /usr/local/bin/hvd-pip
 # hvd-container phase: frameworks
 COPY requirements.lock /opt/hvd/requirements.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
+
+# hvd-container phase: mpi
+RUN test -f /opt/venv/lib/libmpi.so.12 || { echo 'no libmpi.so.12 in /opt/venv/lib' >&2; exit 1; } \
+    && echo /opt/venv/lib > /etc/ld.so.conf.d/hvd-mpi-wheel.conf \
+    && ldconfig \
+    && ldconfig -p | grep -F 'libmpi.so.12 ' \
+    && mpicc -show
 
 # hvd-container phase: frameworks
 RUN python3 -c 'import tensorflow; v = tensorflow.__version__; assert v.startswith("2.10.1"), "tensorflow " + v + " is not 2.10.1"'
@@ -56,7 +57,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="407c025f7c15d0419dc6fb9b5332cd06f7ed417312546ba669df05ed3d900886"
+LABEL org.hvd-container.recipe.digest="ec03aef1e2f81cb154a9841ee5f98fe2b69ff806fa379ad61ac27097f3ce7cef"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
