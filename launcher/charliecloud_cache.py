@@ -202,15 +202,70 @@ def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedIma
     return replace(plan, warnings=tuple(warnings))
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    """One unpacked image of the cache (its env file counts with it)."""
+
+    key: str
+    path: Path
+    size: int  # bytes of the files (not following links)
+    modified: float  # when it was published (mtime)
+    partial: bool  # an unpack that never finished (its process died): prune removes it
+
+
+def _tree_size(path: Path) -> int:
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in [*files, *dirs]:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def entries() -> list[CacheEntry]:
+    """The cache's unpacked images, newest first."""
+    base = cache_dir()
+    if not base.is_dir():
+        return []
+    found = []
+    for entry in base.iterdir():
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        key, _, rest = entry.name.partition(".part-")
+        found.append(
+            CacheEntry(key, entry, _tree_size(entry), entry.stat().st_mtime, partial=bool(rest))
+        )
+    return sorted(found, key=lambda e: e.modified, reverse=True)
+
+
+def key_of(image: str) -> str:
+    """The cache key of a SIF file (what `cache prune --keep` keeps)."""
+    path = _image_path(image)
+    _is_sif(path, image)
+    return sif_digest(path)
+
+
+# an unfinished unpack younger than this may still be running in another process
+PARTIAL_GRACE_S = 3600
+
+
 def prune(keep: set[str] | None = None) -> list[Path]:
-    """Remove cached unpacked images (all, or all but the given keys); return what went."""
+    """Remove cached unpacked images (all, or all but the given keys) and unpacks that never
+    finished; return what went."""
+    import time
+
     removed: list[Path] = []
     base = cache_dir()
     if not base.is_dir():
         return removed
+    now = time.time()
     for entry in base.iterdir():
         key = entry.name.split(".", 1)[0]
-        if keep and key in keep:
+        if ".part-" in entry.name:
+            with contextlib.suppress(OSError):
+                if now - entry.stat().st_mtime < PARTIAL_GRACE_S:
+                    continue
+        elif keep and key in keep:
             continue
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)

@@ -1,7 +1,9 @@
 #!/bin/sh
 # A real multi-node Slurm cluster on one machine, for tests and CI.
 #
-#   testbed/slurm.sh up       install slurm-wlm/munge/libpmix-dev when absent, start the cluster
+#   testbed/slurm.sh up [--nodes N]   install slurm-wlm/munge/libpmix-dev when absent, start
+#                     the cluster with N nodes (default 2; a running cluster of another size
+#                     restarts with N)
 #   testbed/slurm.sh down     stop only what `up` started, remove its namespaces and bridge
 #   testbed/slurm.sh status   daemons and node states; exit 0 only when every node is usable
 #
@@ -281,7 +283,17 @@ cmd_status() {
 }
 
 case "${1:-}" in
-up) cmd_up ;;
+up)
+    if [ "${2:-}" = "--nodes" ]; then
+        case "${3:-}" in
+        [1-9] | [1-9][0-9]) NODES=$3 ;;
+        *) die "--nodes: a number of nodes from 1 to 99, not '${3:-}'" ;;
+        esac
+    elif [ -n "${2:-}" ]; then
+        die "unknown option '$2' (allowed: --nodes N)"
+    fi
+    cmd_up
+    ;;
 down) cmd_down ;;
 status) cmd_status ;;
 *)

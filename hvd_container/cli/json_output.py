@@ -186,6 +186,25 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
+    "cache-list": _result(
+        {
+            "dir": _STR,
+            "bytes": {"type": "integer"},
+            "images": {
+                "type": "array",
+                "items": _record(
+                    {
+                        "key": _STR,
+                        "path": _STR,
+                        "bytes": {"type": "integer"},
+                        "modified": {"type": "number"},
+                        "partial": _BOOL,
+                    }
+                ),
+            },
+        }
+    ),
+    "cache-prune": _result({"removed": _STRS, "kept": _STRS}),
     "doctor": _result(
         {
             "site": _STR,

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "jobs",
     "logs": "jobs",
     "jupyter": "jupyter",
+    "cache": "cache",
 }
 
 

@@ -1,0 +1,83 @@
+"""CLI commands: `cache list` and `cache prune` (the images unpacked for ch-run)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hvd_container.cli.commands.common import JsonOpt
+from hvd_container.cli.completion import complete_image
+
+cache_app = typer.Typer(
+    name="cache",
+    help="Images unpacked for Charliecloud's ch-run ($HVD_CONTAINER_CACHE, else "
+    "$XDG_CACHE_HOME/hvd-container): list them, prune them.",
+    no_args_is_help=True,
+)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+@cache_app.command("list")
+def list_cmd(json_output: JsonOpt = False) -> None:
+    """List the unpacked images: key (from the SIF's digest), size, when it was unpacked."""
+    import time
+
+    from hvd_container.cli.json_output import emit, json_errors
+    from hvd_container.launcher.charliecloud_cache import cache_dir, entries
+
+    with json_errors(json_output):
+        found = entries()
+    rows = [
+        {
+            "key": e.key,
+            "path": str(e.path),
+            "bytes": e.size,
+            "modified": round(e.modified, 3),
+            "partial": e.partial,
+        }
+        for e in found
+    ]
+    if json_output:
+        emit({"dir": str(cache_dir()), "images": rows, "bytes": sum(e.size for e in found)})
+        return
+    for e in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.modified))
+        state = "  (unfinished unpack)" if e.partial else ""
+        typer.echo(f"{e.key}  {_size(e.size):>10}  {when}{state}")
+    typer.echo(f"{len(found)} images, {_size(sum(e.size for e in found))} in {cache_dir()}")
+
+
+KeepOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--keep",
+        metavar="SIF",
+        help="Keep the unpacked copy of this SIF (repeatable); the rest goes.",
+        autocompletion=complete_image,
+    ),
+]
+
+
+@cache_app.command("prune")
+def prune_cmd(keep: KeepOpt = None, json_output: JsonOpt = False) -> None:
+    """Remove unpacked images (all but --keep ones) and unpacks that never finished."""
+    from hvd_container.cli.json_output import emit, json_errors
+    from hvd_container.launcher.charliecloud_cache import key_of, prune
+
+    with json_errors(json_output):
+        keys = {key_of(image) for image in keep or []}
+        removed = prune(keys)
+    if json_output:
+        emit({"removed": [str(p) for p in removed], "kept": sorted(keys)})
+        return
+    for path in removed:
+        typer.echo(f"removed {path}")
+    typer.echo(f"{len(removed)} removed")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app)

@@ -1,0 +1,63 @@
+"""`hvd-container cache list|prune`: the images unpacked for ch-run, and unpacks that died."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from _json_records import result
+from hvd_container.launcher import charliecloud_cache as cc
+
+from hvd_container.cli.app import main
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path))
+    base = tmp_path / "images"
+    for key in ("aaa", "bbb"):
+        (base / key / "etc").mkdir(parents=True)
+        (base / key / "etc" / "f").write_bytes(b"x" * 1000)
+        (base / f"{key}.env").write_text("A=1\n")
+    old = base / "ccc.part-1-ab"  # an unpack whose process died two hours ago
+    old.mkdir()
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    (base / "ddd.part-2-cd").mkdir()  # an unpack running now
+    return base
+
+
+def test_list_shows_sizes_and_unfinished_unpacks(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["cache", "list", "--json"]) == 0
+    record = result("cache-list", capsys.readouterr().out)
+    by_key = {row["key"]: row for row in record["images"]}
+    assert set(by_key) == {"aaa", "bbb", "ccc", "ddd"}
+    assert by_key["aaa"]["bytes"] >= 1000 and not by_key["aaa"]["partial"]
+    assert by_key["ccc"]["partial"] is True
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "(unfinished unpack)" in out and out.rstrip().endswith(f"in {cache}")
+
+
+def test_prune_keeps_what_is_asked_and_running_unpacks(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cc, "key_of", lambda image: "aaa")
+    assert main(["cache", "prune", "--keep", "a.sif", "--json"]) == 0
+    record = result("cache-prune", capsys.readouterr().out)
+    assert sorted(Path(p).name for p in record["removed"]) == ["bbb", "bbb.env", "ccc.part-1-ab"]
+    assert sorted(p.name for p in cache.iterdir()) == ["aaa", "aaa.env", "ddd.part-2-cd"]
+
+
+def test_keep_must_be_a_sif(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    assert main(["cache", "prune", "--keep", str(other)]) == 2
+    assert "not a SIF file or an image directory" in capsys.readouterr().err
+    assert (cache / "bbb").is_dir()  # nothing removed on bad input
