@@ -351,6 +351,10 @@ def smoke(site: Site, request: LaunchRequest, report: Report) -> None:
     request names, and add its lines to `report`."""
     from hvd_container.launcher.execute import execute
 
+    runtime = site.runtime_for(request.runtime)
+    image = resolve_image(site, request, runtime.kind) if runtime.kind != "none" else None
+    if image and not preflight.missing_image(image, runtime.kind):
+        request = preflight.with_image_facts(request, image, ask_docker=True)
     both: tuple[Literal["mpi", "gloo"], ...] = ("mpi", "gloo")
     controllers = [
         c for c in both
