@@ -47,11 +47,14 @@ class PreparedImage:
         return ["--env-no-expand", f"--set-env={self.env_file}"]
 
 
-def cache_dir() -> Path:
-    """$HVD_CONTAINER_CACHE/images, else $XDG_CACHE_HOME (~/.cache)/hvd-container/images."""
+def cache_dir(site_dir: str | None = None) -> Path:
+    """$HVD_CONTAINER_CACHE/images, else the site profile's images.cache_dir (`site_dir`,
+    with ~ and $VARS expanded)/images, else $XDG_CACHE_HOME (~/.cache)/hvd-container/images."""
     explicit = os.environ.get("HVD_CONTAINER_CACHE")
     if explicit:
         return Path(explicit) / "images"
+    if site_dir:
+        return Path(os.path.expandvars(os.path.expanduser(site_dir))) / "images"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "hvd-container" / "images"
 
@@ -174,21 +177,24 @@ def _is_sif(path: Path, image: str) -> bool:
     return True
 
 
-def planned(image: str) -> PreparedImage:
+def planned(image: str, site_dir: str | None = None) -> PreparedImage:
     """The directory and env file `prepare(image)` will use, computed without side effects."""
     path = _image_path(image)
+    base = cache_dir(site_dir)
     if path.is_dir():
         root = path.resolve()
         key = hashlib.sha256(str(root).encode()).hexdigest()[:24]
-        return PreparedImage(root, cache_dir() / f"dir-{key}.env", image)
+        return PreparedImage(root, base / f"dir-{key}.env", image)
     _is_sif(path, image)
     key = sif_digest(path)
-    return PreparedImage(cache_dir() / key, cache_dir() / f"{key}.env", image)
+    return PreparedImage(base / key, base / f"{key}.env", image)
 
 
-def prepare(image: str, *, mount_points: list[str] | None = None) -> PreparedImage:
+def prepare(
+    image: str, *, mount_points: list[str] | None = None, site_dir: str | None = None
+) -> PreparedImage:
     """A directory ch-run can run for a SIF file or an image directory (unpacked if needed)."""
-    plan = planned(image)
+    plan = planned(image, site_dir)
     warnings: list[str] = []
     if user_path(image).is_dir():
         # the directory may change between runs: its environment is read every time
@@ -222,9 +228,9 @@ def _tree_size(path: Path) -> int:
     return total
 
 
-def entries() -> list[CacheEntry]:
+def entries(site_dir: str | None = None) -> list[CacheEntry]:
     """The cache's unpacked images, newest first."""
-    base = cache_dir()
+    base = cache_dir(site_dir)
     if not base.is_dir():
         return []
     found = []
@@ -249,13 +255,13 @@ def key_of(image: str) -> str:
 PARTIAL_GRACE_S = 3600
 
 
-def prune(keep: set[str] | None = None) -> list[Path]:
+def prune(keep: set[str] | None = None, site_dir: str | None = None) -> list[Path]:
     """Remove cached unpacked images (all, or all but the given keys) and unpacks that never
     finished; return what went."""
     import time
 
     removed: list[Path] = []
-    base = cache_dir()
+    base = cache_dir(site_dir)
     if not base.is_dir():
         return removed
     now = time.time()

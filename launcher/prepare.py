@@ -131,10 +131,12 @@ def _charliecloud(
     skipped: list[str] = []
     if image and image_ready:
         if mode == "show":
-            prepared = charliecloud_cache.planned(image)
+            prepared = charliecloud_cache.planned(image, site.images.cache_dir)
         else:
             dests = [dest_of(b) for b in binds]
-            prepared = charliecloud_cache.prepare(image, mount_points=dests)
+            prepared = charliecloud_cache.prepare(
+                image, mount_points=dests, site_dir=site.images.cache_dir
+            )
             skipped = list(prepared.warnings)
         site = _with_flags(site, runtime, prepared.ch_run_flags())
         image = str(prepared.root)

@@ -241,6 +241,9 @@ class Images:
     dir: str | None = None
     template: str | None = field(default=None, metadata={"check": _template_ok})
     registry: str | None = None
+    # where images are unpacked for ch-run: off $HOME on sites whose home is small or slow
+    # (e.g. $SCRATCH/hvd-cache; `~` and $VARS expand); $HVD_CONTAINER_CACHE wins over it
+    cache_dir: str | None = None
 
 
 @dataclass(frozen=True)

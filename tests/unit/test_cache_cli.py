@@ -61,3 +61,15 @@ def test_keep_must_be_a_sif(
     assert main(["cache", "prune", "--keep", str(other)]) == 2
     assert "not a SIF file or an image directory" in capsys.readouterr().err
     assert (cache / "bbb").is_dir()  # nothing removed on bad input
+
+
+def test_a_site_profile_moves_the_cache_off_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HVD_CONTAINER_CACHE", raising=False)
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    assert cc.cache_dir("$SCRATCH/hvd") == tmp_path / "scratch" / "hvd" / "images"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cc.cache_dir(None) == tmp_path / "xdg" / "hvd-container" / "images"
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "env"))  # the variable wins
+    assert cc.cache_dir("$SCRATCH/hvd") == tmp_path / "env" / "images"

@@ -7,7 +7,23 @@ from typing import Annotated
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt
-from hvd_container.cli.completion import complete_image
+from hvd_container.cli.completion import complete_image, complete_site
+
+SiteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--site",
+        help="The site whose images.cache_dir to use (default: the selected site).",
+        autocompletion=complete_site,
+    ),
+]
+
+
+def _site_dir(site: str | None) -> str | None:
+    from hvd_container.launcher.sites import select_site
+
+    return select_site(site).images.cache_dir
+
 
 cache_app = typer.Typer(
     name="cache",
@@ -22,7 +38,7 @@ def _size(n: int) -> str:
 
 
 @cache_app.command("list")
-def list_cmd(json_output: JsonOpt = False) -> None:
+def list_cmd(site: SiteOpt = None, json_output: JsonOpt = False) -> None:
     """List the unpacked images: key (from the SIF's digest), size, when it was unpacked."""
     import time
 
@@ -30,7 +46,8 @@ def list_cmd(json_output: JsonOpt = False) -> None:
     from hvd_container.launcher.charliecloud_cache import cache_dir, entries
 
     with json_errors(json_output):
-        found = entries()
+        site_dir = _site_dir(site)
+        found = entries(site_dir)
     rows = [
         {
             "key": e.key,
@@ -42,13 +59,14 @@ def list_cmd(json_output: JsonOpt = False) -> None:
         for e in found
     ]
     if json_output:
-        emit({"dir": str(cache_dir()), "images": rows, "bytes": sum(e.size for e in found)})
+        emit({"dir": str(cache_dir(site_dir)), "images": rows, "bytes": sum(e.size for e in found)})
         return
     for e in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.modified))
         state = "  (unfinished unpack)" if e.partial else ""
         typer.echo(f"{e.key}  {_size(e.size):>10}  {when}{state}")
-    typer.echo(f"{len(found)} images, {_size(sum(e.size for e in found))} in {cache_dir()}")
+    total = _size(sum(e.size for e in found))
+    typer.echo(f"{len(found)} images, {total} in {cache_dir(site_dir)}")
 
 
 KeepOpt = Annotated[
@@ -63,14 +81,15 @@ KeepOpt = Annotated[
 
 
 @cache_app.command("prune")
-def prune_cmd(keep: KeepOpt = None, json_output: JsonOpt = False) -> None:
+def prune_cmd(keep: KeepOpt = None, site: SiteOpt = None, json_output: JsonOpt = False) -> None:
     """Remove unpacked images (all but --keep ones) and unpacks that never finished."""
     from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.launcher.charliecloud_cache import key_of, prune
 
     with json_errors(json_output):
+        site_dir = _site_dir(site)
         keys = {key_of(image) for image in keep or []}
-        removed = prune(keys)
+        removed = prune(keys, site_dir)
     if json_output:
         emit({"removed": [str(p) for p in removed], "kept": sorted(keys)})
         return
