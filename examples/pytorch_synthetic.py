@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import time
 
 import horovod.torch as hvd
@@ -85,8 +86,7 @@ def main() -> None:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # 5
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-    steps = 0
-    step_seconds = 0.0
+    step_times: list[float] = []
     for epoch in range(1, args.epochs + 1):
         sampler.set_epoch(epoch)
         model.train()
@@ -98,8 +98,7 @@ def main() -> None:
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
-            step_seconds += time.perf_counter() - start
-            steps += 1
+            step_times.append(time.perf_counter() - start)
             total += loss.item() * len(x)
             count += len(x)
         local_loss = total / count
@@ -118,9 +117,11 @@ def main() -> None:
             args.checkpoint,
         )
         print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
+    steps = len(step_times)
     print(
         f"[rank {hvd.rank()}] done: {steps} steps, mean step time "
-        f"{1000 * step_seconds / max(1, steps):.3f} ms",
+        f"{1000 * sum(step_times) / max(1, steps):.3f} ms, median "
+        f"{1000 * statistics.median(step_times or [0.0]):.3f} ms",
         flush=True,
     )
 

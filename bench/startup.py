@@ -1,0 +1,134 @@
+"""Start-up at scale: from `hvd-container run` to every rank's first line, at 2, 4 and 8 nodes.
+
+Two ways for Charliecloud to run the CPU image's SIF, side by side in one run (the modes take
+turns, so drift in the machine's load hits both alike):
+  - unpacked: the image unpacked once into the cache (launcher/charliecloud_cache.py), warm;
+  - mounted: the SIF's root filesystem mounted with squashfuse at the partition's offset, no
+    unpack at all (the directory is given to `run --image`).
+Each rank prints the wall-clock time its Python started and the time `hvd.init()` returned;
+the figures are the last rank's, minus the moment `hvd-container run` was started (a batch job
+submitted and followed, as a user runs it). The local cluster is restarted with each node
+count (testbed/slurm.sh up --nodes N) and left at 2 nodes. Usage:
+    python bench/startup.py [--image SIF] [--nodes 2 4 8] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# at the top of the script: Python is running; after hvd.init(): every rank found the others
+FIRST = """\
+import time
+started = time.time()
+import os, socket
+import torch, horovod.torch as hvd
+hvd.init()
+print(f"STARTUP {hvd.rank()} {socket.gethostname()} {started:.3f} {time.time():.3f}", flush=True)
+"""
+LINE = re.compile(r"^STARTUP (\d+) (\S+) ([0-9.]+) ([0-9.]+)$", re.M)
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(list(argv), check=True)
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("USER", "root")
+    return env
+
+
+@contextlib.contextmanager
+def mounted(sif: Path) -> Iterator[Path]:
+    """The SIF's root filesystem through squashfuse, read-only, at its offset."""
+    sys.path.insert(0, str(ROOT))
+    from hvd_container.containers.sif.reader import read_sif
+
+    offset = read_sif(sif).rootfs_offset
+    where = Path(tempfile.mkdtemp(prefix="hvd-startup-mnt-"))
+    sh("squashfuse", "-o", f"offset={offset}", str(sif), str(where))
+    try:
+        yield where
+    finally:
+        subprocess.run(["fusermount", "-u", str(where)], check=False)
+        subprocess.run(["umount", str(where)], check=False, stderr=subprocess.DEVNULL)
+        with contextlib.suppress(OSError):
+            where.rmdir()
+
+
+def one_launch(image: Path, nodes: int, script: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(seconds to the last rank's start, seconds to the last rank's hvd.init()) of one run."""
+    argv = [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
+            str(image), "-N", str(nodes), "--ntasks-per-node", "1", script.name]  # fmt: skip
+    started = time.time()
+    done = subprocess.run(
+        argv, env=env, cwd=script.parent, capture_output=True, text=True, timeout=900
+    )
+    rows = LINE.findall(done.stdout)
+    if done.returncode != 0 or len(rows) != nodes:
+        sys.exit(f"launch failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return (
+        max(float(r[2]) for r in rows) - started,
+        max(float(r[3]) for r in rows) - started,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm_1.sif"))
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--repeat", type=int, default=3)
+    opts = parser.parse_args()
+    sif = Path(opts.image).resolve()
+    if not sif.is_file():
+        print(f"bench/startup.py: {sif} not found: build it with `make sif`", file=sys.stderr)
+        return 2
+    sh("sh", str(ROOT / "testbed" / "charliecloud.sh"), "up")
+    env = clean_env()
+    # The script lies in /tmp, which exists in the image: ch-run binds the working directory,
+    # and a read-only squashfuse mount cannot get a new bind destination.
+    script = Path("/tmp") / f"hvd-startup-{os.getpid()}.py"
+    script.write_text(FIRST)
+    figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    try:
+        sys.path.insert(0, str(ROOT))
+        from hvd_container.launcher.charliecloud_cache import prepare
+
+        prepare(str(sif))  # the unpacked copy, warm from here on
+        with mounted(sif) as mnt:
+            for nodes in opts.nodes:
+                sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up", "--nodes", str(nodes))
+                for _ in range(opts.repeat):
+                    for mode, image in (("unpacked", sif), ("mounted", mnt)):
+                        got = one_launch(image, nodes, script, env)
+                        figures.setdefault((nodes, mode), []).append(got)
+    finally:
+        script.unlink(missing_ok=True)
+        sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")
+    print(
+        f"median of {opts.repeat} runs; seconds from `hvd-container run` (sbatch) to the last rank's"
+    )
+    print(f"{'nodes':>5}  {'mode':<9} {'python started':>15} {'hvd.init() done':>16}")
+    for (nodes, mode), runs in sorted(
+        figures.items(), key=lambda kv: (kv[0][0], kv[0][1] != "unpacked")
+    ):
+        start = statistics.median(r[0] for r in runs)
+        ready = statistics.median(r[1] for r in runs)
+        print(f"{nodes:>5}  {mode:<9} {start:>15.2f} {ready:>16.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
