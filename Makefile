@@ -59,12 +59,13 @@ format:  ## apply ruff's formatting and safe fixes
 	$(PYTHON) -m ruff check --fix .
 	$(PYTHON) -m ruff format .
 
-services:  ## install and start the local engines: dockerd, registry, Slurm cluster, Charliecloud
+services:  ## install and start the local engines: dockerd, registry, Slurm cluster, Charliecloud, podman-hpc
 	bash testbed/docker.sh up
 	bash testbed/registry.sh up
 	bash testbed/slurm.sh up
 	bash testbed/charliecloud.sh
 	bash testbed/sif-tools.sh up
+	bash testbed/podman-hpc.sh up
 
 services-down:  ## stop what `make services` started
 	-bash testbed/slurm.sh down

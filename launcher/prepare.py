@@ -87,6 +87,12 @@ def prepare_launch(site: Site, request: LaunchRequest, mode: Mode) -> PreparedLa
             site, runtime, request, mode, image_ready=not problem
         )
         warnings += skipped
+    elif runtime.kind == "podman-hpc":
+        from hvd_container.launcher.slurm import current_user
+
+        # podman-hpc takes the user from a login terminal, else $USER: a batch job has neither
+        env = {**request.env, "USER": request.env.get("USER") or current_user()}
+        request = replace(_with_workdir(request), env=env)
     if request.controller == "gloo":
         request = _gloo(runtime, request)
     return PreparedLaunch(site, request, warnings)
@@ -114,19 +120,8 @@ def _charliecloud(
 
     env = dict(request.env)
     env.setdefault("USER", current_user())  # ch-run refuses to start without $USER
-    cwd = working_directory()
-    binds = [one for item in request.binds for one in split_binds(item)]
-    wanted = [cwd]
-    script = Path(request.script)
-    if script.suffix == ".py" and script.is_file():
-        # a script outside the working directory must be visible in the container too
-        parent = str(script.resolve().parent)
-        if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
-            wanted.append(parent)
-            request = replace(request, script=str(script.resolve()))
-    for path in wanted:
-        if not any(source_of(b) == path for b in binds):
-            binds.append(f"{path}:{path}")
+    request = _with_workdir(request)
+    binds = request.binds
     image = request.image
     skipped: list[str] = []
     if image and image_ready:
@@ -140,8 +135,28 @@ def _charliecloud(
             skipped = list(prepared.warnings)
         site = _with_flags(site, runtime, prepared.ch_run_flags())
         image = str(prepared.root)
-    request = replace(request, image=image, workdir=request.workdir or cwd, binds=binds, env=env)
+    request = replace(request, image=image, env=env)
     return site, request, skipped
+
+
+def _with_workdir(request: LaunchRequest) -> LaunchRequest:
+    """The working directory (and a script's folder outside it) bound at the same path and
+    made the working directory: runtimes that mount nothing on their own (ch-run,
+    podman-hpc) would otherwise start in / without the user's files."""
+    cwd = working_directory()
+    binds = [one for item in request.binds for one in split_binds(item)]
+    wanted = [cwd]
+    script = Path(request.script)
+    if script.suffix == ".py" and script.is_file():
+        # a script outside the working directory must be visible in the container too
+        parent = str(script.resolve().parent)
+        if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
+            wanted.append(parent)
+            request = replace(request, script=str(script.resolve()))
+    for path in wanted:
+        if not any(source_of(b) == path for b in binds):
+            binds.append(f"{path}:{path}")
+    return replace(request, workdir=request.workdir or cwd, binds=binds)
 
 
 def _gloo(runtime: Runtime, request: LaunchRequest) -> LaunchRequest:

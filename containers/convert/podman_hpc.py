@@ -68,8 +68,14 @@ def squashed(images_output: str, ref: str) -> bool:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    import getpass
+    import os
+
+    # podman-hpc takes the user from os.getlogin(), else $USER: neither exists in a batch
+    # job or CI without a login terminal
+    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
     try:
-        return subprocess.run(argv, capture_output=True, text=True)
+        return subprocess.run(argv, capture_output=True, text=True, env=env)
     except FileNotFoundError:
         raise UserError(
             f"{argv[0]} not found: run on a podman-hpc login node or give --login-host"

@@ -1,7 +1,10 @@
 """podman-hpc: `podman-hpc run --rm [--gpu] [-v SRC:DST] [-e NAME] [-w DIR] IMAGE CMD`.
 
 The image must have been pulled (`podman-hpc pull` migrates it to squashfs). podman does not
-pass the host environment in, so every variable the launch sets is named with `-e NAME`.
+pass the host environment in, so every variable the launch sets is named with `-e NAME`, and
+the ones srun sets for each task with `-e PREFIX*` (podman passes every host variable of that
+prefix): ranks find their place and each other through them (Horovod's Gloo rendezvous,
+Lightning, PMI). podman-hpc's own shared-run mode passes the same prefixes.
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
+
+
+# what srun sets for each task (SLURM_PROCID, ...) and the PMI/PMIx client variables
+TASK_ENV = ("SLURM_*", "PMI_*", "PMIX_*")
 
 
 def image_ref(ref: str) -> str:
@@ -33,6 +40,8 @@ def wrap(inv: Invocation) -> Wrapped:
         argv += ["-v", bind]
     for name in inv.env_names:
         argv += ["-e", name]
+    for prefix in TASK_ENV:
+        argv += ["-e", prefix]
     if inv.workdir:
         argv += ["-w", inv.workdir]
     argv.append(image_ref(inv.image or ""))

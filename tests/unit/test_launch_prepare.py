@@ -353,3 +353,20 @@ def test_mpi_plugin_names_are_checked(capsys: pytest.CaptureFixture[str]) -> Non
         "hvd-container: error: --mpi: 'pmi3' is not allowed "
         "(allowed: pmi2, pmix, pmix_v3, pmix_v4, pmix_v5, cray_shasta, none)\n"
     )
+
+
+def test_podman_hpc_gets_the_working_directory_and_a_user(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """podman mounts nothing on its own and podman-hpc needs $USER (no login terminal in a
+    batch job): the launch binds the working directory, starts there and names the user."""
+    from hvd_container.launcher.prepare import prepare_launch
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import load_site
+
+    monkeypatch.delenv("USER", raising=False)
+    request = LaunchRequest(script="train.py", image="reg/i:1", runtime="podman-hpc", nodes=2)
+    prepared = prepare_launch(load_site("local"), request, "show")
+    cwd = str(job_dir)
+    assert prepared.request.binds == [f"{cwd}:{cwd}"] and prepared.request.workdir == cwd
+    assert prepared.request.env["USER"]
