@@ -14,7 +14,6 @@ from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
 
-
 # what srun sets for each task (SLURM_PROCID, ...) and the PMI/PMIx client variables
 TASK_ENV = ("SLURM_*", "PMI_*", "PMIX_*")
 
