@@ -153,6 +153,7 @@ def plan_launch(
     gpn = layout.gpus_per_node
     run("runtime-gpu", pitfalls.runtime_gpu(site, runtime, modules, gpn))
     run("gpu-request", pitfalls.gpu_image_without_gpus(request.facts, gpn, layout.nodes))
+    run("gpu-operations", pitfalls.gpu_tensor_operations(request.facts, gpn))
     where = f"site {site.name}'s profile (gpu_driver)"
     run("cuda-driver", pitfalls.cuda_driver(request.facts, gpn, site.gpu_driver, where))
     run("image-ignored", pitfalls.image_ignored(runtime.kind, request.image))

@@ -45,6 +45,7 @@ CHECKED = {
     "mpi-abi": "the MPI a runtime injects (shifter, podman-hpc) can replace the image's",
     "runtime-gpu": "the runtime gives the container the GPUs asked for",
     "gpu-request": "GPUs asked for where the image uses them",
+    "gpu-operations": "Horovod reduces GPU tensors with NCCL (GPU launches)",
     "cuda-driver": "the image's CUDA against the nodes' driver (GPU launches, driver known)",
     "image-ignored": "the runtime runs the image named",
     "registry": "an image named from a recipe has a registry (registry runtimes)",
@@ -56,7 +57,9 @@ CHECKED = {
 
 
 # the checks that say nothing without the image's facts
-NEED_FACTS = {"arch", "mpi-plugin", "controller", "mpi-abi", "gpu-request", "cuda-driver"}
+NEED_FACTS = {
+    "arch", "mpi-plugin", "controller", "mpi-abi", "gpu-request", "gpu-operations", "cuda-driver"
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ class ImageFacts:
     arch: str | None = None
     mpi_pmi: tuple[str, ...] | None = None  # PMI flavours the image's MPI speaks; () = no MPI
     controllers: tuple[str, ...] | None = None  # Horovod controllers built in
+    tensor_ops: tuple[str, ...] | None = None  # Horovod tensor operations (nccl, mpi, gloo)
     gpu: bool | None = None
     mpi_family: str | None = None  # openmpi, mpich; "" = no MPI
     cuda: str | None = None  # the CUDA the image's framework was built for ("" = none)

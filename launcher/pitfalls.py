@@ -414,6 +414,21 @@ def cuda_driver(
     ]
 
 
+def gpu_tensor_operations(facts: ImageFacts | None, gpus: int) -> list[Finding]:
+    """A GPU launch of an image whose Horovod has no NCCL: GPU tensors are reduced through
+    host memory by MPI or Gloo, far slower (check-build's facts, recorded at build)."""
+    if facts is None or facts.tensor_ops is None or gpus <= 0 or not facts.gpu:
+        return []
+    if "nccl" in facts.tensor_ops:
+        return []
+    return [
+        warning(
+            "no-nccl",
+            f"{facts.source} has Horovod without NCCL (tensor operations: {', '.join(facts.tensor_ops) or 'none'}): GPU tensors are reduced through host memory; build with horovod.gpu_operations: nccl",
+        )
+    ]
+
+
 def gpu_image_without_gpus(facts: ImageFacts | None, gpus: int, nodes: int | None) -> list[Finding]:
     """A CUDA image launched without GPUs runs Horovod on the CPU (NCCL unused)."""
     if facts is None or not facts.gpu or gpus > 0:

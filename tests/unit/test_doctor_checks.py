@@ -154,3 +154,19 @@ def test_arch_of_a_sif_without_labels_is_read_from_its_descriptor(tmp_path: Path
     request = with_image_facts(LaunchRequest(script="t.py", image=str(sif), nodes=1), str(sif))
     with pytest.raises(UserError, match=r"p9.sif is built for ppc64le but site zih-alpha runs"):
         plan_launch(load_site("zih-alpha"), request)
+
+
+def test_gpu_launch_of_horovod_without_nccl_is_warned() -> None:
+    no_nccl = dataclasses.replace(OMPI, tensor_ops=("gloo", "mpi"))
+    (finding,) = pitfalls.gpu_tensor_operations(no_nccl, 4)
+    assert finding.level == "warning" and "has Horovod without NCCL" in finding.message
+    assert pitfalls.gpu_tensor_operations(dataclasses.replace(OMPI, tensor_ops=("nccl",)), 4) == []
+    assert pitfalls.gpu_tensor_operations(no_nccl, 0) == []  # no GPUs asked for
+    labels = {
+        "org.hvd-container.horovod.tensor_ops": "gloo,mpi,nccl",
+        "org.hvd-container.arch": "amd64",
+    }
+    from hvd_container.launcher.preflight import facts_from_labels
+
+    facts = facts_from_labels(labels, "image x")
+    assert facts is not None and facts.tensor_ops == ("gloo", "mpi", "nccl")
