@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _cluster import ROOT, clean_env, hvd, sh  # bench/: the script's folder, on sys.path
+
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
 TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
 STEP = re.compile(
@@ -38,21 +39,6 @@ STEP = re.compile(
 MIN_STEPS = 20
 # the same on both sides (the example sets torch's intra-op threads from the CPU count)
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(list(argv), check=True)
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("USER", "root")
-    return env
-
-
-def hvd() -> list[str]:
-    return [sys.executable, "-m", "hvd_container"]
 
 
 def host_venv(image: Path) -> Path:

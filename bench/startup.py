@@ -26,7 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _cluster import ROOT, clean_env, sh  # bench/: the script's folder, on sys.path
+
 # at the top of the script: Python is running; after hvd.init(): every rank found the others
 FIRST = """\
 import time
@@ -37,17 +38,6 @@ hvd.init()
 print(f"STARTUP {hvd.rank()} {socket.gethostname()} {started:.3f} {time.time():.3f}", flush=True)
 """
 LINE = re.compile(r"^STARTUP (\d+) (\S+) ([0-9.]+) ([0-9.]+)$", re.M)
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(list(argv), check=True)
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("USER", "root")
-    return env
 
 
 @contextlib.contextmanager

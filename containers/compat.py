@@ -337,6 +337,13 @@ def cuda_comes_from_base_image(recipe: Recipe) -> Problem | None:
     return None
 
 
+def _needs_venv(key: str) -> Problem:
+    return (
+        (key, "source"),
+        f"{key}.source: pip installs into the recipe's venv: it needs python.source: system",
+    )
+
+
 def cuda_wheels_have_nvcc(recipe: Recipe) -> Problem | None:
     """PyPI's CUDA 12 nvcc wheels ship ptxas only (no nvcc, no cicc); CUDA 13's have the
     compiler, and Horovod's NCCL build compiles a .cu file."""
@@ -344,10 +351,7 @@ def cuda_wheels_have_nvcc(recipe: Recipe) -> Problem | None:
     if cuda is None or cuda.source != "pip":
         return None
     if recipe.python.source != "system":
-        return (
-            ("cuda", "source"),
-            "cuda.source: pip installs into the recipe's venv: it needs python.source: system",
-        )
+        return _needs_venv("cuda")
     if hvd is not None and hvd.gpu_operations and int(cuda.version.split(".")[0]) < 13:
         return (
             ("cuda", "version"),
@@ -362,10 +366,7 @@ def mpi_wheel_needs_venv(recipe: Recipe) -> Problem | None:
     mpi = recipe.mpi
     if mpi is None or mpi.source != "pip" or recipe.python.source == "system":
         return None
-    return (
-        ("mpi", "source"),
-        "mpi.source: pip installs into the recipe's venv: it needs python.source: system",
-    )
+    return _needs_venv("mpi")
 
 
 def nccl_source_matches_cuda(recipe: Recipe) -> Problem | None:
@@ -380,10 +381,7 @@ def nccl_source_matches_cuda(recipe: Recipe) -> Problem | None:
             "cuda.source: pip set nccl.source: pip",
         )
     if recipe.nccl.source == "pip" and recipe.python.source != "system":
-        return (
-            ("nccl", "source"),
-            "nccl.source: pip installs into the recipe's venv: it needs python.source: system",
-        )
+        return _needs_venv("nccl")
     return None
 
 

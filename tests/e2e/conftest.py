@@ -7,6 +7,8 @@ image, reused by other e2e tests) and `tf_image` (its sibling with TensorFlow an
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from build_fixtures import CPU_RECIPE, GPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
 
@@ -21,6 +23,14 @@ def docker_engine() -> str:
 def local_registry() -> str:
     testbed("registry.sh", "up")
     return REGISTRY
+
+
+@pytest.fixture(scope="session")
+def api(docker_engine: str) -> Any:
+    """The Docker engine's low-level API client (docker-py)."""
+    from hvd_container.containers.engine.docker_api import docker_client
+
+    return docker_client()
 
 
 @pytest.fixture(scope="session")

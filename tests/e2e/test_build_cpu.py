@@ -29,13 +29,6 @@ print(f"rank {hvd.rank()} of {hvd.size()}: sum {total.item():g}", flush=True)
 """
 
 
-@pytest.fixture(scope="module")
-def api(docker_engine: str) -> Any:
-    from hvd_container.containers.engine.docker_api import docker_client
-
-    return docker_client()
-
-
 def run_in(api: Any, image: str, argv: list[str], mount: Path | None = None) -> tuple[int, str]:
     host_config = api.create_host_config(
         binds={str(mount): {"bind": "/job", "mode": "ro"}} if mount else None, shm_size="256m"

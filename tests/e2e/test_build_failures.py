@@ -25,13 +25,6 @@ def child_recipe(tmp_path: Path, name: str, checks: list[str]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def api(docker_engine: str) -> Any:
-    from hvd_container.containers.engine.docker_api import docker_client
-
-    return docker_client()
-
-
 def containers_running(api: Any, marker: str) -> list[str]:
     """Containers (any state) whose command mentions marker: leftovers of a build step."""
     found = []

@@ -39,13 +39,6 @@ print(subprocess.run(["ldd", lib], capture_output=True, text=True).stdout)
 """
 
 
-@pytest.fixture(scope="module")
-def api(docker_engine: str) -> Any:
-    from hvd_container.containers.engine.docker_api import docker_client
-
-    return docker_client()
-
-
 def test_gpu_image_is_verified_with_nccl(api: Any, gpu_image: str) -> None:
     labels = api.inspect_image(gpu_image)["Config"]["Labels"]
     p = "org.hvd-container."

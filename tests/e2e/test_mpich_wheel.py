@@ -58,13 +58,6 @@ def mpich_image(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> st
     return "cpu-mpich-wheel:1"
 
 
-@pytest.fixture(scope="module")
-def api(docker_engine: str) -> Any:
-    from hvd_container.containers.engine.docker_api import docker_client
-
-    return docker_client()
-
-
 def test_horovod_links_the_mpich_abi_library(api: Any, mpich_image: str) -> None:
     labels = api.inspect_image(mpich_image)["Config"]["Labels"]
     assert labels["org.hvd-container.mpi.family"] == "mpich"

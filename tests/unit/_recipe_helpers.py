@@ -38,6 +38,24 @@ GPU_RECIPE: dict[str, Any] = {
 }
 
 
+def _wheels_recipe() -> dict[str, Any]:
+    # CUDA 13 and NCCL from NVIDIA's wheels on a Debian base (gpu-bookworm's shape)
+    return merged(
+        CPU_RECIPE,
+        cuda={"version": "13.0", "source": "pip"},
+        nccl={"version": "2.30.7", "source": "pip"},
+        pytorch={"version": "2.14.1", "cuda_tag": "cu130", "wheel_index": "pypi"},
+        horovod={
+            "version": "0.28.1",
+            "frameworks": ["pytorch"],
+            "gpu_operations": "nccl",
+            "nccl_link": "shared",
+            "cuda_cc": ["80", "90"],
+            "patches": ["cxx20"],
+        },
+    )
+
+
 def merged(recipe: dict[str, Any], /, **changes: Any) -> dict[str, Any]:
     """A copy of recipe with top-level sections replaced, or dropped when the value is None."""
     out = copy.deepcopy(recipe)
@@ -69,3 +87,6 @@ def line_of(path: Path, *keys: str) -> int:
         else:
             raise AssertionError(f"{'.'.join(keys)} not in {path}")
     return found
+
+
+WHEELS_RECIPE = _wheels_recipe()

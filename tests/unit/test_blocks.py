@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
+from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, WHEELS_RECIPE, merged, write
 from hvd_container.containers.blocks import (
     BLOCKS,
     PHASES,
@@ -339,21 +339,6 @@ def test_frameworks_from_the_image_are_version_checked(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "torch 2.0.0 is not 1.13.1" in bad.stderr
 
 
-# CUDA 13 and NCCL from NVIDIA's wheels on a Debian base (gpu-bookworm's shape)
-WHEELS_RECIPE = merged(
-    CPU_RECIPE,
-    cuda={"version": "13.0", "source": "pip"},
-    nccl={"version": "2.30.7", "source": "pip"},
-    pytorch={"version": "2.14.1", "cuda_tag": "cu130", "wheel_index": "pypi"},
-    horovod={
-        "version": "0.28.1",
-        "frameworks": ["pytorch"],
-        "gpu_operations": "nccl",
-        "nccl_link": "shared",
-        "cuda_cc": ["80", "90"],
-        "patches": ["cxx20"],
-    },
-)
 SITE = "/opt/venv/lib/python3.11/site-packages"
 
 

@@ -6,27 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, line_of, merged, write
+from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, WHEELS_RECIPE, line_of, merged, write
 from hvd_container.containers import compat
 from hvd_container.containers.recipe import Recipe, load_recipe
 
 from hvd_container.core.errors import UserError
 
 TORCH_113 = {"version": "1.13.1", "torchvision": "0.14.1", "cuda_tag": "cu117"}
-# CUDA 13 and NCCL from NVIDIA's wheels on a Debian base (the shape of gpu-bookworm)
-WHEELS_RECIPE = merged(
-    CPU_RECIPE,
-    cuda={"version": "13.0", "source": "pip"},
-    nccl={"version": "2.30.7", "source": "pip"},
-    pytorch={"version": "2.14.1", "cuda_tag": "cu130", "wheel_index": "pypi"},
-    horovod={
-        "version": "0.28.1",
-        "frameworks": ["pytorch"],
-        "gpu_operations": "nccl",
-        "cuda_cc": ["80", "90"],
-        "patches": ["cxx20"],
-    },
-)
 
 # (rule, recipe, key path of the error, message after "key.path: "); the line is that of the
 # longest prefix of the key path the file spells out.
