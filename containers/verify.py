@@ -36,7 +36,7 @@ _INIT = {
 VERSIONS_SCRIPT = r"""
 import json, platform, subprocess
 from importlib import metadata
-out = {"python": platform.python_version()}
+out = {"python": platform.python_version(), "glibc": platform.libc_ver()[1]}
 for key, dist in (("torch", "torch"), ("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"),
                   ("horovod", "horovod"), ("lightning", "lightning"),
                   ("lightning", "pytorch-lightning")):

@@ -150,6 +150,7 @@ def plan_launch(
         modules = [*modules, "mpich"]
     if not single_task and request.controller == "mpi":
         run("mpi-abi", pitfalls.mpi_abi(runtime, modules, request.facts))
+    run("glibc", pitfalls.injected_glibc(runtime, request.facts))
     gpn = layout.gpus_per_node
     run("runtime-gpu", pitfalls.runtime_gpu(site, runtime, modules, gpn))
     run("gpu-request", pitfalls.gpu_image_without_gpus(request.facts, gpn, layout.nodes))

@@ -43,6 +43,7 @@ CHECKED = {
     "cleanenv": "the runtime passes the job's environment",
     "modules": "the runtime's modules",
     "mpi-abi": "the MPI a runtime injects (shifter, podman-hpc) can replace the image's",
+    "glibc": "the image's glibc loads the libraries the runtime injects",
     "runtime-gpu": "the runtime gives the container the GPUs asked for",
     "gpu-request": "GPUs asked for where the image uses them",
     "gpu-operations": "Horovod reduces GPU tensors with NCCL (GPU launches)",
@@ -58,7 +59,8 @@ CHECKED = {
 
 # the checks that say nothing without the image's facts
 NEED_FACTS = {
-    "arch", "mpi-plugin", "controller", "mpi-abi", "gpu-request", "gpu-operations", "cuda-driver"
+    "arch", "mpi-plugin", "controller", "mpi-abi", "glibc", "gpu-request", "gpu-operations",
+    "cuda-driver",
 }  # fmt: skip
 
 
@@ -110,6 +112,7 @@ def _facts_line(facts: ImageFacts | None) -> tuple[Status, str]:
         "pmi": ",".join(facts.mpi_pmi) if facts.mpi_pmi is not None else None,
         "controllers": ",".join(facts.controllers) if facts.controllers is not None else None,
         "cuda": facts.cuda,
+        "glibc": facts.glibc,
     }
     shown = ", ".join(f"{k} {v or 'none'}" for k, v in known.items() if v is not None)
     return "pass", f"{facts.source}: {shown}"

@@ -23,6 +23,7 @@ class ImageFacts:
     gpu: bool | None = None
     mpi_family: str | None = None  # openmpi, mpich; "" = no MPI
     cuda: str | None = None  # the CUDA the image's framework was built for ("" = none)
+    glibc: str | None = None  # the image's C library version
     lightning: bool | None = None  # PyTorch Lightning installed
     horovod: bool | None = None  # Horovod installed
 

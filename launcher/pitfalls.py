@@ -414,6 +414,23 @@ def cuda_driver(
     ]
 
 
+def injected_glibc(runtime: Runtime, facts: ImageFacts | None) -> list[Finding]:
+    """Libraries a runtime injects (Cray MPICH, the GPU driver's) need the glibc they were
+    built against: an older one in the image fails at load time ("GLIBC_2.xx not found")."""
+    if facts is None or not facts.glibc or runtime.injects_glibc is None:
+        return []
+    have = tuple(int(p) for p in facts.glibc.split(".")[:2] if p.isdigit())
+    need = tuple(int(p) for p in runtime.injects_glibc.split("."))
+    if have >= need:
+        return []
+    return [
+        error(
+            "glibc-too-old",
+            f"{facts.source} has glibc {facts.glibc}, but the libraries {runtime.kind} injects need glibc >= {runtime.injects_glibc}: they fail to load (GLIBC_{runtime.injects_glibc} not found); rebuild on a newer base (Debian 11+, Ubuntu 20.04+)",
+        )
+    ]
+
+
 def gpu_tensor_operations(facts: ImageFacts | None, gpus: int) -> list[Finding]:
     """A GPU launch of an image whose Horovod has no NCCL: GPU tensors are reduced through
     host memory by MPI or Gloo, far slower (check-build's facts, recorded at build)."""

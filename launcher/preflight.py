@@ -82,6 +82,7 @@ def facts_from_labels(
         mpi_pmi=mpi_pmi,
         controllers=_split(facts.get("horovod.controllers")),
         tensor_ops=_split(facts.get("horovod.tensor_ops")),
+        glibc=facts.get("versions.glibc") or None,
         gpu=gpu,
         mpi_family=mpi_family,
         cuda=facts.get("versions.cuda", recipe_facts.cuda if recipe_facts else None),

@@ -152,6 +152,12 @@ def _driver_ok(value: str | None) -> str | None:
     return 'an NVIDIA driver version such as "535" or "550.127.05"'
 
 
+def _glibc_ok(value: str | None) -> str | None:
+    if value is None or re.fullmatch(r"2\.[0-9]{1,2}", value):
+        return None
+    return 'a glibc version such as "2.31"'
+
+
 def _abs_paths_ok(value: list[str]) -> str | None:
     bad = [v for v in value if not v.startswith("/") or "\n" in v]
     return f"absolute paths, not {bad[0]!r}" if bad else None
@@ -232,6 +238,9 @@ class Runtime:
     flags: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list, metadata={"check": _unique})
     python: str = "python"
+    # the glibc the host libraries this runtime injects (MPI, GPU driver) were built against:
+    # an image with an older glibc cannot load them
+    injects_glibc: str | None = field(default=None, metadata={"check": _glibc_ok})
 
 
 @dataclass(frozen=True)

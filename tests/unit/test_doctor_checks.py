@@ -170,3 +170,19 @@ def test_gpu_launch_of_horovod_without_nccl_is_warned() -> None:
 
     facts = facts_from_labels(labels, "image x")
     assert facts is not None and facts.tensor_ops == ("gloo", "mpi", "nccl")
+
+
+def test_an_image_older_than_the_injected_libraries_is_refused() -> None:
+    perlmutter = load_site("perlmutter")
+    assert perlmutter.runtime.injects_glibc == "2.31"
+    old = dataclasses.replace(MPICH, glibc="2.28")  # Debian 10, CentOS 8
+    (finding,) = pitfalls.injected_glibc(perlmutter.runtime, old)
+    assert finding.level == "error" and finding.message.startswith(
+        "image mpich.sif has glibc 2.28, but the libraries shifter injects need glibc >= 2.31"
+    )
+    assert (
+        pitfalls.injected_glibc(perlmutter.runtime, dataclasses.replace(MPICH, glibc="2.36")) == []
+    )
+    assert pitfalls.injected_glibc(perlmutter.runtime, MPICH) == []  # not known: not judged
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=old)
+    assert [f.code for f in found["glibc"]] == ["glibc-too-old"]

@@ -182,7 +182,7 @@ INVALID = [
     ),
     (
         "name: mysite\nother_runtimes:\n  - kind: podman-hpc\n    gpus: true\nruntime: {kind: none}\n",
-        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, command, gpu, flags, modules, python\)",
+        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, command, gpu, flags, modules, python, injects_glibc\)",
     ),
     (MINIMAL + "env:\n  1: x\n", r"5: env.1: keys must be strings \(got 1\)"),
     (
