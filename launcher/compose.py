@@ -216,14 +216,17 @@ def plan_launch(
 
 
 def _image_file(image: str | None, kind: str) -> str | None:
-    """The absolute path of a file or directory image (None for registry references)."""
+    """The absolute path of a file or directory image here (None for registry references)."""
     from hvd_container.launcher.runtimes import is_file_ref
 
     if not image or kind in ("shifter", "podman-hpc", "pyxis", "none"):
         return None
     if not (is_file_ref(image) or kind == "charliecloud"):
         return None
-    return os.path.abspath(os.path.expanduser(image))
+    path = os.path.abspath(os.path.expanduser(image))
+    # one that does not exist here is not judged: the missing-image check speaks of it, and a
+    # dry run may name an image that lives on the cluster
+    return path if os.path.exists(path) else None
 
 
 def _image_plugin(
