@@ -2,12 +2,9 @@
 machine. `convert --to podman-hpc` pushes the CPU image to the local registry and runs the
 real `podman-hpc pull`, which migrates it into the squashed store (a static mksquashfs run
 inside the image); `run --runtime podman-hpc` then trains across the local cluster's two nodes
-from that store, one `podman-hpc run` per rank under srun, over Horovod's Gloo controller.
-
-Not run here: the MPI controller through podman-hpc. Slurm's PMIx server keeps its sockets in
-the node's TmpFS, which podman does not bind; NERSC's podman-hpc brings that with its site
-modules (`--mpi`, `openmpi-pmix`), which the PyPI package does not ship (the MPI path under
-podman-hpc is checked by its command lines in the unit tests)."""
+from that store, one `podman-hpc run` per rank under srun: over MPI (srun --mpi=pmix; the
+local profile binds Slurm's TmpFS, where each node's PMIx server keeps its files, and the
+launcher passes the PMIX_* variables) and over Horovod's Gloo controller."""
 
 from __future__ import annotations
 
@@ -57,15 +54,17 @@ def test_convert_migrates_the_image_into_the_squashed_store(migrated: str) -> No
     assert squashes and all(p.read_bytes()[:4] == b"hsqs" for p in squashes)
 
 
+@pytest.mark.parametrize("controller", ["mpi", "gloo"])
 def test_two_node_training_under_podman_hpc(
+    controller: str,
     migrated: str,
     slurm_cluster: str,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
     checkpoint = job_dir / "podman" / "model.pt"
     result = _train(
-        "--runtime", "podman-hpc", "--controller", "gloo",
+        "--runtime", "podman-hpc", "--controller", controller,
         "--image", migrated, checkpoint=checkpoint, image=None, cwd=job_dir,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    _check_training(result.stdout, "gloo", checkpoint)
+    _check_training(result.stdout, controller, checkpoint)
