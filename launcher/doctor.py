@@ -138,20 +138,30 @@ def _with_recipe_mpi(facts: ImageFacts | None) -> ImageFacts | None:
     return replace(facts, mpi_family=known.mpi_family)
 
 
+def _image_with_facts(
+    site: Site, request: LaunchRequest
+) -> tuple[str | None, str | None, LaunchRequest]:
+    """(the image the launch runs, why it cannot be run or None, the request with the image's
+    facts), a Docker image's labels included (a dry run does not wait for the engine; doctor
+    does)."""
+    kind = site.runtime_for(request.runtime).kind
+    image = resolve_image(site, request, kind) if kind != "none" else None
+    missing = preflight.missing_image(image, kind)
+    if image and not missing:
+        request = preflight.with_image_facts(request, image, ask_docker=True)
+    return image, missing, request
+
+
 def diagnose(site: Site, request: LaunchRequest, *, probe: bool = True) -> Report:
     """Every static check of the launch `request` on `site`. `probe`: also ask this machine
     (srun --mpi=list, nvidia-smi); off in tests that must not depend on it."""
     report = Report()
-    runtime = site.runtime_for(request.runtime)
-    image = resolve_image(site, request, runtime.kind) if runtime.kind != "none" else None
-    missing = preflight.missing_image(image, runtime.kind)
+    kind = site.runtime_for(request.runtime).kind
+    image, missing, request = _image_with_facts(site, request)
     if missing:
         report.add("image", "fail", missing)
     elif image:
-        report.add("image", "pass", f"{image} (runtime {runtime.kind})")
-    if image and not missing:
-        # a Docker image's labels too (a dry run does not wait for the engine; doctor does)
-        request = preflight.with_image_facts(request, image, ask_docker=True)
+        report.add("image", "pass", f"{image} (runtime {kind})")
     try:
         prepared = prepare_launch(site, request, "show")
     except UserError as exc:  # an image that is not one (a file that is no SIF, say)
@@ -176,7 +186,7 @@ def diagnose(site: Site, request: LaunchRequest, *, probe: bool = True) -> Repor
             report.add(name, "pass", CHECKED.get(name, name) + note)
         for finding in findings:
             report.add(name, "fail" if finding.level == "error" else "warn", finding.message)
-    reported = {m for r in report.results for m in [r.message]}
+    reported = {r.message for r in report.results}
     for message in plan.warnings:  # from the layout and the plugin choice
         if message not in reported:
             report.add("layout", "warn", message)
@@ -357,10 +367,7 @@ def smoke(site: Site, request: LaunchRequest, report: Report) -> None:
     request names, and add its lines to `report`."""
     from hvd_container.launcher.execute import execute
 
-    runtime = site.runtime_for(request.runtime)
-    image = resolve_image(site, request, runtime.kind) if runtime.kind != "none" else None
-    if image and not preflight.missing_image(image, runtime.kind):
-        request = preflight.with_image_facts(request, image, ask_docker=True)
+    _image, _missing, request = _image_with_facts(site, request)
     both: tuple[Literal["mpi", "gloo"], ...] = ("mpi", "gloo")
     controllers = [
         c for c in both

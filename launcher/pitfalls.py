@@ -389,9 +389,18 @@ CUDA_MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
 
 def driver_at_least(driver: str, needed: str) -> bool:
     """Whether driver (as precise as known: "580" or "580.65.06") reaches needed."""
-    have = tuple(int(p) for p in driver.split("."))
-    want = tuple(int(p) for p in needed.split("."))
+    have, want = _numbers(driver), _numbers(needed)
     return have >= want[: len(have)]
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """ "550.127.05" -> (550, 127, 5); what is not a number ends it."""
+    out: list[int] = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
 
 
 def cuda_driver(
@@ -419,9 +428,7 @@ def injected_glibc(runtime: Runtime, facts: ImageFacts | None) -> list[Finding]:
     built against: an older one in the image fails at load time ("GLIBC_2.xx not found")."""
     if facts is None or not facts.glibc or runtime.injects_glibc is None:
         return []
-    have = tuple(int(p) for p in facts.glibc.split(".")[:2] if p.isdigit())
-    need = tuple(int(p) for p in runtime.injects_glibc.split("."))
-    if have >= need:
+    if _numbers(facts.glibc)[:2] >= _numbers(runtime.injects_glibc):
         return []
     return [
         error(
