@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hvd_container.containers.blocks.env_labels import LABEL_PREFIX
+
 from hvd_container.core.errors import StepFailed, brief
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
     from hvd_container.containers.recipe import Recipe
 
-LABEL_PREFIX = "org.hvd-container."
 CHECK_BUILD = ["horovodrun", "--check-build"]
 
 # Framework names in `--check-build` output -> recipe spelling.

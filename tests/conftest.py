@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 
@@ -10,9 +11,34 @@ import tempfile
 # profiles) lands in the developer's. It is the same from run to run, so the pip server's URL,
 # a build arg, and with it Docker's layer cache stay the same for the image tests build. Tests
 # that need a configuration of their own set XDG_CONFIG_HOME themselves.
-_CONFIG = os.path.join(tempfile.gettempdir(), f"hvd-container-tests-{os.getuid()}", "config")
+_TESTS_HOME = os.path.join(tempfile.gettempdir(), f"hvd-container-tests-{os.getuid()}")
+_CONFIG = os.path.join(_TESTS_HOME, "config")
 os.makedirs(_CONFIG, mode=0o700, exist_ok=True)
 os.environ["XDG_CONFIG_HOME"] = _CONFIG
+
+
+# The cache, though, is the session's own: images unpacked for ch-run (2 GB each, a new key for
+# every SIF a run converts) would otherwise pile up in the developer's ~/.cache run after run.
+# The end of the session removes it, and a later session the leftovers of one that was killed
+# (runs side by side, a CI clone beside the inner loop, keep theirs). Slurm jobs inherit it
+# with the environment.
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+for _name in os.listdir(_TESTS_HOME):
+    _pid = _name.removeprefix("cache-")
+    if _name.startswith("cache-") and _pid.isdigit() and not _alive(int(_pid)):
+        shutil.rmtree(os.path.join(_TESTS_HOME, _name), ignore_errors=True)
+_CACHE = os.path.join(_TESTS_HOME, f"cache-{os.getpid()}")
+os.makedirs(_CACHE, mode=0o700, exist_ok=True)
+os.environ["XDG_CACHE_HOME"] = _CACHE
 
 # A test runner started in the background of a non-interactive shell (`make test &`, some CI
 # harnesses) inherits SIGINT ignored, and so would every command the tests start: Python then
@@ -33,3 +59,8 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    """Remove the session's cache (see _CACHE): the SIFs it unpacked were temporary."""
+    shutil.rmtree(_CACHE, ignore_errors=True)

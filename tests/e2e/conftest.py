@@ -7,16 +7,26 @@ image, reused by other e2e tests) and `tf_image` (its sibling with TensorFlow an
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from build_fixtures import CPU_RECIPE, GPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
+from hvd_container.containers.blocks.env_labels import LABEL_PREFIX
 
 
 @pytest.fixture(scope="session")
-def docker_engine() -> str:
+def docker_engine() -> Iterator[str]:
     testbed("docker.sh", "up")
-    return "unix:///var/run/docker.sock"
+    yield "unix:///var/run/docker.sock"
+    # Every run leaves the images it replaced untagged (a rebuilt tag, the test recipes'
+    # variants): remove those of hvd-container recipes, never anybody else's.
+    subprocess.run(
+        ["docker", "image", "prune", "--force", "--filter", f"label={LABEL_PREFIX}recipe.name"],
+        capture_output=True,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="session")
