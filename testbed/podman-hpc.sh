@@ -56,12 +56,16 @@ build_mksquashfs() {
 }
 
 write_file() { # $1 = path; content on stdin; an existing file not written here is kept
-    if [ -f "$1" ] && ! grep -qF "$MARK" "$1"; then
+    # (an empty one is what a full disk left of an earlier write, and is replaced)
+    if [ -s "$1" ] && ! grep -qF "$MARK" "$1"; then
         die "$1 exists and was not written by this script; move it away first"
     fi
     mkdir -p "$(dirname "$1")"
     tmp=$(mktemp "$1.XXXXXX")
-    { echo "$MARK"; cat; } >"$tmp"
+    if ! { echo "$MARK" && cat; } >"$tmp"; then
+        rm -f "$tmp"
+        die "cannot write $1 (is the disk full? df -h $(dirname "$1"))"
+    fi
     chmod 0644 "$tmp"
     mv -f "$tmp" "$1"
 }

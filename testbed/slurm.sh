@@ -52,7 +52,8 @@ install_packages() {
 }
 
 write_conf() {
-    if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
+    # An empty file is what a full disk left of an earlier write: it is nobody's configuration.
+    if [ -s "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
         die "$CONF exists and was not written by this script; move it away first"
     fi
     host=$(hostname -s)
@@ -92,7 +93,14 @@ write_conf() {
             i=$((i + 1))
         done
         echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
-    } >"$tmp"
+    } >"$tmp" 2>/dev/null || true
+    # Callers test this function (`write_conf && ...`), which switches `set -e` off inside it:
+    # a write that failed (a full disk) must be caught here, or an empty file replaces the
+    # configuration.
+    if [ "$(tail -n 1 "$tmp" 2>/dev/null)" != "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP" ]; then
+        rm -f "$tmp"
+        die "cannot write $CONF (is the disk full? df -h $(dirname "$CONF"))"
+    fi
     chmod 644 "$tmp"
     if [ -f "$CONF" ] && cmp -s "$tmp" "$CONF"; then
         rm -f "$tmp"
@@ -200,6 +208,11 @@ wait_nodes() {
     i=0
     while :; do
         states=$(sinfo -h -N -o '%N %T' 2>/dev/null || true)
+        # Nodes that an earlier run left DOWN or DRAINED (saved state, e.g. "SlurmdSpoolDir is
+        # full") come back once their slurmd answers.
+        if echo "$states" | grep -qE ' (down|drain)'; then
+            scontrol update nodename="node[1-$NODES]" state=resume 2>/dev/null || true
+        fi
         if [ -n "$states" ] && ! echo "$states" | grep -qvE ' (idle|mixed|allocated|completing)$' &&
             [ "$(echo "$states" | wc -l)" -ge "$NODES" ]; then
             all=1
@@ -236,8 +249,6 @@ cmd_up() {
         i=$((i + 1))
     done
     wait_nodes
-    # Nodes left DOWN/DRAIN by an earlier run come back.
-    scontrol update nodename="node[1-$NODES]" state=resume 2>/dev/null || true
     log "up: $NODES nodes (node1..node$NODES), partition debug; logs in $RUN/log"
 }
 
