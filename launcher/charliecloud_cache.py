@@ -13,6 +13,9 @@ out there.
 
 `planned` names the directory and env file a launch will use without touching anything
 (for dry runs: the SIF header is enough); `prepare` makes them exist.
+
+Each unpack records the SIF it came from (KEY.source). Converting again overwrites that SIF,
+and its old copy can never be used again: `cache prune --stale` removes exactly those.
 """
 
 from __future__ import annotations
@@ -115,6 +118,15 @@ def _unpack_sif(sif: Path, target: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
+def _write_source(base: Path, key: str, sif: Path) -> None:
+    """Record which SIF file the unpacked copy `key` came from (for `cache prune --stale`)."""
+    where = str(sif.resolve())
+    if "\n" in where:  # one path per file, read back as one line
+        return
+    with contextlib.suppress(OSError):  # only a hint: the copy itself is fine without it
+        write_text(base / f"{key}.source", where + "\n")
+
+
 def _write_env_file(target: Path, env: dict[str, str]) -> None:
     lines = "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v)
     try:
@@ -202,6 +214,7 @@ def prepare(
     else:
         if not plan.root.is_dir():
             _unpack_sif(user_path(image), plan.root)
+            _write_source(plan.root.parent, plan.root.name, user_path(image))
         if not plan.env_file.is_file():
             _write_env_file(plan.env_file, image_env(plan.root, warnings))
     ensure_mount_points(plan.root, mount_points or [])
@@ -217,6 +230,20 @@ class CacheEntry:
     size: int  # bytes of the files (not following links)
     modified: float  # when it was published (mtime)
     partial: bool  # an unpack that never finished (its process died): prune removes it
+    source: str | None = None  # the SIF it was unpacked from (None: not recorded)
+    stale: bool = False  # that SIF is gone or is another image now: nothing can use the copy
+
+
+def _source_of(base: Path, key: str) -> tuple[str | None, bool]:
+    """The SIF an entry was unpacked from, and whether that file no longer gives this key."""
+    try:
+        source = (base / f"{key}.source").read_text().rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return None, False
+    try:
+        return source, sif_digest(Path(source)) != key
+    except (OSError, UserError):  # gone, unreadable or no longer a SIF
+        return source, True
 
 
 def _tree_size(path: Path) -> int:
@@ -238,8 +265,17 @@ def entries(site_dir: str | None = None) -> list[CacheEntry]:
         if not entry.is_dir() or entry.is_symlink():
             continue
         key, _, rest = entry.name.partition(".part-")
+        source, stale = (None, False) if rest else _source_of(base, key)
         found.append(
-            CacheEntry(key, entry, _tree_size(entry), entry.stat().st_mtime, partial=bool(rest))
+            CacheEntry(
+                key,
+                entry,
+                _tree_size(entry),
+                entry.stat().st_mtime,
+                partial=bool(rest),
+                source=source,
+                stale=stale,
+            )
         )
     return sorted(found, key=lambda e: e.modified, reverse=True)
 
@@ -255,15 +291,18 @@ def key_of(image: str) -> str:
 PARTIAL_GRACE_S = 3600
 
 
-def prune(keep: set[str] | None = None, site_dir: str | None = None) -> list[Path]:
-    """Remove cached unpacked images (all, or all but the given keys) and unpacks that never
-    finished; return what went."""
+def prune(
+    keep: set[str] | None = None, site_dir: str | None = None, *, stale_only: bool = False
+) -> list[Path]:
+    """Remove cached unpacked images (all, all but the given keys, or with `stale_only` those
+    whose SIF is gone or was replaced) and unpacks that never finished; return what went."""
     import time
 
     removed: list[Path] = []
     base = cache_dir(site_dir)
     if not base.is_dir():
         return removed
+    stale = {e.key for e in entries(site_dir) if e.stale} if stale_only else set()
     now = time.time()
     for entry in base.iterdir():
         key = entry.name.split(".", 1)[0]
@@ -271,7 +310,7 @@ def prune(keep: set[str] | None = None, site_dir: str | None = None) -> list[Pat
             with contextlib.suppress(OSError):
                 if now - entry.stat().st_mtime < PARTIAL_GRACE_S:
                     continue
-        elif keep and key in keep:
+        elif (keep and key in keep) or (stale_only and key not in stale):
             continue
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)

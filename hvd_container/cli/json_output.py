@@ -199,6 +199,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "bytes": {"type": "integer"},
                         "modified": {"type": "number"},
                         "partial": _BOOL,
+                        "source": {"type": ["string", "null"]},
+                        "stale": _BOOL,
                     }
                 ),
             },

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from _json_records import result
+from hvd_container.containers.sif.layout import sif_prefix
 from hvd_container.launcher import charliecloud_cache as cc
 
 from hvd_container.cli.app import main
@@ -73,3 +75,48 @@ def test_a_site_profile_moves_the_cache_off_home(
     assert cc.cache_dir(None) == tmp_path / "xdg" / "hvd-container" / "images"
     monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "env"))  # the variable wins
     assert cc.cache_dir("$SCRATCH/hvd") == tmp_path / "env" / "images"
+
+
+def _sif(path: Path, image_id: int) -> Path:
+    """A real SIF header (the project's writer) in front of a stand-in partition."""
+    payload = b"hsqs" + bytes(4092)
+    prefix = sif_prefix(
+        [], partition_size=len(payload), arch="amd64", created=1700000000,
+        image_id=uuid.UUID(int=image_id),
+    )  # fmt: skip
+    path.write_bytes(prefix + payload)
+    return path
+
+
+def test_prune_stale_removes_only_copies_of_replaced_or_deleted_sifs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "cache"))
+    # unsquashfs stand-in (the e2e suite unpacks for real): the directory appears
+    monkeypatch.setattr(cc, "_unpack_sif", lambda sif, target: (target / "etc").mkdir(parents=True))
+    cpu, tf, gone = tmp_path / "cpu.sif", tmp_path / "tf.sif", tmp_path / "gone.sif"
+    old_cpu = cc.prepare(str(_sif(cpu, 1))).root.name
+    current_tf = cc.prepare(str(_sif(tf, 2))).root.name
+    old_gone = cc.prepare(str(_sif(gone, 3))).root.name
+    new_cpu = cc.prepare(str(_sif(cpu, 4))).root.name  # converted again: a new image, new key
+    gone.unlink()
+    assert len({old_cpu, current_tf, old_gone, new_cpu}) == 4
+
+    assert main(["cache", "list", "--json"]) == 0
+    rows = {r["key"]: r for r in result("cache-list", capsys.readouterr().out)["images"]}
+    assert {k for k, r in rows.items() if r["stale"]} == {old_cpu, old_gone}
+    assert rows[new_cpu]["source"] == rows[old_cpu]["source"] == str(cpu.resolve())
+    assert main(["cache", "list"]) == 0
+    assert f"from {gone.resolve()}  (stale" in capsys.readouterr().out
+
+    assert main(["cache", "prune", "--stale", "--json"]) == 0
+    removed = {Path(p).name for p in result("cache-prune", capsys.readouterr().out)["removed"]}
+    assert removed == {f"{k}{ext}" for k in (old_cpu, old_gone) for ext in ("", ".env", ".source")}
+    assert {e.key for e in cc.entries()} == {current_tf, new_cpu}
+
+
+def test_a_copy_without_a_recorded_source_is_never_called_stale(cache: Path) -> None:
+    # unpacked before sources were recorded, or the record could not be written
+    assert not any(e.stale for e in cc.entries())
+    cc.prune(stale_only=True)
+    assert {p.name for p in cache.iterdir()} >= {"aaa", "bbb"}

@@ -55,6 +55,8 @@ def list_cmd(site: SiteOpt = None, json_output: JsonOpt = False) -> None:
             "bytes": e.size,
             "modified": round(e.modified, 3),
             "partial": e.partial,
+            "source": e.source,
+            "stale": e.stale,
         }
         for e in found
     ]
@@ -64,6 +66,10 @@ def list_cmd(site: SiteOpt = None, json_output: JsonOpt = False) -> None:
     for e in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.modified))
         state = "  (unfinished unpack)" if e.partial else ""
+        if e.source:
+            state += f"  from {e.source}" + (
+                "  (stale: the SIF is gone or changed)" if e.stale else ""
+            )
         typer.echo(f"{e.key}  {_size(e.size):>10}  {when}{state}")
     total = _size(sum(e.size for e in found))
     typer.echo(f"{len(found)} images, {total} in {cache_dir(site_dir)}")
@@ -80,16 +86,31 @@ KeepOpt = Annotated[
 ]
 
 
+StaleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stale",
+        help="Remove only the copies whose SIF is gone or was replaced (converted again).",
+    ),
+]
+
+
 @cache_app.command("prune")
-def prune_cmd(keep: KeepOpt = None, site: SiteOpt = None, json_output: JsonOpt = False) -> None:
-    """Remove unpacked images (all but --keep ones) and unpacks that never finished."""
+def prune_cmd(
+    keep: KeepOpt = None,
+    stale: StaleOpt = False,
+    site: SiteOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Remove unpacked images (all, all but --keep ones, or the --stale ones) and unpacks that
+    never finished."""
     from hvd_container.cli.json_output import emit, json_errors
     from hvd_container.launcher.charliecloud_cache import key_of, prune
 
     with json_errors(json_output):
         site_dir = _site_dir(site)
         keys = {key_of(image) for image in keep or []}
-        removed = prune(keys, site_dir)
+        removed = prune(keys, site_dir, stale_only=stale)
     if json_output:
         emit({"removed": [str(p) for p in removed], "kept": sorted(keys)})
         return
