@@ -149,6 +149,22 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
         raise StepFailed(f"making base image {base} failed: {last}")
 
 
+def unpinned_base(recipe: Recipe) -> str | None:
+    """A note when FROM names a registry tag without a digest (a tag can move under it)."""
+    from hvd_container.containers.base_pin import needs_pin, read_pin
+
+    if not needs_pin(recipe):
+        return None
+    pin = read_pin(recipe.lock)
+    if pin is not None and pin.digest and pin.image == recipe.base.image:
+        return None
+    why = f" ({pin.reason})" if pin is not None and pin.reason else ""
+    return (
+        f"base {recipe.base.image} is not pinned by digest{why}: `hvd-container lock` where its "
+        "registry answers writes the digest into the lock"
+    )
+
+
 def missing_base(base: str, exc: StepFailed) -> StepFailed:
     """The engine could not pull FROM: one line on how to get it (the failure's step, output
     and instruction kept for --json)."""
@@ -200,6 +216,9 @@ def build_recipe(
     # Whether the host's pip configuration is served (--no-host-pip) is not part of it: the
     # recipe pins what is installed, the pip configuration only says where it comes from.
     ensure_base_image(engine, recipe, dockerfile, report)
+    unpinned = unpinned_base(recipe)
+    if unpinned:
+        report("info", "base", unpinned)
     digest = engine_build_digest(engine, context)
     existing = _image_labels(engine, tag)
     if (

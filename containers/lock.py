@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hvd_container.containers.base_pin import BasePin, needs_pin, read_pin, resolve_pin
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -31,6 +32,7 @@ from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import StepFailed, UserError, missing_build_extra, raise_problems
 
 if TYPE_CHECKING:
+    from hvd_container.containers.engine import Engine
     from hvd_container.containers.pipconfig import HostPipConfig
     from hvd_container.containers.recipe import Recipe
 
@@ -80,6 +82,9 @@ class LockResult:
     changes: list[str]  # against the lock that was there ("+ new 1.0", "- old 2.0", "a 1 -> 2")
     written: bool
     seconds: float
+    base: BasePin | None = (
+        None  # the base image's digest (None: debootstrap or pinned in the recipe)
+    )
 
 
 def platform_of(recipe: Recipe) -> str:
@@ -294,11 +299,12 @@ def resolved_problems(recipe: Recipe, packages: dict[str, Package]) -> list[str]
     return [problem for rule in LOCK_RULES for problem in rule(recipe, packages)]
 
 
-def header(recipe: Recipe, ref: str, inputs: LockInputs) -> str:
+def header(recipe: Recipe, ref: str, inputs: LockInputs, base: BasePin | None = None) -> str:
     return (
         f"# hvd-container lock of recipe {recipe.name} {recipe.version}: "
         f"refresh with `hvd-container lock {ref}`\n"
         f"# python {inputs.python_version}, {inputs.platform}; inputs sha256:{inputs.digest()}\n"
+        + (base.line() if base else "")
     )
 
 
@@ -320,6 +326,12 @@ def read_lock(recipe: Recipe, recipe_path: Path, ref: str) -> str | None:
         raise UserError(
             f"{path}: stale: the recipe asks for other packages or another target than it was "
             f"locked for; refresh it with `hvd-container lock {ref}`"
+        )
+    pin = read_pin(text)
+    if pin is not None and pin.image != recipe.base.image:
+        raise UserError(
+            f"{path}: stale: it pins the base {pin.image}, the recipe's base.image is "
+            f"{recipe.base.image}; refresh it with `hvd-container lock {ref}`"
         )
     problem = _unsafe_lock_line(text)
     if problem:
@@ -370,8 +382,21 @@ def changes(old: dict[str, Package], new: dict[str, Package]) -> list[str]:
     return out
 
 
+def base_changes(old: BasePin | None, new: BasePin | None) -> list[str]:
+    if new is None or new.digest is None or (old is not None and old.digest == new.digest):
+        return []
+    if old is None or old.digest is None or old.image != new.image:
+        return [f"+ base {new.image} {new.digest}"]
+    return [f"base {new.image} {old.digest} -> {new.digest}"]
+
+
 def lock_recipe(
-    ref: str, *, check: bool = False, pip: HostPipConfig | None = None, uv: list[str] | None = None
+    ref: str,
+    *,
+    check: bool = False,
+    pip: HostPipConfig | None = None,
+    uv: list[str] | None = None,
+    engine: Engine | None = None,
 ) -> LockResult:
     """Resolve ref's recipe and write NAME.lock next to it (check: only say what would change).
 
@@ -387,17 +412,22 @@ def lock_recipe(
     if not inputs.requirements:
         raise UserError(f"recipe {recipe.name}: nothing to lock (it installs no pip packages)")
     started = time.monotonic()
-    text = header(recipe, ref, inputs) + resolve(inputs, uv)
-    packages = parse_lock(text)
-    raise_problems([f"{path}: {problem}" for problem in resolved_problems(recipe, packages)])
     try:
-        old = parse_lock(path.read_text())
+        old_text = path.read_text()
     except FileNotFoundError:
-        old = {}
+        old_text = ""
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    found = changes(old, packages)
+    old_pin = read_pin(old_text)
+    pin = resolve_pin(recipe, engine) if needs_pin(recipe) else None
+    if pin and pin.digest is None and old_pin and old_pin.image == pin.image and old_pin.digest:
+        pin = old_pin  # a registry out of reach does not undo a pin
+    text = header(recipe, ref, inputs, pin) + resolve(inputs, uv)
+    packages = parse_lock(text)
+    raise_problems([f"{path}: {problem}" for problem in resolved_problems(recipe, packages)])
+    old = parse_lock(old_text) if old_text else {}
+    found = base_changes(old_pin, pin) + changes(old, packages)
     write = not check and (found or not path.exists() or path.read_text() != text)
     if write:
         write_text(path, text)
-    return LockResult(path, packages, found, bool(write), time.monotonic() - started)
+    return LockResult(path, packages, found, bool(write), time.monotonic() - started, pin)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hvd_container.containers.base_pin import needs_pin, read_pin
 from hvd_container.containers.blocks._text import block
 from hvd_container.containers.instructions import Arg, From, Help, Instruction
 
@@ -16,9 +17,14 @@ DEBOOTSTRAP_IMAGE = "hvd-base/debian:{suite}"
 
 
 def base_image(recipe: Recipe) -> str:
-    """The Docker reference of the recipe's base."""
+    """The Docker reference of the recipe's base: with the digest its lock pins, if any."""
     suite = recipe.base.debootstrap_suite
-    return DEBOOTSTRAP_IMAGE.format(suite=suite) if suite else recipe.base.image
+    if suite:
+        return DEBOOTSTRAP_IMAGE.format(suite=suite)
+    pin = read_pin(recipe.lock) if needs_pin(recipe) else None
+    if pin is not None and pin.image == recipe.base.image:
+        return pin.reference
+    return recipe.base.image
 
 
 def platform(recipe: Recipe) -> str | None:

@@ -305,7 +305,16 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "changes": _STRS,
             "packages": _STR_MAP,
             "seconds": {"type": "number"},
-        }
+        },
+        {  # the base image's pin; absent for debootstrap bases and digests in the recipe
+            "base": _record(
+                {
+                    "image": _STR,
+                    "digest": {"type": ["string", "null"]},
+                    "reason": _STR,
+                }
+            )
+        },
     ),
     "progress": _record(
         {

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from _json_records import error, result
 from _recipe_helpers import CPU_RECIPE, merged, write
+from hvd_container.containers.engine import EngineUnreachable
 from hvd_container.containers.lock import (
     LockInputs,
     chain,
@@ -261,3 +262,115 @@ def test_a_lock_cannot_point_pip_elsewhere(fake_uv: Path, tmp_path: Path) -> Non
         UserError, match=r"mine.lock: line \d+: not a locked package, hash or comment"
     ):
         load_recipe(path)
+
+
+# --- the base image pinned by digest ------------------------------------------------------------
+
+BASE = "registry.example:5000/cuda:11.8.0-devel-ubuntu22.04"
+DIGEST_A, DIGEST_B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+class RegistryStandIn:
+    """Stands in for the engine's registry query (tests/e2e/test_lock_base_pin.py asks a real
+    registry through dockerd)."""
+
+    def __init__(self, digest: str | None = None, error: Exception | None = None) -> None:
+        self.digest, self.error = digest, error
+        self.asked: list[str] = []
+
+    def registry_digest(self, remote: str, auth: object) -> str | None:
+        self.asked.append(remote)
+        if self.error:
+            raise self.error
+        return self.digest
+
+
+def test_lock_pins_the_base_by_digest_and_the_build_uses_it(fake_uv: Path, tmp_path: Path) -> None:
+    from hvd_container.containers.render import build_context, render_definition
+
+    path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
+    registry = RegistryStandIn(DIGEST_A)
+    done = lock_recipe(str(path), pip=HostPipConfig(), engine=registry)  # type: ignore[arg-type]
+    assert registry.asked == [BASE] and done.base is not None and done.base.digest == DIGEST_A
+    assert f"# base {BASE} {DIGEST_A}\n" in done.path.read_text()
+    recipe = load_recipe(path)
+    assert f"FROM {BASE}@{DIGEST_A}\n" in build_context(recipe)["Dockerfile"].decode()
+    assert f"From: {BASE}@{DIGEST_A}\n" in render_definition(recipe)
+    # the tag moved: --check says so, and the image the lock names stays until it is re-locked
+    moved = RegistryStandIn(DIGEST_B)
+    check = lock_recipe(str(path), check=True, pip=HostPipConfig(), engine=moved)  # type: ignore[arg-type]
+    assert check.changes == [f"base {BASE} {DIGEST_A} -> {DIGEST_B}"] and not check.written
+    assert f"@{DIGEST_A}" in build_context(load_recipe(path))["Dockerfile"].decode()
+    lock_recipe(str(path), pip=HostPipConfig(), engine=moved)  # type: ignore[arg-type]
+    relocked = load_recipe(path)
+    assert f"@{DIGEST_B}" in build_context(relocked)["Dockerfile"].decode()
+    assert relocked.digest() != recipe.digest()  # a new base is a new image tag's content
+
+
+def test_a_registry_out_of_reach_leaves_the_base_unpinned_or_keeps_the_pin(
+    fake_uv: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hvd_container.containers.render import build_context
+
+    path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
+    down = RegistryStandIn(
+        error=EngineUnreachable("Error while fetching server API version\nrefused")
+    )
+    done = lock_recipe(str(path), pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]
+    assert done.base is not None and done.base.digest is None
+    line = f"# base {BASE} unpinned: the registry could not be asked: Error while fetching server API version refused\n"
+    assert line in done.path.read_text()  # one line, whatever the engine said
+    assert f"FROM {BASE}\n" in build_context(load_recipe(path))["Dockerfile"].decode()
+    # once pinned, a later lock without the registry keeps the pin
+    lock_recipe(str(path), pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
+    again = lock_recipe(str(path), pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]
+    assert again.base is not None and again.base.digest == DIGEST_A and again.changes == []
+    # the CLI (no engine answers at this DOCKER_HOST) warns on stderr and still writes the lock
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    (tmp_path / "mine.lock").unlink()
+    assert main(["lock", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: base {BASE} not pinned: the registry could not be asked:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_pin_for_another_base_is_a_stale_lock(fake_uv: Path, tmp_path: Path) -> None:
+    path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
+    lock_recipe(str(path), pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
+    write(
+        tmp_path, merged(CPU_RECIPE, base={"image": BASE.replace("11.8.0", "11.8.1")}), "mine.yaml"
+    )
+    with pytest.raises(
+        UserError, match=r"mine.lock: stale: it pins the base .*11\.8\.0.*refresh it with"
+    ):
+        load_recipe(path)
+
+
+def test_bases_made_here_or_pinned_in_the_recipe_are_not_asked_for(
+    fake_uv: Path, tmp_path: Path
+) -> None:
+    registry = RegistryStandIn(DIGEST_A)
+    for name, base in [("deb", "debootstrap:bookworm"), ("own", f"{BASE}@{DIGEST_B}")]:
+        path = write(tmp_path, merged(CPU_RECIPE, base={"image": base}), f"{name}.yaml")
+        done = lock_recipe(str(path), pip=HostPipConfig(), engine=registry)  # type: ignore[arg-type]
+        assert done.base is None and "# base " not in done.path.read_text()
+    assert registry.asked == []
+
+
+def test_the_build_notes_a_base_that_no_digest_pins(fake_uv: Path, tmp_path: Path) -> None:
+    from hvd_container.containers.build import unpinned_base
+
+    path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
+    note = unpinned_base(load_recipe(path))  # no lock at all
+    assert note is not None and note.startswith(f"base {BASE} is not pinned by digest: ")
+    down = RegistryStandIn(error=EngineUnreachable("refused"))
+    lock_recipe(str(path), pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]
+    note = unpinned_base(load_recipe(path))
+    assert note is not None and "(the registry could not be asked: refused)" in note
+    (tmp_path / "mine.lock").unlink()
+    lock_recipe(str(path), pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
+    assert unpinned_base(load_recipe(path)) is None
+    assert unpinned_base(load_recipe(write(tmp_path, CPU_RECIPE, "deb.yaml"))) is None

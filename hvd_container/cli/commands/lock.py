@@ -25,19 +25,23 @@ def lock_cmd(
     with json_errors(json_output):
         result = lock_recipe(recipe, check=check)
     stale = check and bool(result.changes)
+    base = result.base
     if json_output:
-        emit(
-            {
-                "recipe": recipe,
-                "path": str(result.path),
-                "written": result.written,
-                "up_to_date": not result.changes,
-                "changes": result.changes,
-                "packages": {p.name: p.version for p in result.packages.values()},
-                "seconds": round(result.seconds, 2),
-            }
-        )
+        record = {
+            "recipe": recipe,
+            "path": str(result.path),
+            "written": result.written,
+            "up_to_date": not result.changes,
+            "changes": result.changes,
+            "packages": {p.name: p.version for p in result.packages.values()},
+            "seconds": round(result.seconds, 2),
+        }
+        if base is not None:
+            record["base"] = {"image": base.image, "digest": base.digest, "reason": base.reason}
+        emit(record)
     else:
+        if base is not None and base.digest is None:
+            typer.echo(f"warning: base {base.image} not pinned: {base.reason}", err=True)
         for change in result.changes:
             typer.echo(f"  {change}")
         if check:
