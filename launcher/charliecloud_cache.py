@@ -127,6 +127,21 @@ def _write_source(base: Path, key: str, sif: Path) -> None:
         write_text(base / f"{key}.source", where + "\n")
 
 
+def _older_copies(base: Path, key: str, sif: Path) -> int:
+    """How many other cached copies were unpacked from the same SIF path (the file gives `key`
+    now, so nothing can use them again)."""
+    where = str(sif.resolve())
+    count = 0
+    for record in base.glob("*.source"):
+        other = record.name[: -len(".source")]
+        if other == key or not (base / other).is_dir():
+            continue
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if record.read_text().rstrip("\n") == where:
+                count += 1
+    return count
+
+
 def _write_env_file(target: Path, env: dict[str, str]) -> None:
     lines = "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v)
     try:
@@ -215,6 +230,14 @@ def prepare(
         if not plan.root.is_dir():
             _unpack_sif(user_path(image), plan.root)
             _write_source(plan.root.parent, plan.root.name, user_path(image))
+            older = _older_copies(plan.root.parent, plan.root.name, user_path(image))
+            if older:
+                warnings.append(
+                    f"{older} older unpacked {'copy' if older == 1 else 'copies'} of {image} "
+                    f"(converted again since) {'is' if older == 1 else 'are'} still in "
+                    f"{plan.root.parent}: "
+                    "`hvd-container cache prune --stale` removes them"
+                )
         if not plan.env_file.is_file():
             _write_env_file(plan.env_file, image_env(plan.root, warnings))
     ensure_mount_points(plan.root, mount_points or [])

@@ -120,3 +120,19 @@ def test_a_copy_without_a_recorded_source_is_never_called_stale(cache: Path) -> 
     assert not any(e.stale for e in cc.entries())
     cc.prune(stale_only=True)
     assert {p.name for p in cache.iterdir()} >= {"aaa", "bbb"}
+
+
+def test_unpacking_a_reconverted_sif_points_at_prune_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cc, "_unpack_sif", lambda sif, target: (target / "etc").mkdir(parents=True))
+    sif = tmp_path / "cpu.sif"
+    assert cc.prepare(str(_sif(sif, 1))).warnings == ()
+    assert cc.prepare(str(sif)).warnings == ()  # reused: nothing new
+    assert cc.prepare(str(_sif(tmp_path / "other.sif", 2))).warnings == ()  # another file
+    (note,) = cc.prepare(str(_sif(sif, 3))).warnings
+    assert note == (
+        f"1 older unpacked copy of {sif} (converted again since) is still in {tmp_path / 'cache' / 'images'}: "
+        "`hvd-container cache prune --stale` removes them"
+    )
