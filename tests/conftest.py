@@ -61,6 +61,22 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
         items[:] = kept
 
 
+def _free_gb(path: str) -> float:
+    return shutil.disk_usage(path).free / 1e9
+
+
+# The e2e suite needs tens of GB (images, SIFs, unpacked copies): when a run fails on a full
+# disk, the last lines of its output say so (CI shows only those).
+_FREE_AT_START = _free_gb(_TESTS_HOME)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    terminalreporter.write_line(
+        f"disk: {_FREE_AT_START:.1f} GB free at the start, {_free_gb(_TESTS_HOME):.1f} GB at "
+        f"the end ({tempfile.gettempdir()})"
+    )
+
+
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     """Remove the session's cache (see _CACHE): the SIFs it unpacked were temporary."""
     shutil.rmtree(_CACHE, ignore_errors=True)
