@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_RECIPE = "cpu-bookworm"
+
+
+def with_cpu_lock(recipe: Path) -> Path:
+    """A recipe that extends the CPU recipe and installs the same packages gets its lock: the
+    build then reuses the CPU image's layers (a recipe without a lock installs unlocked and
+    rebuilds Horovod, minutes every run)."""
+    shutil.copy(ROOT / "recipes" / f"{CPU_RECIPE}.lock", recipe.with_suffix(".lock"))
+    return recipe
+
+
 TF_RECIPE = "cpu-bookworm-tf-pt"
 GPU_RECIPE = "gpu-bookworm"
 REGISTRY = os.environ.get("HVD_REGISTRY_ADDR", "127.0.0.1:5000")
@@ -26,14 +37,14 @@ def testbed(script: str, *args: str) -> None:
 
 
 def hvd(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 3600
+    *args: str, env: dict[str, str] | None = None, timeout: float = 3600, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     """Run the real CLI as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "hvd_container", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )

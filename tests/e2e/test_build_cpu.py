@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from build_fixtures import CPU_RECIPE, hvd
+from build_fixtures import CPU_RECIPE, hvd, with_cpu_lock
 from hvd_container.containers.build import BUILD_DIGEST_LABEL, engine_build_digest
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.push import MANIFEST_V2
@@ -138,6 +138,7 @@ def test_verify_image_of_a_recipe_file_uses_its_labels(
 ) -> None:
     recipe = tmp_path / "hvd-test-file.yaml"
     recipe.write_text(f"extends: {CPU_RECIPE}\nname: hvd-test-file\nchecks:\n  - 'true'\n")
+    with_cpu_lock(recipe)
     try:
         proc = hvd("build", str(recipe), "--progress", "plain")
         assert proc.returncode == 0, proc.stderr

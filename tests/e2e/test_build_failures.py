@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_fixtures import CPU_RECIPE, ROOT, hvd
+from build_fixtures import CPU_RECIPE, ROOT, hvd, with_cpu_lock
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +22,7 @@ def child_recipe(tmp_path: Path, name: str, checks: list[str]) -> Path:
     lines += [f"  - {c}" for c in checks]
     path = tmp_path / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n")
-    return path
+    return with_cpu_lock(path)
 
 
 def containers_running(api: Any, marker: str) -> list[str]:

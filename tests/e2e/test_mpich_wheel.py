@@ -50,7 +50,10 @@ def mpich_image(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> st
     recipe.write_text(RECIPE.format(base=ROOT / "recipes" / "cpu-bookworm.yaml"))
     # the CPU lock's versions as constraints keep the build the CPU image's, plus mpich
     shutil.copy(ROOT / "recipes" / "cpu-bookworm.lock", folder / "cpu-mpich-wheel.lock")
-    locked = hvd("lock", str(recipe), "--json")
+    # locked by its name in its folder: the lock's header names the command that refreshes it,
+    # and a path that changes from run to run would change the lock the image copies (and
+    # rebuild Horovod every run)
+    locked = hvd("lock", recipe.name, "--json", cwd=folder)
     assert locked.returncode == 0, locked.stderr
     assert "mpich" in json.loads(locked.stdout.splitlines()[-1])["packages"]
     proc = hvd("build", str(recipe), "--progress", "plain")
