@@ -56,6 +56,11 @@ def read_pin(lock_text: str | None) -> BasePin | None:
     return BasePin(match[1], match[2], match[3] or "")
 
 
+def pin_of(recipe: Recipe) -> BasePin | None:
+    """The pin the recipe's lock gives its base (read_lock refuses a pin of another image)."""
+    return read_pin(recipe.lock) if needs_pin(recipe) else None
+
+
 def _one_line(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _MAX_REASON else flat[: _MAX_REASON - 3] + "..."

@@ -151,14 +151,12 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
 
 def unpinned_base(recipe: Recipe) -> str | None:
     """A note when FROM names a registry tag without a digest (a tag can move under it)."""
-    from hvd_container.containers.base_pin import needs_pin, read_pin
+    from hvd_container.containers.base_pin import needs_pin, pin_of
 
-    if not needs_pin(recipe):
+    pin = pin_of(recipe)
+    if not needs_pin(recipe) or (pin and pin.digest):
         return None
-    pin = read_pin(recipe.lock)
-    if pin is not None and pin.digest and pin.image == recipe.base.image:
-        return None
-    why = f" ({pin.reason})" if pin is not None and pin.reason else ""
+    why = f" ({pin.reason})" if pin and pin.reason else ""
     return (
         f"base {recipe.base.image} is not pinned by digest{why}: `hvd-container lock` where its "
         "registry answers writes the digest into the lock"

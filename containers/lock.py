@@ -82,9 +82,8 @@ class LockResult:
     changes: list[str]  # against the lock that was there ("+ new 1.0", "- old 2.0", "a 1 -> 2")
     written: bool
     seconds: float
-    base: BasePin | None = (
-        None  # the base image's digest (None: debootstrap or pinned in the recipe)
-    )
+    # the base image's digest (None: a debootstrap base, or a digest in the recipe)
+    base: BasePin | None = None
 
 
 def platform_of(recipe: Recipe) -> str:

@@ -136,10 +136,16 @@ def _older_copies(base: Path, key: str, sif: Path) -> int:
         other = record.name[: -len(".source")]
         if other == key or not (base / other).is_dir():
             continue
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            if record.read_text().rstrip("\n") == where:
-                count += 1
+        count += _recorded_source(record) == where
     return count
+
+
+def _recorded_source(record: Path) -> str | None:
+    """The SIF path in a KEY.source file, or None when there is none to read."""
+    try:
+        return record.read_text().rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _write_env_file(target: Path, env: dict[str, str]) -> None:
@@ -259,9 +265,8 @@ class CacheEntry:
 
 def _source_of(base: Path, key: str) -> tuple[str | None, bool]:
     """The SIF an entry was unpacked from, and whether that file no longer gives this key."""
-    try:
-        source = (base / f"{key}.source").read_text().rstrip("\n")
-    except (OSError, UnicodeDecodeError):
+    source = _recorded_source(base / f"{key}.source")
+    if source is None:
         return None, False
     try:
         return source, sif_digest(Path(source)) != key

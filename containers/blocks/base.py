@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hvd_container.containers.base_pin import needs_pin, read_pin
+from hvd_container.containers.base_pin import pin_of
 from hvd_container.containers.blocks._text import block
 from hvd_container.containers.instructions import Arg, From, Help, Instruction
 
@@ -21,10 +21,8 @@ def base_image(recipe: Recipe) -> str:
     suite = recipe.base.debootstrap_suite
     if suite:
         return DEBOOTSTRAP_IMAGE.format(suite=suite)
-    pin = read_pin(recipe.lock) if needs_pin(recipe) else None
-    if pin is not None and pin.image == recipe.base.image:
-        return pin.reference
-    return recipe.base.image
+    pin = pin_of(recipe)
+    return pin.reference if pin else recipe.base.image
 
 
 def platform(recipe: Recipe) -> str | None:
