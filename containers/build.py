@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from hvd_container import facts
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from hvd_container.containers.recipe import Recipe
 
 PHASE_MARKER = re.compile(r"^#\s*hvd-container phase:\s*(\S+)")
-BUILD_DIGEST_LABEL = "org.hvd-container.build.digest"
-VERIFIED_LABEL = "org.hvd-container.verified"
+BUILD_DIGEST_LABEL = facts.BUILD_DIGEST
+VERIFIED_LABEL = facts.VERIFIED
 PIP_URL_ARG = "HVD_PIP_CONFIG_URL"
 DEBOOTSTRAP_PREFIX = "debootstrap:"
 

@@ -16,17 +16,16 @@ from typing import Annotated, Any, Literal
 from hvd_container.containers.printers import section_header_problem, shell_command_problem
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     field_validator,
 )
 
+from hvd_container import facts
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
-from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
+from hvd_container.core.model import EnvName, Strict, one_line
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -52,12 +51,10 @@ PATTERN_WORDS = {
     _CUDA_CC_PATTERN: "a compute capability without the dot: 70 (V100), 80 (A100), 90 (H100)",
 }
 # fullmatch, not match with $: `$` also matches before a trailing newline
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 # `$NAME` and `${NAME}`: the only references Docker (build time) and the definition's
 # %environment (container start) both expand.
 _REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
-RESERVED_LABEL_PREFIX = "org.hvd-container."
 
 
 def _version_scalar(value: Any) -> Any:
@@ -102,14 +99,9 @@ _DEBOOTSTRAP = re.compile(r"debootstrap:[a-z]+")
 _APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?::[a-z0-9]+)?(?:=[A-Za-z0-9.+:~_-]+)?")
 
 
-def _no_control_characters(value: str) -> None:
-    if has_line_ends(value):
-        raise ValueError(LINE_ENDS_ALLOWED)
-
-
 def _plain_text(value: str) -> str:
     """Free text that stays on its own line in the Dockerfile and the definition file."""
-    _no_control_characters(value)
+    one_line(value)
     problem = section_header_problem(value)
     if problem:
         raise ValueError(problem)
@@ -163,18 +155,9 @@ def _pip_requirement(value: str) -> str:
     return value
 
 
-def _env_name(key: str) -> str:
-    if not _ENV_NAME.fullmatch(key):
-        raise ValueError(
-            "not an environment variable name (allowed: letters, digits and _, "
-            "not starting with a digit)"
-        )
-    return key
-
-
 def _env_value(value: str) -> str:
     """Values that mean the same in the Dockerfile's ENV and the definition's %environment."""
-    _no_control_characters(value)
+    one_line(value)
     if '"' in value:
         raise ValueError("a double quote cannot be carried into the Singularity definition")
     if "`" in value or "$(" in value:
@@ -196,13 +179,13 @@ def _label_key(key: str) -> str:
             "not a label key (allowed: letters, digits, '.', '-', '_', '/'; no spaces, quotes "
             "or '=')"
         )
-    if key.startswith(RESERVED_LABEL_PREFIX):
-        raise ValueError(f"keys starting with {RESERVED_LABEL_PREFIX} are set by hvd-container")
+    if key.startswith(facts.PREFIX):
+        raise ValueError(f"keys starting with {facts.PREFIX} are set by hvd-container")
     return key
 
 
 def _label_value(value: str) -> str:
-    _no_control_characters(value)
+    one_line(value)
     if "$" in value:
         raise ValueError(
             "a $ is not allowed in labels: Docker would substitute it at build time, the "
@@ -219,19 +202,12 @@ CheckCommand = Annotated[str, AfterValidator(_check_command)]
 AptPackage = Annotated[str, AfterValidator(_apt_package)]
 PipRequirement = Annotated[str, AfterValidator(_pip_requirement)]
 BaseImage = Annotated[str, AfterValidator(_base_image)]
-EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, AfterValidator(_env_value)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors; values are not coerced between types."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Base(_Strict):
+class Base(Strict):
     image: BaseImage = Field(
         min_length=1,
         description="Docker reference, or `debootstrap:<suite>` for a base made from a Debian mirror.",
@@ -242,7 +218,7 @@ class Base(_Strict):
         return self.image.split(":", 1)[1] if self.image.startswith("debootstrap:") else None
 
 
-class Python(_Strict):
+class Python(Strict):
     version: Version = Field(pattern=_PYTHON_PATTERN)
     source: Literal["system", "image"] = Field(
         default="system",
@@ -250,7 +226,7 @@ class Python(_Strict):
     )
 
 
-class Mpi(_Strict):
+class Mpi(Strict):
     flavor: Literal["openmpi", "mpich"]
     version: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
     pmi: list[Pmi] = Field(default_factory=lambda: list[Pmi](["pmix"]))
@@ -262,7 +238,7 @@ class Mpi(_Strict):
     )
 
 
-class Cuda(_Strict):
+class Cuda(Strict):
     version: Version = Field(pattern=_CUDA_PATTERN)
     cudnn: Version | None = Field(default=None, pattern=_VERSION_PATTERN)
     source: Literal["image", "pip"] = Field(
@@ -272,7 +248,7 @@ class Cuda(_Strict):
     )
 
 
-class Nccl(_Strict):
+class Nccl(Strict):
     version: Version = Field(pattern=_VERSION_PATTERN)
     source: Literal["apt", "pip"] = Field(
         default="apt",
@@ -281,7 +257,7 @@ class Nccl(_Strict):
     )
 
 
-class TensorFlow(_Strict):
+class TensorFlow(Strict):
     version: PipVersion
     package: Literal["tensorflow", "tensorflow-gpu", "tensorflow-cpu"] = "tensorflow"
     source: Literal["pip", "image"] = Field(
@@ -289,7 +265,7 @@ class TensorFlow(_Strict):
     )
 
 
-class PyTorch(_Strict):
+class PyTorch(Strict):
     version: PipVersion
     torchvision: PipVersion | None = None
     torchaudio: PipVersion | None = None
@@ -309,12 +285,12 @@ class PyTorch(_Strict):
     )
 
 
-class Lightning(_Strict):
+class Lightning(Strict):
     version: PipVersion
     package: Literal["lightning", "pytorch-lightning"] = "lightning"
 
 
-class Horovod(_Strict):
+class Horovod(Strict):
     version: PipVersion
     frameworks: list[Framework] = Field(min_length=1)
     controllers: list[Controller] = Field(
@@ -338,7 +314,7 @@ class Horovod(_Strict):
         return value
 
 
-class Recipe(_Strict):
+class Recipe(Strict):
     name: str = Field(pattern=_NAME_PATTERN, description="Image repository name (lower case).")
     version: Version = Field(pattern=_TAG_PATTERN, description="Image tag.")
     description: PlainText = ""

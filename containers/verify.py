@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hvd_container.containers.blocks.env_labels import LABEL_PREFIX
-
-from hvd_container.core.errors import StepFailed, brief
+from hvd_container import facts as labels_of
+from hvd_container.core.errors import StepFailed, UserError, brief
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
@@ -48,6 +47,11 @@ for key, dist in (("torch", "torch"), ("tensorflow", "tensorflow"), ("tensorflow
 try:
     import torch
     out["cuda"] = torch.version.cuda or ""
+    import torch.distributed as dist
+    if dist.is_available():
+        found = (("gloo", dist.is_gloo_available()), ("nccl", dist.is_nccl_available()),
+                 ("mpi", dist.is_mpi_available()))
+        out["torch.distributed"] = ",".join(name for name, there in found if there)
 except Exception:
     pass
 try:
@@ -168,25 +172,19 @@ class VerifyResult:
 
 def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
     """The org.hvd-container.* labels recording what verification found."""
-    labels: dict[str, str] = {f"{LABEL_PREFIX}arch": result.arch}
     cb = result.check_build
-    if cb is not None:
-        labels[f"{LABEL_PREFIX}horovod.frameworks"] = ",".join(sorted(cb.frameworks))
-        labels[f"{LABEL_PREFIX}horovod.controllers"] = ",".join(sorted(cb.controllers))
-        labels[f"{LABEL_PREFIX}horovod.tensor_ops"] = ",".join(sorted(cb.tensor_ops))
-    for key, value in sorted(result.versions.items()):
-        if key == "mpi":
-            value = mpi_version(value)
-        labels[f"{LABEL_PREFIX}versions.{key}"] = value
-    labels[f"{LABEL_PREFIX}verified"] = "true" if result.ok else "false"
-    if recipe is not None:
-        labels[f"{LABEL_PREFIX}recipe.name"] = recipe.name
-        labels[f"{LABEL_PREFIX}recipe.version"] = str(recipe.version)
-        labels[f"{LABEL_PREFIX}recipe.digest"] = recipe.digest()
-        if recipe.mpi is not None:
-            labels[f"{LABEL_PREFIX}mpi.pmi"] = ",".join(recipe.mpi.pmi)
-            labels[f"{LABEL_PREFIX}mpi.family"] = recipe.mpi.flavor
-    return labels
+    versions = dict(result.versions)
+    backends = versions.pop("torch.distributed", None)
+    if "mpi" in versions:
+        versions["mpi"] = mpi_version(versions["mpi"])
+    return labels_of.verified_labels(
+        arch=result.arch,
+        horovod=(cb.frameworks, cb.controllers, cb.tensor_ops) if cb is not None else None,
+        versions=versions,
+        ok=result.ok,
+        recipe=recipe,
+        torch_backends=backends.split(",") if backends is not None else None,
+    )
 
 
 Runner = Callable[[list[str]], tuple[int, str]]
@@ -227,7 +225,7 @@ def verify_image(
             result.check_build = parse_check_build(out)
         except ValueError:
             result.problems.append(f"`horovodrun --check-build` failed (exit {code}): {_last(out)}")
-    wanted_arch = recipe.arch if recipe is not None else (facts or {}).get(f"{LABEL_PREFIX}arch")
+    wanted_arch = recipe.arch if recipe is not None else (facts or {}).get(labels_of.ARCH)
     if wanted_arch and wanted_arch != arch:
         source = "recipe says" if recipe is not None else "its labels say"
         result.problems.append(f"image arch {arch}, {source} {wanted_arch}")
@@ -272,23 +270,22 @@ def verify_image(
 
 def _has_facts(labels: Mapping[str, str]) -> bool:
     """Whether labels carry what a verification recorded (fact_labels)."""
-    return labels.get(f"{LABEL_PREFIX}verified") == "true"
+    return labels.get(labels_of.VERIFIED) == "true"
 
 
 def labelled_check_build(labels: Mapping[str, str]) -> CheckBuild | None:
     """The check-build result recorded in the labels; None when they record no Horovod."""
-    p = f"{LABEL_PREFIX}horovod."
-    if f"{p}frameworks" not in labels:
+    if labels_of.HOROVOD_FRAMEWORKS not in labels:
         return None
 
     def names(key: str) -> frozenset[str]:
-        return frozenset(n for n in labels.get(p + key, "").split(",") if n)
+        return frozenset(n for n in labels.get(key, "").split(",") if n)
 
     return CheckBuild(
-        labels.get(f"{LABEL_PREFIX}versions.horovod") or None,
-        names("frameworks"),
-        names("controllers"),
-        names("tensor_ops"),
+        labels.get(labels_of.VERSIONS + "horovod") or None,
+        names(labels_of.HOROVOD_FRAMEWORKS),
+        names(labels_of.HOROVOD_CONTROLLERS),
+        names(labels_of.HOROVOD_TENSOR_OPS),
     )
 
 
@@ -296,7 +293,7 @@ def compare_labelled_versions(labels: Mapping[str, str], versions: Mapping[str, 
     """Framework versions in the image against those its labels recorded."""
     problems = []
     for key in ("torch", "tensorflow", "horovod", "lightning"):
-        want = labels.get(f"{LABEL_PREFIX}versions.{key}")
+        want = labels.get(labels_of.VERSIONS + key)
         if not want:
             continue
         have = versions.get(key)
@@ -355,7 +352,7 @@ def docker_runner(engine: Engine, image: str, timeout: int = 600) -> Runner:
     def run(argv: list[str]) -> tuple[int, str]:
         what = f"verification of {image}: `{brief(' '.join(argv), 60)}`"
         try:
-            return engine.run(image, argv, timeout=timeout, labels={f"{LABEL_PREFIX}verify": "1"})
+            return engine.run(image, argv, timeout=timeout, labels={labels_of.VERIFY_RUN: "1"})
         except CommandNotFound as exc:
             return 127, str(exc)
         except EngineUnreachable as exc:
@@ -376,3 +373,52 @@ def _api_reason(exc: Any) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A local image verified again: what it was compared with, the result, its facts."""
+
+    against: str
+    result: VerifyResult
+    labels: dict[str, str]
+    note: str | None  # said before the checks (the labelled recipe is not a built-in one)
+
+
+def verify_existing(
+    engine: Engine,
+    image: str,
+    recipe_ref: str | None,
+    on_step: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Verified:
+    """Verify a local image again. What it is compared with, first that exists: the recipe
+    named by `recipe_ref`, the built-in recipe its labels name, the facts an earlier
+    verification recorded in its labels, else its own check-build."""
+    from hvd_container.containers.recipe import list_builtin, load_recipe
+
+    info = engine.inspect(image)
+    if info is None:
+        raise UserError(f"image {image} does not exist locally")
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    named = labels.get(labels_of.RECIPE_NAME)
+    recipe = None
+    if recipe_ref:
+        recipe = load_recipe(recipe_ref)
+    elif named and named in list_builtin():
+        recipe = load_recipe(named)
+    if recipe is not None:
+        against = f"recipe {recipe.name} {recipe.version}"
+    elif _has_facts(labels):
+        against = "the facts recorded in its labels"
+    else:
+        against = "its own check-build"
+    note = None
+    if named and recipe is None:
+        note = f"{image}: recipe {named} is not built in; verifying against {against}"
+        if on_note is not None:
+            on_note(note)
+    arch = str(info.get("Architecture") or "unknown")
+    run = docker_runner(engine, image)
+    result = verify_image(image, run, arch, recipe, on_step=on_step, labels=labels)
+    return Verified(against, result, fact_labels(result, recipe), note)

@@ -6,24 +6,16 @@ from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks._text import block, env, label
 
+from hvd_container import facts
+
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import Recipe
 
-LABEL_PREFIX = "org.hvd-container."
-
-
-def recipe_labels(recipe: Recipe) -> dict[str, str]:
-    return {
-        f"{LABEL_PREFIX}recipe.name": recipe.name,
-        f"{LABEL_PREFIX}recipe.version": recipe.version,
-        f"{LABEL_PREFIX}recipe.digest": recipe.digest(),
-        f"{LABEL_PREFIX}arch": recipe.arch,
-    }
-
 
 def render(recipe: Recipe) -> Block | None:
-    labels = {**recipe.labels, **recipe_labels(recipe)}
+    named = facts.recipe_labels(recipe.name, recipe.version, recipe.digest(), recipe.arch)
+    labels = {**recipe.labels, **named}
     return block(
         "extras",
         *(env(k, v) for k, v in recipe.env.items()),

@@ -20,6 +20,7 @@ from hvd_container.containers.sif.metadata import ImageConfig
 from hvd_container.containers.sif.writer import write_sif
 from hvd_container.containers.transfer import OnTransfer
 
+from hvd_container import facts
 from hvd_container.core.errors import StepFailed, UserError
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ def source_date_epoch() -> int | None:
 def sif_labels(ref: str, image_id: str, config: ImageConfig) -> dict[str, str]:
     labels = dict(config.labels)
     labels.setdefault("org.label-schema.schema-version", "1.0")
-    labels["org.hvd-container.sif.source-image"] = ref
-    labels["org.hvd-container.sif.source-id"] = image_id
+    labels[facts.SIF_SOURCE_IMAGE] = ref
+    labels[facts.SIF_SOURCE_ID] = image_id
     return labels
 
 

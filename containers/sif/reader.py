@@ -15,10 +15,10 @@ from typing import Any
 
 from hvd_container.containers.sif import format as fmt
 
+from hvd_container import facts
 from hvd_container.core.errors import UserError, brief
 from hvd_container.core.files import open_regular
 
-BUILD_FACT_PREFIX = "org.hvd-container."
 _MAX_JSON_OBJECT = 16 * 1024 * 1024
 # Sylabs' writer defaults to 48; anything near this is not a SIF this reader should trust.
 _MAX_DESCRIPTORS = 65536
@@ -76,11 +76,7 @@ class SifInfo:
     @property
     def build_facts(self) -> dict[str, str]:
         """Labels recorded by `hvd-container build`, without their common prefix."""
-        return {
-            key[len(BUILD_FACT_PREFIX) :]: value
-            for key, value in sorted(self.labels.items())
-            if key.startswith(BUILD_FACT_PREFIX)
-        }
+        return facts.without_prefix(self.labels)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from pydantic import ValidationError
 
 from hvd_container.core.errors import UserError, raise_problems, sort_by_line
 from hvd_container.core.files import read_limited_text
@@ -158,35 +159,92 @@ def load(path: str | Path) -> Document:
     return parse(read_text(path), str(Path(path)))
 
 
-def _unwrap(annotation: Any) -> Any:
-    """The model class inside Optional[...] / list[...] / dict[..., ...], if any."""
+def _unwrap(annotation: Any, tag: str | None = None) -> Any:
+    """The model class inside Optional[...] / list[...] / dict[..., ...] / Annotated[...], if
+    any; in a union of models, the one whose `kind` allows `tag` (a discriminated union)."""
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0], tag)
     if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            inner = _unwrap(arg)
-            if hasattr(inner, "model_fields"):
-                return inner
-        return None
+        models = [m for m in (_unwrap(a) for a in typing.get_args(annotation)) if m is not None]
+        for model in models:
+            kind = model.model_fields.get("kind")
+            if tag is not None and kind is not None and tag in typing.get_args(kind.annotation):
+                return model
+        return models[0] if models else None
     if origin in (list, tuple, set, frozenset):
-        return _unwrap(typing.get_args(annotation)[0])
+        return _unwrap(typing.get_args(annotation)[0], tag)
     if origin in (dict, Mapping):
-        return _unwrap(typing.get_args(annotation)[1])
+        return _unwrap(typing.get_args(annotation)[1], tag)
     return annotation if hasattr(annotation, "model_fields") else None
 
 
-def _model_at(model: Any, loc: Path_) -> Any:
-    """Walk a pydantic model class along an error location (skipping list indexes)."""
-    current = model
+def _bare(annotation: Any) -> Any:
+    """The annotation inside Annotated[...] and Optional[...] (X | None)."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(
+            annotation
+        ):
+            others = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(others) != 1:
+                return annotation
+            annotation = others[0]
+        else:
+            return annotation
+
+
+def _tag(value: Any) -> str | None:
+    """The `kind` of a mapping in the data, which picks its model in a discriminated union."""
+    kind = value.get("kind") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _data_path(loc: tuple[Any, ...], data: Any) -> Path_:
+    """An error location as a path through the data: pydantic puts a discriminated union's tag
+    into the location (`runtime.shifter.modules` for `runtime: {kind: shifter, modules: ...}`)."""
+    path: list[str | int] = []
+    current = data
     for part in loc:
+        if not isinstance(part, (str, int)) or part == "[key]":
+            continue
+        if isinstance(current, dict) and part not in current and current.get("kind") == part:
+            continue  # the tag, not a key
+        if isinstance(current, dict):
+            path.append(str(part))  # as the file's lines are indexed: keys as text
+            current = current.get(part)
+            continue
+        path.append(part)
+        if isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return tuple(path)
+
+
+def _model_at(model: Any, loc: Path_, data: Any = None) -> Any:
+    """The model class at a data path (list indexes step into the list's items)."""
+    annotation, value = model, data
+    for part in loc:
+        if isinstance(part, int):
+            ok = isinstance(value, list) and 0 <= part < len(value)
+            value = value[part] if ok else None
+            continue
+        if typing.get_origin(_bare(annotation)) in (dict, Mapping):
+            annotation = typing.get_args(_bare(annotation))[1]  # a key of the mapping
+            value = value.get(part) if isinstance(value, dict) else None
+            continue
+        current = _unwrap(annotation, _tag(value))
         if current is None:
             return None
-        if isinstance(part, int):
-            continue
         field = current.model_fields.get(part)
         if field is None:
-            return current if part not in current.model_fields else None
-        current = _unwrap(field.annotation)
-    return current
+            return None
+        annotation = field.annotation
+        value = value.get(part) if isinstance(value, dict) else None
+    return _unwrap(annotation, _tag(value))
 
 
 def allowed_keys(model: Any) -> list[str]:
@@ -194,26 +252,56 @@ def allowed_keys(model: Any) -> list[str]:
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _problem_line(err: Any, model: Any, doc: Document, words: Mapping[str, str]) -> str:
+# pydantic's words for a value of the wrong type, as a person writing YAML says them
+_PLAIN = {
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "float_type": "expected a number",
+}
+_BOUNDS = {
+    "greater_than_equal": "must be {ge} or more",
+    "less_than_equal": "must be {le} or less",
+    "greater_than": "must be more than {gt}",
+}
+
+
+def _problem_line(err: Any, model: Any, doc: Document, words: Mapping[str, str], data: Any) -> str:
     """One line for one error of a pydantic ValidationError."""
     # pydantic marks a bad mapping key with a trailing "[key]" in the location
     bad_key = bool(err["loc"]) and err["loc"][-1] == "[key]"
-    loc: Path_ = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p != "[key]")
+    loc = _data_path(err["loc"], data)
     dotted = ".".join(str(p) for p in loc) or "(top level)"
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
     if err["type"] == "extra_forbidden":
-        parent = _model_at(model, loc[:-1])
+        parent = _model_at(model, loc[:-1], data)
         keys = ", ".join(allowed_keys(parent)) if parent is not None else "?"
         return f"{doc.where(loc)}: {dotted}: unknown key (allowed: {keys})"
     if err["type"] == "missing":
         return f"{doc.where(loc[:-1])}: {dotted}: required key is missing"
-    value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
-    section = _model_at(model, loc) if err["type"] == "model_type" else None
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        ctx = err.get("ctx") or {}
+        allowed = ", ".join(re.findall(r"'([^']*)'", ctx.get("expected_tags", "")))
+        key = ctx.get("discriminator", "kind").strip("'")
+        where = (*loc, key)
+        if err["type"] == "union_tag_not_found":
+            return f"{doc.where(loc)}: {'.'.join(map(str, where))}: required key is missing (allowed: {allowed})"
+        got = f" (got {ctx.get('tag')!r})" if "tag" in ctx else ""
+        return f"{doc.where(where)}: {'.'.join(map(str, where))}: not allowed{got} (allowed: {allowed})"
+    section = _model_at(model, loc, data) if err["type"] == "model_type" else None
     if section is not None:  # pydantic would say "a valid dictionary or instance of <Class>"
         keys = ", ".join(allowed_keys(section))
         return f"{doc.where(loc)}: {dotted}: expected a mapping (keys: {keys}){shown}"
-    msg = err["msg"]
-    if err["type"] == "literal_error":  # worded as the site profiles word it
+    msg = _PLAIN.get(err["type"], err["msg"])
+    if err["type"] in _BOUNDS:
+        msg = _BOUNDS[err["type"]].format(**(err.get("ctx") or {}))
+    if err["type"] == "literal_error":
         expected = re.findall(r"'([^']*)'", (err.get("ctx") or {}).get("expected", ""))
         return f"{doc.where(loc)}: {dotted}: not allowed{shown} (allowed: {', '.join(expected)})"
     if err["type"] == "string_pattern_mismatch":
@@ -224,15 +312,20 @@ def _problem_line(err: Any, model: Any, doc: Document, words: Mapping[str, str])
         msg = msg[len("Value error, ") :]
     if bad_key:
         parent = ".".join(str(p) for p in loc[:-1]) or "(top level)"
-        return f"{doc.where(loc)}: {parent}: key {loc[-1]!r}: {msg}"
+        return f"{doc.where(loc)}: {parent}: key {err.get('input', loc[-1])!r}: {msg}"
     return f"{doc.where(loc)}: {dotted}: {msg}{shown}"
 
 
 def format_validation_errors(
-    exc: Any, model: Any, doc: Document, words: Mapping[str, str] | None = None
+    exc: Any,
+    model: Any,
+    doc: Document,
+    words: Mapping[str, str] | None = None,
+    data: Any = None,
 ) -> list[str]:
     """Every error of a pydantic ValidationError, one line each, sorted by line."""
-    return sort_by_line([_problem_line(err, model, doc, words or {}) for err in exc.errors()])
+    data = doc.data if data is None else data
+    return sort_by_line([_problem_line(err, model, doc, words or {}, data) for err in exc.errors()])
 
 
 def validate(
@@ -243,10 +336,9 @@ def validate(
 ) -> M:
     """Validate doc (or data derived from it) against model. Every error is a line; all of them
     are raised together (core.errors.Problems). words: the model's patterns said in words."""
-    from pydantic import ValidationError
-
+    data = doc.data if data is None else data
     try:
-        return model.model_validate(doc.data if data is None else data)  # type: ignore[attr-defined, no-any-return]
+        return model.model_validate(data)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
-        raise_problems(format_validation_errors(exc, model, doc, words))
+        raise_problems(format_validation_errors(exc, model, doc, words, data))
         raise  # pragma: no cover - a ValidationError has at least one error

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from build_fixtures import CPU_RECIPE, GPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
-from hvd_container.containers.blocks.env_labels import LABEL_PREFIX
+
+from hvd_container.facts import RECIPE_NAME
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +24,7 @@ def docker_engine() -> Iterator[str]:
     # Every run leaves the images it replaced untagged (a rebuilt tag, the test recipes'
     # variants): remove those of hvd-container recipes, never anybody else's.
     subprocess.run(
-        ["docker", "image", "prune", "--force", "--filter", f"label={LABEL_PREFIX}recipe.name"],
+        ["docker", "image", "prune", "--force", "--filter", f"label={RECIPE_NAME}"],
         capture_output=True,
         check=False,
     )

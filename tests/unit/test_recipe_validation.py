@@ -56,7 +56,7 @@ def test_unknown_nested_key_lists_allowed(tmp_path: Path) -> None:
 def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
     path = write(tmp_path, merged(CPU_RECIPE, version=["1"]))
     msg = error_of(path)
-    assert msg == f"{path}:{line_of(path, 'version')}: version: Input should be a valid string"
+    assert msg == f"{path}:{line_of(path, 'version')}: version: expected a string"
 
 
 def test_a_whole_number_version_is_its_string(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_bad_enum_lists_allowed_values() -> None:
 
 def test_wrong_type_inside_a_list() -> None:
     msg = _check("name: x\nitems:\n  - flavor: mpich\n  - flavor: mpich\n    count: many\n")
-    assert msg.startswith("f.yaml:5: items.1.count: Input should be a valid integer")
+    assert msg.startswith("f.yaml:5: items.1.count: expected an integer")
 
 
 def test_missing_key_points_at_parent() -> None:

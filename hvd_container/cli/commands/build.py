@@ -146,42 +146,17 @@ def verify_cmd(
 
 def _verify(image: str, recipe: str | None, json_output: bool) -> None:
     from hvd_container.containers.engine.docker_api import DockerEngine
-    from hvd_container.containers.recipe import list_builtin, load_recipe
-    from hvd_container.containers.verify import (
-        LABEL_PREFIX,
-        docker_runner,
-        fact_labels,
-        verify_image,
-    )
+    from hvd_container.containers.verify import verify_existing
 
-    engine = DockerEngine()
-    info = engine.inspect(image)
-    if info is None:
-        raise UserError(f"image {image} does not exist locally")
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    named = labels.get(f"{LABEL_PREFIX}recipe.name")
-    loaded = None
-    if recipe:
-        loaded = load_recipe(recipe)
-    elif named and named in list_builtin():
-        loaded = load_recipe(named)
-    if loaded is not None:
-        against = f"recipe {loaded.name} {loaded.version}"
-    elif labels.get(f"{LABEL_PREFIX}verified") == "true":
-        against = "the facts recorded in its labels"
-    else:
-        against = "its own check-build"
-    if named and loaded is None and not json_output:
-        typer.echo(f"{image}: recipe {named} is not built in; verifying against {against}")
-    result = verify_image(
+    quiet = json_output
+    done = verify_existing(
+        DockerEngine(),
         image,
-        docker_runner(engine, image),
-        str(info.get("Architecture") or "unknown"),
-        loaded,
-        on_step=None if json_output else lambda m: typer.echo(f"[checks] => {m}"),
-        labels=labels,
+        recipe,
+        on_step=None if quiet else lambda m: typer.echo(f"[checks] => {m}"),
+        on_note=None if quiet else typer.echo,
     )
-    facts = fact_labels(result, loaded)
+    result = done.result
     if json_output:
         typer.echo(
             json.dumps(
@@ -189,19 +164,19 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
                     "event": "result",
                     "image": image,
                     "ok": result.ok,
-                    "against": against,
+                    "against": done.against,
                     "problems": result.problems,
-                    "facts": facts,
+                    "facts": done.labels,
                 }
             )
         )
     else:
-        for key, value in facts.items():
+        for key, value in done.labels.items():
             typer.echo(f"  {key}={value}")
     if not result.ok:
         raise StepFailed(f"verification of {image} failed: {'; '.join(result.problems)}")
     if not json_output:
-        typer.echo(f"{image}: verified against {against}")
+        typer.echo(f"{image}: verified against {done.against}")
 
 
 def push_cmd(

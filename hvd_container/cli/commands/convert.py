@@ -12,6 +12,7 @@ from hvd_container.cli.commands.build import Progress, push_with_progress
 from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
 from hvd_container.core.errors import UserError
+from hvd_container.facts import PREFIX
 
 
 class Target(str, Enum):
@@ -256,7 +257,7 @@ def inspect(
         show("build facts:")
         for key, value in facts.items():
             show(f"  {key}: {value}")
-    others = {k: v for k, v in info.labels.items() if not k.startswith("org.hvd-container.")}
+    others = {k: v for k, v in info.labels.items() if not k.startswith(PREFIX)}
     if others:
         show("labels:")
         for key, value in sorted(others.items()):

@@ -1,0 +1,41 @@
+"""The base of every model read from a YAML file (recipes, site profiles), and the string types
+they share. core/yamlconf.py validates a file against such a model, one line per error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
+
+# fullmatch, not match with $: `$` also matches before a trailing newline
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; values are not coerced between types; nothing changes it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def one_line(value: str) -> str:
+    """A value that stays on the line it is written on (an argv word, a #SBATCH line, a RUN)."""
+    if has_line_ends(value):
+        raise ValueError(LINE_ENDS_ALLOWED)
+    return value
+
+
+def env_name(key: str) -> str:
+    if not _ENV_NAME.fullmatch(key):
+        raise ValueError(
+            "not an environment variable name (allowed: letters, digits and _, "
+            "not starting with a digit)"
+        )
+    return key
+
+
+Line = Annotated[str, AfterValidator(one_line)]
+EnvName = Annotated[str, AfterValidator(env_name)]

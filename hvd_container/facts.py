@@ -1,0 +1,226 @@
+"""The image's facts: what is known about an image without running it, and the labels that
+record them.
+
+`hvd-container build` verifies an image and records what it found as `org.hvd-container.*`
+labels (`verified_labels`); they travel with the image into its SIF. A launch reads them back
+(`facts_from_labels`: a SIF's labels, an image directory's labels.json, a Docker image's
+labels) or, before there is an image, takes them from its recipe (`facts_from_recipe`). The
+build side and the launch side both use this module; it imports neither of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+PREFIX = "org.hvd-container."
+
+# The label names, each written in one place (below) and read in one place (facts_from_labels).
+RECIPE_NAME = PREFIX + "recipe.name"
+RECIPE_VERSION = PREFIX + "recipe.version"
+RECIPE_DIGEST = PREFIX + "recipe.digest"
+ARCH = PREFIX + "arch"
+VERIFIED = PREFIX + "verified"
+BUILD_DIGEST = PREFIX + "build.digest"  # the engine's digest of the build context
+MPI_PMI = PREFIX + "mpi.pmi"
+MPI_FAMILY = PREFIX + "mpi.family"
+HOROVOD_FRAMEWORKS = PREFIX + "horovod.frameworks"
+HOROVOD_CONTROLLERS = PREFIX + "horovod.controllers"
+HOROVOD_TENSOR_OPS = PREFIX + "horovod.tensor_ops"
+VERSIONS = PREFIX + "versions."  # + python, torch, tensorflow, horovod, lightning, cuda, mpi, glibc
+TORCH_DISTRIBUTED = PREFIX + "torch.distributed"  # the backends torch.distributed has: gloo,nccl
+SIF_SOURCE_IMAGE = PREFIX + "sif.source-image"
+SIF_SOURCE_ID = PREFIX + "sif.source-id"
+VERIFY_RUN = PREFIX + "verify"  # marks the throw-away containers verification runs
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What is known about an image without running it; None: not known."""
+
+    source: str  # where the facts come from, for messages ("image x.sif", "recipe cpu")
+    name: str | None = None
+    version: str | None = None
+    arch: str | None = None
+    mpi_pmi: tuple[str, ...] | None = None  # PMI flavours the image's MPI speaks; () = no MPI
+    controllers: tuple[str, ...] | None = None  # Horovod controllers built in
+    tensor_ops: tuple[str, ...] | None = None  # Horovod tensor operations (nccl, mpi, gloo)
+    gpu: bool | None = None
+    mpi_family: str | None = None  # openmpi, mpich; "" = no MPI
+    cuda: str | None = None  # the CUDA the image's framework was built for ("" = none)
+    glibc: str | None = None  # the image's C library version
+    lightning: bool | None = None  # PyTorch Lightning installed
+    horovod: bool | None = None  # Horovod installed
+    torch: bool | None = None  # PyTorch installed
+    torch_backends: tuple[str, ...] | None = None  # torch.distributed's: gloo, nccl, mpi
+
+    def known(self) -> dict[str, str]:
+        """The facts that are known, as short text (doctor's summary line)."""
+        shown = {
+            "arch": self.arch,
+            "mpi": self.mpi_family,
+            "pmi": _joined(self.mpi_pmi),
+            "controllers": _joined(self.controllers),
+            "torch.distributed": _joined(self.torch_backends),
+            "cuda": self.cuda,
+            "glibc": self.glibc,
+        }
+        return {k: v or "none" for k, v in shown.items() if v is not None}
+
+
+def _joined(values: tuple[str, ...] | None) -> str | None:
+    return ",".join(values) if values is not None else None
+
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return tuple(v.strip().lower() for v in value.split(",") if v.strip())
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def recipe_labels(name: str, version: str, digest: str, arch: str) -> dict[str, str]:
+    """The labels every image built from a recipe carries (Dockerfile LABEL, %labels)."""
+    return {RECIPE_NAME: name, RECIPE_VERSION: version, RECIPE_DIGEST: digest, ARCH: arch}
+
+
+def verified_labels(
+    *,
+    arch: str,
+    horovod: tuple[Iterable[str], Iterable[str], Iterable[str]] | None,
+    versions: Mapping[str, str],
+    ok: bool,
+    recipe: Any = None,
+    torch_backends: Iterable[str] | None = None,
+) -> dict[str, str]:
+    """What a verification found, as labels: `horovod` is check-build's (frameworks,
+    controllers, tensor operations), `versions` the probe's package versions, `recipe` the
+    recipe compared against (its name, version, digest and MPI)."""
+    labels = {ARCH: arch}
+    if horovod is not None:
+        frameworks, controllers, tensor_ops = horovod
+        labels[HOROVOD_FRAMEWORKS] = ",".join(sorted(frameworks))
+        labels[HOROVOD_CONTROLLERS] = ",".join(sorted(controllers))
+        labels[HOROVOD_TENSOR_OPS] = ",".join(sorted(tensor_ops))
+    if torch_backends is not None:
+        labels[TORCH_DISTRIBUTED] = ",".join(sorted(torch_backends))
+    for key, value in sorted(versions.items()):
+        labels[VERSIONS + key] = value
+    labels[VERIFIED] = "true" if ok else "false"
+    if recipe is not None:
+        labels.update(recipe_labels(recipe.name, str(recipe.version), recipe.digest(), arch))
+        if recipe.mpi is not None:
+            labels[MPI_PMI] = ",".join(recipe.mpi.pmi)
+            labels[MPI_FAMILY] = recipe.mpi.flavor
+    return labels
+
+
+def without_prefix(labels: Mapping[str, str]) -> dict[str, str]:
+    """The build-fact labels with their common prefix taken off, sorted (what `inspect` shows)."""
+    return {k[len(PREFIX) :]: v for k, v in sorted(labels.items()) if k.startswith(PREFIX)}
+
+
+# ------------------------------------------------------------------------------- reading
+
+# labels that say something about the image (others, like sif.source-image, do not)
+_FACT_KEYS = (PREFIX + "recipe.", PREFIX + "horovod.", VERSIONS, ARCH, PREFIX + "mpi.")
+RecipeLookup = Callable[[str], "ImageFacts | None"]
+
+
+def facts_from_labels(
+    labels: Mapping[str, str],
+    source: str,
+    arch: str | None = None,
+    recipe_lookup: RecipeLookup | None = None,
+) -> ImageFacts | None:
+    """ImageFacts from build-fact labels; None if there are none. Facts an older build did not
+    record (the MPI's PMI and family) come from `recipe_lookup(name)`: the built-in recipe of
+    the labelled name, never a file the label names (a label is the image's word, not a path)."""
+    facts = {k: v for k, v in labels.items() if isinstance(v, str) and k.startswith(PREFIX)}
+    if not any(k.startswith(_FACT_KEYS) for k in facts):
+        return None
+    name = facts.get(RECIPE_NAME)
+    known = None
+    if name and recipe_lookup is not None and (MPI_PMI not in facts or MPI_FAMILY not in facts):
+        found = recipe_lookup(name)
+        known = found if found is not None and found.name == name else None
+    mpi_pmi = _names(facts.get(MPI_PMI))
+    if mpi_pmi is None and known is not None:
+        mpi_pmi = known.mpi_pmi
+    if mpi_pmi is None and VERSIONS + "mpi" in facts and not facts[VERSIONS + "mpi"]:
+        mpi_pmi = ()  # verification found no mpirun
+    probed = VERSIONS + "python" in facts  # verification's probe ran: what it omits is absent
+    gpu = lightning = horovod = torch = None
+    if VERSIONS + "cuda" in facts:
+        gpu = bool(facts[VERSIONS + "cuda"])
+    elif known is not None:
+        gpu = known.gpu
+    if probed:
+        lightning = bool(facts.get(VERSIONS + "lightning"))
+        horovod = bool(facts.get(VERSIONS + "horovod")) or HOROVOD_CONTROLLERS in facts
+        torch = bool(facts.get(VERSIONS + "torch"))
+    elif known is not None:
+        lightning, horovod, torch = known.lightning, known.horovod, known.torch
+    return ImageFacts(
+        source=source,
+        name=name,
+        version=facts.get(RECIPE_VERSION) or (known.version if known else None),
+        arch=facts.get(ARCH) or arch,
+        mpi_pmi=mpi_pmi,
+        controllers=_names(facts.get(HOROVOD_CONTROLLERS)),
+        tensor_ops=_names(facts.get(HOROVOD_TENSOR_OPS)),
+        glibc=facts.get(VERSIONS + "glibc") or None,
+        gpu=gpu,
+        mpi_family=facts.get(MPI_FAMILY, known.mpi_family if known else None),
+        cuda=facts.get(VERSIONS + "cuda", known.cuda if known else None),
+        lightning=lightning,
+        horovod=horovod,
+        torch=torch,
+        torch_backends=_names(facts.get(TORCH_DISTRIBUTED)),
+    )
+
+
+def _pip_names(requirements: Iterable[str]) -> set[str]:
+    """Normalized project names of pip requirements ("pytorch_lightning>=2" -> pytorch-lightning)."""
+    names: set[str] = set()
+    for req in requirements:
+        try:
+            names.add(canonicalize_name(Requirement(req).name))
+        except InvalidRequirement:
+            continue  # not a named requirement (a URL, a path): names nothing here
+    return names
+
+
+def facts_from_recipe(recipe: Any) -> ImageFacts:
+    """The facts an image built from `recipe` (a containers.recipe.Recipe) will have."""
+    pip = _pip_names(recipe.pip)
+    return ImageFacts(
+        source=f"recipe {recipe.name}",
+        name=recipe.name,
+        version=recipe.version,
+        arch=recipe.arch,
+        mpi_pmi=tuple(recipe.mpi.pmi) if recipe.mpi is not None else (),
+        controllers=tuple(recipe.horovod.controllers) if recipe.horovod is not None else None,
+        gpu=recipe.gpu,
+        mpi_family=recipe.mpi.flavor if recipe.mpi is not None else "",
+        cuda=recipe.cuda.version if recipe.cuda is not None else "",
+        lightning=recipe.lightning is not None or bool(pip & {"lightning", "pytorch-lightning"}),
+        horovod=recipe.horovod is not None or "horovod" in pip,
+        torch=recipe.pytorch is not None or "torch" in pip,
+    )
+
+
+def merged(image: ImageFacts, recipe: ImageFacts | None) -> ImageFacts:
+    """The image's facts, with what they leave unknown taken from its recipe's."""
+    if recipe is None:
+        return image
+    gaps = {
+        f.name: getattr(recipe, f.name) for f in fields(image) if getattr(image, f.name) is None
+    }
+    return replace(image, **gaps)
