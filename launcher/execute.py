@@ -1,7 +1,7 @@
 """Running a launch for real: srun inside an allocation, sbatch (followed) or salloc outside.
 
-Every path prepares the launch with prepare_launch(..., "launch") and composes it with one
-plan_launch; what the user should see goes to the reporter the caller hands in.
+Every path runs what one plan (launcher/plan.py) composed; what the user should see goes to
+the reporter the caller hands in.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from hvd_container.launcher import slurm
-from hvd_container.launcher.batch import render_batch_plan
-from hvd_container.launcher.compose import plan_launch
-from hvd_container.launcher.prepare import prepare_launch, working_directory
+from hvd_container.launcher.machine import ThisMachine
+from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.runtimes import working_directory
 from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
@@ -39,28 +39,24 @@ def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
         raise
 
 
-def salloc_argv(site: Site, request: LaunchRequest) -> tuple[list[str], dict[str, str], list[str]]:
+def salloc_argv(launch: Plan) -> list[str]:
     """`salloc <the allocation's options> srun ...`: an interactive allocation running the step."""
-    plan = plan_launch(site, replace(request, inside_allocation=False))
-    extra = [o for o in site.scheduler.sbatch_options if not o.startswith(_NOT_FOR_SALLOC)]
-    return ["salloc", *plan.allocation, *extra, *plan.step], plan.env, plan.warnings
+    extra = [o for o in launch.site.scheduler.sbatch_options if not o.startswith(_NOT_FOR_SALLOC)]
+    return ["salloc", *launch.allocation, *extra, *launch.step]
 
 
 @contextlib.contextmanager
 def submitted_job(
-    site: Site,
-    request: LaunchRequest,
-    reporter: Reporter,
-    *,
-    private: bool = False,
-    ask: bool = True,
+    launch: Plan, reporter: Reporter, *, private: bool = False, ask: bool = True
 ) -> Iterator[str]:
-    """Submit a prepared launch as a batch job from the current directory; a Ctrl-C until the
-    end of the block cancels it. Warnings go to the reporter; yields the job id."""
-    text, warnings = render_batch_plan(site, replace(request, inside_allocation=False))
+    """Submit a planned launch's batch script from the current directory; a Ctrl-C until the
+    end of the block cancels it. Yields the job id."""
+    if launch.script is None:
+        raise UserError("inside an allocation a launch is a step, not a batch job")
     workdir = working_directory()
-    with slurm.submitted(text, reporter, workdir=workdir, private=private, ask=ask) as job_id:
-        reporter.warn(warnings)
+    with slurm.submitted(
+        launch.script, reporter, workdir=workdir, private=private, ask=ask
+    ) as job_id:
         yield job_id
 
 
@@ -89,20 +85,15 @@ def execute(
             f"--detach: inside an allocation (job {os.environ['SLURM_JOB_ID']}) the step runs "
             "here and cannot detach; run from a login shell, or use `hvd-container batch --submit --detach`"
         )
-    prepared = prepare_launch(site, request, "launch")
-    site, request = prepared.site, prepared.request
+    launch = plan(site, replace(request, inside_allocation=inside), "run", machine=ThisMachine())
+    reporter.warn(launch.warnings)
     if inside:
-        launch = plan_launch(site, replace(request, inside_allocation=True))
-        reporter.warn([*prepared.warnings, *launch.warnings])
         slurm.require_slurm("srun")
         return _run_foreground(launch.argv, launch.env)
     if salloc:
-        argv, env, more = salloc_argv(site, request)
-        reporter.warn([*prepared.warnings, *more])
         slurm.require_slurm("salloc")
-        return _run_foreground(argv, env)
-    reporter.warn(prepared.warnings)
-    with submitted_job(site, request, reporter) as job_id:
+        return _run_foreground(salloc_argv(launch), launch.env)
+    with submitted_job(launch, reporter) as job_id:
         reporter.status(f"submitted batch job {job_id}")
         if detach:
             reporter.status(

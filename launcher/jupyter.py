@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import re
 import secrets
+import socket
+import subprocess
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-from hvd_container.launcher import shell
+from hvd_container.launcher import shell, slurm
+from hvd_container.launcher.execute import submitted_job
+from hvd_container.launcher.machine import ThisMachine
+from hvd_container.launcher.plan import plan
+from hvd_container.launcher.report import Reporter
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.runtimes import working_directory
+from hvd_container.launcher.sites import Site
+from hvd_container.launcher.slurm import Job
 
 from hvd_container.core.errors import StepFailed, UserError
-
-if TYPE_CHECKING:
-    from hvd_container.launcher.report import Reporter
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import Site
-    from hvd_container.launcher.slurm import Job
 
 PORT_RANGE = (20000, 60000)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -115,13 +118,10 @@ def jupyter_request(
         job_name=request.job_name or "jupyter",
         env=env,
         mpi=request.mpi or "none",
-        lightning=False,
     )
 
 
 def _node_addr(node: str) -> str:
-    import subprocess
-
     out = subprocess.run(
         ["scontrol", "show", "node", "-o", node], capture_output=True, text=True
     ).stdout
@@ -141,9 +141,6 @@ def start(
 
     Ctrl-C while waiting cancels the job (nobody has its URL yet), as does the timeout.
     """
-    from hvd_container.launcher.execute import submitted_job
-    from hvd_container.launcher.prepare import prepare_launch, working_directory
-
     port = random_port()
     token = secrets.token_urlsafe(32)
     req = jupyter_request(
@@ -151,12 +148,10 @@ def start(
     )
     python = site.runtime_for(req.runtime).python
     req = replace(req, script=python if python.startswith("/") else req.script)
-    prepared = prepare_launch(site, req, "launch")
-    reporter.warn(prepared.warnings)
+    launch = plan(site, req, "jupyter", machine=ThisMachine())
+    reporter.warn(launch.warnings)
     # private: the log shows the token
-    with submitted_job(
-        prepared.site, prepared.request, reporter, private=True, ask=False
-    ) as job_id:
+    with submitted_job(launch, reporter, private=True, ask=False) as job_id:
         return _wait_for_server(site, job_id, port, token, reporter, timeout=timeout, poll=poll)
 
 
@@ -170,8 +165,6 @@ def _wait_for_server(
     timeout: float,
     poll: float,
 ) -> JupyterSession:
-    from hvd_container.launcher import slurm
-
     deadline = time.monotonic() + timeout
     last_state = None
     while True:
@@ -216,8 +209,6 @@ def server_ready(job: Job, port: int) -> bool:
 def listening_host(job: Job, port: int) -> str | None:
     """The host of Jupyter's URL with our port in the job's log (another than loopback when it
     prints several), or None while there is none."""
-    from hvd_container.launcher import slurm
-
     pattern = ready_pattern(port)
     hosts: list[str] = []
     for path in slurm.log_paths(job):
@@ -232,14 +223,10 @@ def listening_host(job: Job, port: int) -> str | None:
 
 
 def _this_host() -> str:
-    import socket
-
     return socket.getfqdn()
 
 
 def stop(job_id: str) -> None:
-    from hvd_container.launcher import slurm
-
     if not job_id.isdigit():
         raise UserError(f"--stop: {job_id!r} is not a job id (allowed: digits)")
     slurm.cancel(job_id)

@@ -1,24 +1,23 @@
-"""How many nodes, ranks and GPUs a launch uses, from the request and the site's defaults.
+"""How many nodes, ranks and GPUs a launch uses, from the request, the site's partition and the
+controller's way of laying out tasks.
 
-One rank per GPU is the Horovod model: without an explicit layout a node's worth of GPUs gets
-a node's worth of ranks, and `-n` alone outside an allocation gets enough nodes for that.
+One rank per GPU is the default model (the controller may say otherwise: Lightning wants -N
+and --ntasks-per-node): without an explicit layout a node's worth of GPUs gets a node's worth
+of ranks, and `-n` alone outside an allocation gets enough nodes for that. A layout that
+cannot be run (more GPUs than a node has, more ranks than GPUs, more CPUs than a node has)
+is a one-line error with the fix.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from hvd_container.launcher import pitfalls
-from hvd_container.launcher.lightning import lightning_script
+from hvd_container.launcher.controllers import Controller
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
-
-if TYPE_CHECKING:
-    from hvd_container.launcher.request import LaunchRequest
 
 
 @dataclass(frozen=True)
@@ -31,37 +30,25 @@ class Layout:
     gpus_per_node: int  # 0: request none
     gpu_bind_none: bool
     job_name: str | None
-    lightning: bool
+
+    @property
+    def ranks(self) -> int:
+        return self.ntasks or (self.nodes or 1) * (self.ntasks_per_node or 1)
+
+    @property
+    def single_task(self) -> bool:
+        if self.ntasks is not None:
+            return self.ntasks == 1
+        return (self.nodes or 1) == 1 and (self.ntasks_per_node or 1) == 1
 
 
-def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> Layout:
-    """Nodes, ranks and GPUs for request on site; Lightning and GPU pitfalls on the way."""
-    partition = request.partition or site.scheduler.partition
+def resolve_layout(
+    site: Site, request: LaunchRequest, controller: Controller, partition: str | None
+) -> Layout:
+    """Nodes, ranks and GPUs for request on site (counts were checked by request.check)."""
     site_gpus = site.gpus_per_node(partition)
-    lightning, why = request.lightning, None
-    if lightning is None:
-        lightning, why = lightning_script(request.script, request.facts)
-    # the messages say why a script that could not be read counts as a Lightning one
-    script = f"{request.script} ({why})" if why else request.script
-    # counts and their combinations were checked by launcher.request.check
-    n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
-
-    job_name = request.job_name
-    if lightning:
-        pitfalls.apply(pitfalls.lightning_layout(script, n, per_node, site_gpus), warnings)
-        pitfalls.apply(pitfalls.lightning_job_name(script, job_name), warnings)
-        if why:
-            warnings.append(
-                f"{script}: launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
-            )
-        per_node = per_node or max(site_gpus, 1)
-        nodes = nodes or 1
-        job_name = job_name or Path(request.script).stem
-    elif n is None and per_node is None:
-        n = max(site_gpus, 1) * (nodes or 1)
-    elif per_node is not None and nodes is None:
-        # the ranks per node the user asked for, not the site's GPUs per node, set the nodes
-        nodes = math.ceil(n / per_node) if n is not None else 1
+    shape = controller.shape(request, site_gpus)
+    n, nodes, per_node = shape.ntasks, shape.nodes, shape.ntasks_per_node
 
     tasks_on_node = per_node or (math.ceil(n / nodes) if n and nodes else n) or 1
     if not request.inside_allocation and nodes is None and n is not None and site_gpus:
@@ -71,9 +58,7 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
 
     gpu_bind_none = False
     if request.gpus_per_task is not None:
-        pitfalls.apply(
-            pitfalls.gpus_per_task(request.gpus_per_task, site.scheduler.gpu_request), warnings
-        )
+        # every rank would see only "GPU 0" (the gpus-per-task check says so): per node instead
         gpus = request.gpus_per_node or request.gpus_per_task * tasks_on_node
         gpu_bind_none = True
     elif request.gpus_per_node is not None:
@@ -106,7 +91,7 @@ def resolve_layout(site: Site, request: LaunchRequest, warnings: list[str]) -> L
         raise UserError(
             f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
         )
-    return Layout(nodes, n, per_node, gpus, gpu_bind_none, job_name, lightning)
+    return Layout(nodes, n, per_node, gpus, gpu_bind_none, shape.job_name)
 
 
 def _where(site: Site, partition: str | None) -> str:

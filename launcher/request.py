@@ -1,23 +1,27 @@
-"""What a user asks of one launch, and the one place that checks it.
+"""What a user asks of one launch: the parameters, the list of valid ones, and the one place
+that checks them.
 
-`check(site, request)` runs on every path a launch takes (run, batch, jupyter, the quick dry
-run, library callers of prepare_launch or plan_launch), so a request that passes it is one the
-composers can write. Each problem is one line naming the flag and what is allowed.
+`OPTIONS` lists every launch parameter with its flags, its kind of value and its help; the
+CLI makes its options from it (spelled once for run, batch, doctor and jupyter).
+`request_from_options` turns the values into a `LaunchRequest` and `check` checks it; the plan
+(launcher/plan.py) runs `check` once, so a request that passes it is one the plan can write.
+Each problem is one line naming the flag and what is allowed.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
+from hvd_container.launcher import controllers, runtimes
 from hvd_container.launcher.binds import parse_bind, split_binds
-from hvd_container.launcher.facts import ImageFacts
-from hvd_container.launcher.sites import MPI_PLUGINS, Site, env_name_problem, valid_slurm_time
+from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.model import env_name
 from hvd_container.core.text import has_line_ends
-
-CONTROLLERS = ("mpi", "gloo")
+from hvd_container.facts import ImageFacts, facts_from_recipe
 
 
 @dataclass
@@ -28,7 +32,7 @@ class LaunchRequest:
     args: list[str] = field(default_factory=list)
     image: str | None = None
     recipe: str | None = None
-    facts: ImageFacts | None = None  # filled from the recipe (or image labels) by the caller
+    facts: ImageFacts | None = None  # the recipe's (the image's own labels win over them)
     ntasks: int | None = None
     nodes: int | None = None
     ntasks_per_node: int | None = None
@@ -36,7 +40,7 @@ class LaunchRequest:
     gpus_per_task: int | None = None
     cpus_per_task: int | None = None
     mpi: str | None = None  # srun --mpi= plugin; overrides the site's
-    controller: Literal["mpi", "gloo"] = "mpi"
+    controller: str | None = None  # None: the one the script is written for, else mpi
     runtime: str | None = None  # another runtime than the site's default
     modules: list[str] = field(default_factory=list)  # extra shifter modules
     job_name: str | None = None
@@ -51,43 +55,141 @@ class LaunchRequest:
     env: dict[str, str] = field(default_factory=dict)
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
-    lightning: bool | None = None  # None: scan the script
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
-def program_path(script: str) -> str:
-    """The script as the runtime or python is given it: a leading '-' would read as an option."""
-    return f"./{script}" if script.startswith("-") else script
+LAUNCH = "Launch"
+RESOURCES = "Resources"
+SCHEDULER = "Scheduler"
+CONTAINER = "Container"
+
+
+class Option(NamedTuple):
+    """One launch parameter on the command line: its flags, its kind of value, its help."""
+
+    flags: tuple[str, ...]
+    type: Literal["str", "int", "list"]
+    help: str
+    panel: str
+
+
+def _controller_help() -> str:
+    return (
+        "How ranks find each other (default: the one the script is written for, else mpi): "
+        + "; ".join(f"{name}: {controllers.get(name).about}" for name in controllers.names())
+    )
+
+
+# The parameters of a launch (LaunchRequest's fields), as run, batch, doctor and jupyter take them.
+OPTIONS: dict[str, Option] = {
+    "site": Option(("--site",), "str", "Site name or profile path (default: $HVD_CONTAINER_SITE, config.yaml, cluster name, local).", LAUNCH),
+    "image": Option(("--image",), "str", "Image to run: a .sif/.sqfs path or a registry reference.", CONTAINER),
+    "recipe": Option(("--recipe",), "str", "Recipe the image was built from (name or path): names the image, enables checks.", CONTAINER),
+    "ntasks": Option(("-n", "--ntasks"), "int", "Total ranks.", RESOURCES),
+    "nodes": Option(("-N", "--nodes"), "int", "Nodes.", RESOURCES),
+    "ntasks_per_node": Option(("--ntasks-per-node",), "int", "Ranks per node.", RESOURCES),
+    "gpus_per_node": Option(("--gpus-per-node",), "int", "GPUs per node (default: one per rank).", RESOURCES),
+    "gpus_per_task": Option(("--gpus-per-task",), "int", "Discouraged (every rank sees only GPU 0): turned into per-node GPUs.", RESOURCES),
+    "cpus_per_task": Option(("-c", "--cpus-per-task"), "int", "CPUs per rank.", RESOURCES),
+    "mpi": Option(("--mpi",), "str", "srun --mpi plugin (default: the site's).", LAUNCH),
+    "controller": Option(("--controller",), "str", "", LAUNCH),  # help: _controller_help()
+    "runtime": Option(("--runtime",), "str", "Container runtime instead of the site's: {runtimes}.", CONTAINER),
+    "modules": Option(("--module",), "list", "Extra shifter module (repeatable).", CONTAINER),
+    "binds": Option(("-B", "--bind"), "list", "Bind mount SRC[:DST[:ro|rw]] (repeatable).", CONTAINER),
+    "env": Option(("-e", "--env"), "list", "Environment variable NAME=VALUE (repeatable). Not sbatch's -e/--error: that is --job-error.", LAUNCH),
+    "workdir": Option(("--workdir",), "str", "Working directory inside the container.", CONTAINER),
+    "job_name": Option(("-J", "--job-name"), "str", "Job name.", SCHEDULER),
+    "time": Option(("-t", "--time"), "str", "Time limit (HH:MM:SS).", SCHEDULER),
+    "partition": Option(("-p", "--partition"), "str", "Partition.", SCHEDULER),
+    "account": Option(("-A", "--account"), "str", "Account.", SCHEDULER),
+    "qos": Option(("-q", "--qos"), "str", "QOS.", SCHEDULER),
+    "constraint": Option(("-C", "--constraint"), "str", "Node constraint.", SCHEDULER),
+    "comment": Option(("--comment",), "str", "Job comment (mandatory on some sites).", SCHEDULER),
+    "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
+    "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
+}  # fmt: skip
+
+
+def option_help(name: str) -> str:
+    """The help text of a launch parameter (some list what is registered)."""
+    if name == "controller":
+        return _controller_help()
+    return OPTIONS[name].help.replace("{runtimes}", ", ".join(runtimes.kinds()))
 
 
 # far above any machine's ranks or nodes; keeps the layout arithmetic on small integers
 MAX_COUNT = 1_000_000
 
+
+def flag_name(name: str) -> str:
+    """How messages name a parameter: its flags, short first (-n/--ntasks)."""
+    return "/".join(sorted(OPTIONS[name].flags, key=lambda f: f.startswith("--")))
+
+
+def plain_count(value: str | int, name: str) -> int:
+    """A count as Slurm reads one: ASCII decimal digits only. int() alone would take `1_6`,
+    Unicode digits and surrounding spaces, which srun and sbatch do not."""
+    if isinstance(value, int):
+        return value
+    if not (value.isascii() and value.isdigit()):
+        # named as the command line's other usage errors name an option: long flag first
+        flags = "/".join(sorted(OPTIONS[name].flags, key=lambda f: not f.startswith("--")))
+        raise UserError(f"{flags}: {value!r} is not a valid int (decimal digits only)")
+    return int(value)
+
+
+def parse_env(values: list[str] | None) -> dict[str, str]:
+    """NAME=VALUE items of --env as a mapping."""
+    env: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--env: expected NAME=VALUE, got {item!r}")
+        env[name] = value
+    return env
+
+
+def request_from_options(
+    script: str, args: list[str] | None = None, *, warnings: list[str] | None = None, **values: Any
+) -> tuple[Site, LaunchRequest]:
+    """(site, request) from the values of the launch parameters (OPTIONS' names; counts may
+    be text, as the command line gives them). --recipe's facts are read here; a profile passed
+    over while choosing the site is said in `warnings`."""
+    unknown = sorted(set(values) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"not launch parameters: {', '.join(unknown)}")
+    site = select_site(values.pop("site", None), warnings)
+    for name, option in OPTIONS.items():
+        if option.type == "int" and values.get(name) is not None:
+            values[name] = plain_count(values[name], name)
+    values["env"] = parse_env(values.get("env"))
+    for name in ("binds", "modules"):
+        values[name] = list(values.get(name) or [])
+    recipe = values.get("recipe")
+    facts = None
+    if recipe:
+        # the recipe model only for --recipe: importing it adds RECIPE_MS ms to a dry run
+        from hvd_container.containers.recipe import load_recipe
+
+        facts = facts_from_recipe(load_recipe(recipe, with_lock=False))
+    request = LaunchRequest(
+        script=script,
+        args=list(args or []),
+        facts=facts,
+        inside_allocation=bool(os.environ.get("SLURM_JOB_ID")),
+        **values,
+    )
+    return site, request
+
+
 # values that go into options and #SBATCH lines; the script's own arguments and --env values
 # are the user's to choose: they are quoted wherever they are written
 _ONE_LINE = (
-    ("image", "--image"), ("recipe", "--recipe"), ("mpi", "--mpi"), ("runtime", "--runtime"),
-    ("job_name", "-J/--job-name"), ("time", "-t/--time"), ("partition", "-p/--partition"),
-    ("account", "-A/--account"), ("qos", "-q/--qos"), ("constraint", "-C/--constraint"),
-    ("comment", "--comment"), ("workdir", "--workdir"), ("script", "SCRIPT"),
-    ("job_output", "--job-output"), ("job_error", "--job-error"),
+    "image", "recipe", "mpi", "runtime", "job_name", "time", "partition", "account", "qos",
+    "constraint", "comment", "workdir", "job_output", "job_error", "controller",
 )  # fmt: skip
 
-
-def _one_line_values(request: LaunchRequest) -> list[tuple[str, str]]:
-    found = [(flag, getattr(request, name)) for name, flag in _ONE_LINE]
-    found += [("--module", m) for m in request.modules] + [("-B/--bind", b) for b in request.binds]
-    return [(flag, value) for flag, value in found if isinstance(value, str)]
-
-
-COUNTS = (
-    ("ntasks", "-n/--ntasks"),
-    ("nodes", "-N/--nodes"),
-    ("ntasks_per_node", "--ntasks-per-node"),
-    ("gpus_per_node", "--gpus-per-node"),
-    ("gpus_per_task", "--gpus-per-task"),
-    ("cpus_per_task", "--cpus-per-task"),
-)
+COUNTS = ("ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "gpus_per_task", "cpus_per_task")
 
 
 def check(site: Site, request: LaunchRequest) -> None:
@@ -96,15 +198,13 @@ def check(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--mpi: {request.mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})"
         )
-    if request.controller not in CONTROLLERS:
-        raise UserError(
-            f"--controller: {request.controller!r} is not allowed (allowed: {', '.join(CONTROLLERS)})"
-        )
-    site.runtime_for(request.runtime)  # an unknown or unconfigured runtime is refused there
-    for name, flag in COUNTS:
+    if request.controller is not None:
+        controllers.get(request.controller)  # an unknown one is refused there
+    site.runtime_for(request.runtime)  # an unknown runtime is refused there
+    for name in COUNTS:
         value = getattr(request, name)
         if value is not None and not 1 <= value <= MAX_COUNT:
-            raise UserError(f"{flag}: must be 1 to {MAX_COUNT} (got {value})")
+            raise UserError(f"{flag_name(name)}: must be 1 to {MAX_COUNT} (got {value})")
     n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
     if n is not None and nodes is not None and per_node is not None and n > nodes * per_node:
         # fewer is fine: Slurm then reads --ntasks-per-node as a maximum
@@ -122,8 +222,15 @@ def check(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
-    for flag, value in _one_line_values(request):
-        if has_line_ends(value):
+    one_line = [
+        (flag_name(n) if n in OPTIONS else "SCRIPT", getattr(request, n))
+        for n in (*_ONE_LINE, "script")
+    ]
+    one_line += [("--module", m) for m in request.modules] + [
+        ("-B/--bind", b) for b in request.binds
+    ]
+    for flag, value in one_line:
+        if isinstance(value, str) and has_line_ends(value):
             raise UserError(
                 f"{flag}: {value!r} has control characters or line breaks, which would break "
                 "the line it goes on (srun's options, #SBATCH lines)"
@@ -132,9 +239,12 @@ def check(site: Site, request: LaunchRequest) -> None:
     if nul:
         raise UserError(f"{nul[0]!r}: a NUL byte cannot be passed to a program (argv, environment)")
     for name in request.env:
-        problem = env_name_problem(name)
-        if problem:
-            raise UserError(f"--env: {problem}")
+        try:
+            env_name(name)
+        except ValueError:
+            raise UserError(
+                f"--env: {name!r} is not a variable name (letters, digits, _)"
+            ) from None
     for bind in (one for item in request.binds for one in split_binds(item)):
         parsed = parse_bind(bind)
         if isinstance(parsed, str):

@@ -4,6 +4,10 @@ Built-in profiles live in launcher/sites/*.yaml; users add or override them in
 ``$XDG_CONFIG_HOME/hvd-container/sites/`` (default ``~/.config/hvd-container/sites/``) or pass
 a path. Selection order: ``--site``, ``$HVD_CONTAINER_SITE``, ``site:`` in the user's
 ``config.yaml``, the Slurm cluster name, then ``local``.
+
+A profile is validated like a recipe (core/yamlconf.py): pydantic models, every error one line
+``FILE:LINE: key.path: problem (allowed: ...)``, and the JSON Schema for editors made from the
+same models. The keys of each runtime entry are the runtime's own (launcher/runtimes/).
 """
 
 from __future__ import annotations
@@ -11,110 +15,78 @@ from __future__ import annotations
 import os
 import re
 import string
-import typing
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from hvd_container.launcher import schema
+from hvd_container.launcher import runtimes
 from hvd_container.launcher.binds import parse_bind, split_binds
+from hvd_container.launcher.runtimes import RuntimeProfile
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
+from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError, raise_problems
-
-if typing.TYPE_CHECKING:
-    from hvd_container.core import yamlconf
+from hvd_container.core.model import EnvName, Line, Strict
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
-RuntimeKind = Literal[
-    "apptainer", "singularity", "shifter", "podman-hpc", "pyxis", "charliecloud", "none"
-]
-RUNTIME_KINDS = typing.get_args(RuntimeKind)
 MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
-MPI_PLUGINS = typing.get_args(MpiPlugin)
+MPI_PLUGINS: tuple[str, ...] = MpiPlugin.__args__  # type: ignore[attr-defined]
 GpuRequest = Literal["gres", "gpus-per-node", "none"]
 
 SITE_ENV_VAR = "HVD_CONTAINER_SITE"
 SLURM_CONF_PATHS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf")
 BUILTIN_DIR = Path(__file__).with_name("sites")
-# fullmatch, not match with $ (which also matches before a trailing newline); ASCII digits only
-_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
-_SLURM_TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}")
+SCHEMA_FILE = "site.schema.json"
 _MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-# An environment variable name: what `--env` and a profile's `env:` accept. Anything else
-# would end up unquoted in `export NAME=...` lines of batch scripts.
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEMPLATE_FIELDS = ("name", "version", "registry", "dir")
 
-
-SCHEMA_FILE = "site.schema.json"
-
-
-def site_schema() -> dict[str, Any]:
-    """The JSON Schema of a site profile file (launcher/sites/site.schema.json is its copy)."""
-    return schema.json_schema(
-        Site,
-        "hvd-container site profile",
-        "What a cluster needs in its srun/sbatch lines (hvd-container sites show FILE checks it "
-        "with line numbers).",
-    )
-
-
-def _name_ok(value: str) -> str | None:
-    return None if _NAME.fullmatch(value) else "lower-case letters, digits and . _ - only"
-
-
-def _time_ok(value: str | None) -> str | None:
-    if value is None or _SLURM_TIME.fullmatch(value):
-        return None
-    return "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS"
+_NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
+_TIME_PATTERN = r"^([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}$"
+_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$"
+_DRIVER_PATTERN = r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$"
+_INTERFACE_PATTERN = r"^[A-Za-z0-9_.:@-]{1,15}$"
+_URL_PATTERN = r"^https?://\S+$"
+# What each pattern allows, in words: error messages say this, never the expression.
+PATTERN_WORDS = {
+    _NAME_PATTERN: "lower-case letters, digits and . _ - only",
+    _TIME_PATTERN: "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS",
+    _DATE_PATTERN: "a date YYYY-MM-DD (or YYYY-MM)",
+    _DRIVER_PATTERN: 'an NVIDIA driver version such as "535" or "550.127.05"',
+    _INTERFACE_PATTERN: "a network interface name (letters, digits, _ . : @ -; at most 15 characters), e.g. hsn0",
+    _URL_PATTERN: "an http(s) URL",
+}
 
 
 def valid_slurm_time(value: str) -> bool:
     """MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
-    return bool(_SLURM_TIME.fullmatch(value))
+    return bool(re.fullmatch(_TIME_PATTERN[1:-1], value))
 
 
-def _positive(value: int | None) -> str | None:
-    return None if value is None or value >= 0 else "must be 0 or more"
-
-
-def _unique(value: list[str]) -> str | None:
-    return None if len(set(value)) == len(value) else "each entry may appear once"
-
-
-def _bind_ok(value: list[str]) -> str | None:
+def _binds_ok(value: list[str]) -> list[str]:
     for bind in (one for item in value for one in split_binds(item)):
         parsed = parse_bind(bind, allow_unexpanded=True)
         if isinstance(parsed, str):
-            return parsed
-    return None
+            raise ValueError(parsed)
+    return value
 
 
-def _options_ok(value: list[str]) -> str | None:
+def _options_ok(value: list[str]) -> list[str]:
     for option in value:
         if not option.startswith("-") or option.strip("-") == "":
-            return f"each entry is an option such as --exclusive or --gres=nic:1, not {option!r}"
-    return None
+            raise ValueError(
+                f"each entry is an option such as --exclusive or --gres=nic:1, not {option!r}"
+            )
+    return value
 
 
-def _sbatch_options_ok(value: list[str]) -> str | None:
-    problem = _options_ok(value)
-    if problem is None and any(any(c.isspace() for c in o) for o in value):
-        return "options of #SBATCH lines cannot contain spaces"
-    return problem
+def _sbatch_options_ok(value: list[str]) -> list[str]:
+    _options_ok(value)
+    if any(any(c.isspace() for c in o) for o in value):
+        raise ValueError("options of #SBATCH lines cannot contain spaces")
+    return value
 
 
-def _interface_ok(value: str | None) -> str | None:
-    if value is None or re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", value):
-        return None
-    return "a network interface name (letters, digits, _ . : @ -; at most 15 characters), e.g. hsn0"
-
-
-def _template_ok(value: str | None) -> str | None:
+def _template_ok(value: str) -> str:
     """images.template may use the documented placeholders, plainly: {name}, {version}, ..."""
-    if value is None:
-        return None
     allowed = ", ".join("{" + name + "}" for name in TEMPLATE_FIELDS)
     try:
         for _text, field_name, spec, conversion in string.Formatter().parse(value):
@@ -123,183 +95,168 @@ def _template_ok(value: str | None) -> str | None:
             if field_name not in TEMPLATE_FIELDS or conversion or spec:
                 shown = "{" + field_name + (f"!{conversion}" if conversion else "")
                 shown += (f":{spec}" if spec else "") + "}"
-                return f"not a usable template: unknown placeholder {shown} (allowed: {allowed})"
-    except ValueError as exc:  # unbalanced braces
-        return f"not a usable template: {exc} (allowed: {allowed})"
-    return None
+                raise ValueError(
+                    f"not a usable template: unknown placeholder {shown} (allowed: {allowed})"
+                )
+    except ValueError as exc:  # unbalanced braces too
+        if "not a usable template" in str(exc):
+            raise
+        raise ValueError(f"not a usable template: {exc} (allowed: {allowed})") from None
+    return value
 
 
-def env_name_problem(name: str) -> str | None:
-    """Why name cannot be an environment variable, or None if it can."""
-    if ENV_NAME.fullmatch(name):
-        return None
-    return f"{name!r} is not a variable name (letters, digits, _)"
+def _abs_paths_ok(value: list[str]) -> list[str]:
+    bad = [v for v in value if not v.startswith("/")]
+    if bad:
+        raise ValueError(f"absolute paths, not {bad[0]!r}")
+    return value
 
 
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}(-[0-9]{2})?")
+def _unique(value: list[str]) -> list[str]:
+    if len(set(value)) != len(value):
+        raise ValueError("each entry may appear once")
+    return value
 
 
-def _date_ok(value: str) -> str | None:
-    return None if _DATE.fullmatch(value) else "a date YYYY-MM-DD (or YYYY-MM)"
+Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
+SlurmTime = Annotated[Line, Field(pattern=_TIME_PATTERN)]
 
 
-_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
-
-
-def _driver_ok(value: str | None) -> str | None:
-    if value is None or _DRIVER.fullmatch(value):
-        return None
-    return 'an NVIDIA driver version such as "535" or "550.127.05"'
-
-
-def _glibc_ok(value: str | None) -> str | None:
-    if value is None or re.fullmatch(r"2\.[0-9]{1,2}", value):
-        return None
-    return 'a glibc version such as "2.31"'
-
-
-def _abs_paths_ok(value: list[str]) -> str | None:
-    bad = [v for v in value if not v.startswith("/") or "\n" in v]
-    return f"absolute paths, not {bad[0]!r}" if bad else None
-
-
-def _url_ok(value: str) -> str | None:
-    return None if value.startswith(("https://", "http://")) else "an http(s) URL"
-
-
-@dataclass(frozen=True)
-class Source:
+class Source(Strict):
     """Where a fact of the profile comes from, when it was checked, and whether it could be
     confirmed (`sites show` names the unconfirmed ones)."""
 
-    about: str
-    url: str = field(metadata={"check": _url_ok})
-    checked: str = field(metadata={"check": _date_ok})
+    about: Line
+    url: Annotated[str, Field(pattern=_URL_PATTERN)]
+    checked: Annotated[str, Field(pattern=_DATE_PATTERN)]
     confirmed: bool = True
 
 
-@dataclass(frozen=True)
-class Comment:
+class Comment(Strict):
     """A `--comment` the scheduler insists on (KISTI Neuron: the application name)."""
 
     required: bool = False
-    default: str | None = None
-    allowed: list[str] = field(default_factory=list)
+    default: Line | None = None
+    allowed: list[Line] = Field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Partition:
+class Partition(Strict):
     """A partition's node shape."""
 
-    gpus_per_node: int = field(default=0, metadata={"check": _positive})
-    cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
-    gpu: str | None = None
+    gpus_per_node: int = Field(default=0, ge=0)
+    cpus_per_node: int | None = Field(default=None, ge=0)
+    gpu: Line | None = None
     arch: Arch | None = None
 
 
-@dataclass(frozen=True)
-class Scheduler:
+class Scheduler(Strict):
     """The Slurm options a site needs."""
 
-    partition: str | None = None
-    partitions: dict[str, Partition] = field(default_factory=dict)
-    account: str | None = None
-    account_suffix: str | None = None  # Perlmutter charges GPU jobs to <project>_g
-    qos: str | None = None
-    constraint: str | None = None
-    comment: Comment = field(default_factory=Comment)
+    partition: Line | None = None
+    partitions: dict[Line, Partition] = Field(default_factory=dict)
+    account: Line | None = None
+    account_suffix: Line | None = Field(
+        default=None, description="GPU jobs are charged to <project><suffix> (Perlmutter: _g)."
+    )
+    qos: Line | None = None
+    constraint: Line | None = None
+    comment: Comment = Field(default_factory=Comment)
     gpu_request: GpuRequest = "gres"
-    gpus_per_node: int = field(default=0, metadata={"check": _positive})
-    cpus_per_node: int | None = field(default=None, metadata={"check": _positive})
-    cpus_per_task: int | None = field(default=None, metadata={"check": _positive})
-    time: str | None = field(default=None, metadata={"check": _time_ok})
-    srun_options: list[str] = field(default_factory=list, metadata={"check": _options_ok})
+    gpus_per_node: int = Field(default=0, ge=0)
+    cpus_per_node: int | None = Field(default=None, ge=0)
+    cpus_per_task: int | None = Field(default=None, ge=0)
+    time: SlurmTime | None = None
+    srun_options: Annotated[list[Line], AfterValidator(_options_ok)] = Field(default_factory=list)
     # each is a #SBATCH line of its own, which ends at the first space
-    sbatch_options: list[str] = field(default_factory=list, metadata={"check": _sbatch_options_ok})
+    sbatch_options: Annotated[list[Line], AfterValidator(_sbatch_options_ok)] = Field(
+        default_factory=list
+    )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _default_partition_is_listed(self) -> Scheduler:
         if self.partition and self.partitions and self.partition not in self.partitions:
             known = ", ".join(self.partitions)
             raise ValueError(
                 f"partition {self.partition!r} is not in partitions (allowed: {known})"
             )
+        return self
 
     def partition_info(self, name: str | None) -> Partition | None:
         return self.partitions.get(name) if name else None
 
 
-@dataclass(frozen=True)
-class Runtime:
-    """The container runtime of a site and its flags."""
-
-    kind: RuntimeKind
-    command: Literal["run", "exec"] = "exec"
-    gpu: bool = True
-    flags: list[str] = field(default_factory=list)
-    modules: list[str] = field(default_factory=list, metadata={"check": _unique})
-    python: str = "python"
-    # the glibc the host libraries this runtime injects (MPI, GPU driver) were built against:
-    # an image with an older glibc cannot load them
-    injects_glibc: str | None = field(default=None, metadata={"check": _glibc_ok})
-
-
-@dataclass(frozen=True)
-class Images:
+class Images(Strict):
     """Where a site keeps images and how their names are made."""
 
-    dir: str | None = None
-    template: str | None = field(default=None, metadata={"check": _template_ok})
-    registry: str | None = None
-    # where images are unpacked for ch-run: off $HOME on sites whose home is small or slow
-    # (e.g. $SCRATCH/hvd-cache; `~` and $VARS expand); $HVD_CONTAINER_CACHE wins over it
-    cache_dir: str | None = None
+    dir: Line | None = None
+    template: Annotated[Line, AfterValidator(_template_ok)] | None = None
+    registry: Line | None = None
+    cache_dir: Line | None = Field(
+        default=None,
+        description="Where images are unpacked for ch-run: off $HOME on sites whose home is "
+        "small or slow (e.g. $SCRATCH/hvd-cache; ~ and $VARS expand); $HVD_CONTAINER_CACHE wins.",
+    )
 
 
-@dataclass(frozen=True)
-class Site:
+if TYPE_CHECKING:
+    RuntimeEntry = RuntimeProfile
+else:  # one model per runtime module, told apart by `kind`
+    RuntimeEntry = Annotated[Union[runtimes.profiles()], Field(discriminator="kind")]  # noqa: UP007
+
+
+class Site(Strict):
     """A site profile."""
 
-    name: str = field(metadata={"check": _name_ok})
-    runtime: Runtime
-    description: str = ""
-    other_runtimes: list[Runtime] = field(default_factory=list)
-    arch: Arch | Literal["host"] = "amd64"
-    cluster_names: list[str] = field(default_factory=list)
-    login_host: str | None = None
-    # the compute nodes' cluster-facing interface: Jupyter listens on its address only
-    jupyter_interface: str | None = field(default=None, metadata={"check": _interface_ok})
-    scheduler: Scheduler = field(default_factory=Scheduler)
+    name: Name
+    runtime: RuntimeEntry
+    description: Line = ""
+    other_runtimes: list[RuntimeEntry] = Field(default_factory=list)
+    arch: Literal["amd64", "arm64", "ppc64le", "host"] = Field(
+        default="amd64", description="The nodes' architecture; host: this machine's."
+    )
+    cluster_names: list[Line] = Field(default_factory=list)
+    login_host: Line | None = None
+    jupyter_interface: Annotated[str, Field(pattern=_INTERFACE_PATTERN)] | None = Field(
+        default=None,
+        description="The compute nodes' cluster-facing interface: Jupyter listens on its address only.",
+    )
+    scheduler: Scheduler = Field(default_factory=Scheduler)
     mpi: MpiPlugin | None = None
-    # the GPU nodes' NVIDIA driver: an image's CUDA must be one it runs (doctor, preflight)
-    gpu_driver: str | None = field(default=None, metadata={"check": _driver_ok})
-    # where compute nodes see the same files as the login node; empty: not known (then only
-    # the usual node-local places, /tmp and the like, are refused for images)
-    shared_paths: list[str] = field(default_factory=list, metadata={"check": _abs_paths_ok})
-    modules: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    binds: list[str] = field(default_factory=list, metadata={"check": _bind_ok})
-    images: Images = field(default_factory=Images)
-    notes: list[str] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
-    source: str = field(default="", metadata={"internal": True})
+    gpu_driver: Annotated[str, Field(pattern=_DRIVER_PATTERN)] | None = Field(
+        default=None,
+        description="The GPU nodes' NVIDIA driver: an image's CUDA must be one it runs.",
+    )
+    shared_paths: Annotated[list[Line], AfterValidator(_abs_paths_ok)] = Field(
+        default_factory=list,
+        description="Where compute nodes see the login node's files; empty: not known (then "
+        "only the usual node-local places, /tmp and the like, are refused for images).",
+    )
+    modules: list[Line] = Field(default_factory=list)
+    env: dict[EnvName, Line] = Field(default_factory=dict)
+    binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
+    images: Images = Field(default_factory=Images)
+    notes: list[Line] = Field(default_factory=list)
+    sources: list[Source] = Field(default_factory=list)
+    _source: str = PrivateAttr(default="")
+
+    @property
+    def source(self) -> str:
+        """The file the profile was read from."""
+        return self._source
 
     @property
     def unconfirmed(self) -> list[str]:
         """The facts of the profile its sources could not confirm, one line each."""
         return [f"{s.about} ({s.url}, {s.checked})" for s in self.sources if not s.confirmed]
 
-    def runtime_for(self, kind: str | None) -> Runtime:
+    def runtime_for(self, kind: str | None) -> RuntimeProfile:
         """The profile's runtime, or the one of that kind (its own settings or the defaults)."""
         if kind is None or kind == self.runtime.kind:
             return self.runtime
         for other in self.other_runtimes:
             if other.kind == kind:
                 return other
-        if kind not in RUNTIME_KINDS:
-            raise UserError(
-                f"--runtime: unknown runtime {kind!r} (allowed: {', '.join(RUNTIME_KINDS)})"
-            )
-        return Runtime(kind=kind, gpu=self.runtime.gpu)  # type: ignore[arg-type]
+        return runtimes.default_profile(kind, gpu=self.runtime.gpu)
 
     def arch_for(self, partition: str | None) -> str:
         info = self.scheduler.partition_info(partition)
@@ -308,6 +265,19 @@ class Site:
     def gpus_per_node(self, partition: str | None) -> int:
         info = self.scheduler.partition_info(partition)
         return info.gpus_per_node if info is not None else self.scheduler.gpus_per_node
+
+
+def site_schema() -> dict[str, Any]:
+    """The JSON Schema of a site profile file (launcher/sites/site.schema.json is its copy)."""
+    schema = Site.model_json_schema()
+    schema.pop("title", None)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "hvd-container site profile",
+        "description": "What a cluster needs in its srun/sbatch lines (hvd-container sites "
+        "validate FILE checks it with line numbers).",
+        **schema,
+    }
 
 
 def host_arch() -> str:
@@ -324,48 +294,19 @@ def user_sites_dir() -> Path:
     return user_config_dir() / "sites"
 
 
-def _where_in(source: str) -> Callable[[schema.Path_], str]:
-    return lambda _path: source
-
-
-def validate_site(data: Any, where: Callable[[schema.Path_], str], source: str) -> Site:
-    """Validate profile data; `arch: host` becomes this machine's architecture."""
-    site = schema.validate(Site, data, where)
-    for key in site.env:
-        problem = env_name_problem(key)
-        if problem:
-            raise UserError(f"{where(('env', key))}: env: {problem}")
-    if site.runtime.kind == "shifter":
-        for flag in site.runtime.flags:
-            if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
-                raise UserError(
-                    f"{where(('runtime', 'flags'))}: runtime.flags: shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
-                )
-    arch = host_arch() if site.arch == "host" else site.arch
-    return replace(site, arch=arch, source=source)  # type: ignore[arg-type]  # host_arch() is an Arch
-
-
 def parse_site(doc: yamlconf.Document) -> Site:
-    """Validate a parsed profile document (errors name FILE:LINE)."""
-    return validate_site(doc.data, doc.where, doc.source)
+    """Validate a parsed profile document (every error a line naming FILE:LINE); `arch: host`
+    becomes this machine's architecture."""
+    site = yamlconf.validate(Site, doc, words=PATTERN_WORDS)
+    if site.arch == "host":
+        site = site.model_copy(update={"arch": host_arch()})
+    site._source = doc.source
+    return site
 
 
 def read_site_file(path: Path) -> Site:
-    """Load and validate a profile file, through the cache of validated profiles."""
-    from hvd_container.launcher import profile_cache
-
-    cached = profile_cache.get(path)
-    if cached is not None:
-        try:
-            return validate_site(cached, _where_in(str(path)), str(path))
-        except UserError:
-            pass  # the rules changed since it was cached: re-read for an exact FILE:LINE
-    from hvd_container.core import yamlconf
-
-    doc = yamlconf.load(path)
-    site = parse_site(doc)
-    profile_cache.put(path, doc.data)
-    return site
+    """Load and validate a profile file."""
+    return parse_site(yamlconf.load(path))
 
 
 def _site_files() -> dict[str, Path]:
@@ -396,11 +337,10 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
     text = str(name_or_path)
     looks_like_path = os.sep in text or text.endswith((".yaml", ".yml"))
     path = Path(text) if looks_like_path else site_file(text)
-    site = read_site_file(path)
+    doc = yamlconf.load(path)
+    site = parse_site(doc)
     if not looks_like_path and site.name != path.stem:
-        from hvd_container.core import yamlconf
-
-        line = yamlconf.load(path).line_of(("name",)) or 1
+        line = doc.line_of(("name",)) or 1
         raise UserError(
             f"{path}:{line}: name: must match the file name {path.stem!r} (got {site.name!r})"
         )
@@ -409,16 +349,9 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
 
 def _config_site() -> tuple[str, str] | None:
     """(site, where) from the user's config.yaml, if it names one."""
-    from hvd_container.launcher import profile_cache
-
     path = user_config_dir() / "config.yaml"
     if not path.is_file():
         return None
-    cached = profile_cache.get(path)
-    if cached is not None and set(cached) <= {"site"} and isinstance(cached.get("site"), str):
-        return cached["site"], str(path)
-    from hvd_container.core import yamlconf
-
     doc = yamlconf.load(path)
     allowed = ("site",)
     for key in doc.data:
@@ -433,7 +366,6 @@ def _config_site() -> tuple[str, str] | None:
         raise UserError(
             f"{doc.where(('site',))}: site: expected a site name or path (got {value!r})"
         )
-    profile_cache.put(path, doc.data)
     return value, doc.where(("site",))
 
 

@@ -1,9 +1,7 @@
 """The `hvd-container` command line: parses, calls a library function, prints.
 
-Each command group lives in hvd_container/cli/commands/<group>.py and registers itself here.
-Command modules import heavy libraries (docker, requests, spython, pydantic models of the
-build side) inside their functions. The console script (hvd_container/cli/entry.py) answers
-`run --dry-run` without this module, and so without typer.
+Each command group lives in hvd_container/cli/commands/<group>.py and registers itself here;
+a group's module is imported when one of its commands is looked up (cli/commands/__init__.py).
 """
 
 from __future__ import annotations

@@ -139,6 +139,13 @@ _JOB_ROW = _record(
     }
 )
 
+_CHECK_RESULTS = {
+    "type": "array",
+    "items": _record(
+        {"check": _STR, "status": {"enum": ["pass", "warn", "fail", "skip"]}, "message": _STR}
+    ),
+}
+
 OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "error": _record(
         {
@@ -212,12 +219,10 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "site": _STR,
             "image": _NULL_STR,
             "ok": _BOOL,
-            "checks": {
-                "type": "array",
-                "items": _record(
-                    {"check": _STR, "status": {"enum": ["pass", "warn", "fail"]}, "message": _STR}
-                ),
-            },
+            # every check of the registry, in its order; skip: it lacked what it needs to judge
+            "checks": _CHECK_RESULTS,
+            # what the smoke job found (--smoke), per controller and operation
+            "smoke": _CHECK_RESULTS,
         }
     ),
     "run-dry-run": _result(

@@ -1,36 +1,66 @@
-"""Container runtimes: each turns one invocation into the srun flags and argv it needs.
+"""Container runtimes: everything special about one runtime lives in its own module here.
 
-One module per runtime, each with `image_ref(ref) -> str` (the runtime's own reference
-syntax) and `wrap(inv) -> Wrapped`. Modules are imported only when used.
+A module defines a `Runtime` subclass and a `RuntimeProfile` subclass: the profile keys it
+reads (its `kind:` entry of a site profile), how it names images, what it prepares before a
+launch (Charliecloud unpacks a SIF), the argv it wraps a program in, and what the launch
+checks ask of it (does it give the container the GPUs, inject the host's MPI, bring NCCL's
+network plugin). It may register checks of its own (launcher/checks.py); they apply only to
+launches with that runtime. The modules are found by listing this package: adding a runtime
+is adding a file (and its golden launch lines).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import pkgutil
+import re
 from dataclasses import dataclass, field
-from types import ModuleType
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-_MODULES = {
-    "apptainer": "apptainer",
-    "singularity": "apptainer",
-    "shifter": "shifter",
-    "podman-hpc": "podman_hpc",
-    "pyxis": "pyxis",
-    "charliecloud": "charliecloud",
-    "none": "none",
-}
+from hvd_container.launcher.binds import source_of, split_binds
+from pydantic import AfterValidator, Field
+
+from hvd_container.core.errors import UserError
+from hvd_container.core.files import user_path
+from hvd_container.core.model import Line, Strict
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.checks import Launch
+
+
+def _glibc(value: str) -> str:
+    if not re.fullmatch(r"2\.[0-9]{1,2}", value):
+        raise ValueError('a glibc version such as "2.31"')
+    return value
+
+
+class RuntimeProfile(Strict):
+    """A site's container runtime and its settings (`runtime:` / `other_runtimes:` entries)."""
+
+    kind: str
+    gpu: bool = Field(default=True, description="Give the container the GPUs the job asks for.")
+    flags: list[Line] = Field(
+        default_factory=list, description="More words for the runtime's command line, as given."
+    )
+    python: Line = Field(default="python", description="The image's python, for .py scripts.")
+    injects_glibc: Annotated[str, AfterValidator(_glibc)] | None = Field(
+        default=None,
+        description="The glibc the host libraries this runtime injects (MPI, GPU driver) were "
+        "built against: an image with an older glibc cannot load them.",
+    )
 
 
 @dataclass(frozen=True)
 class Invocation:
     """What to run in the container, independent of the runtime."""
 
-    kind: str
     image: str | None
     program: list[str]
-    command: str = "exec"  # apptainer/singularity: run | exec
     gpu: bool = True
-    flags: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # from the runtime's preparation
     modules: list[str] = field(default_factory=list)
     binds: list[str] = field(default_factory=list)  # SRC:DST[:ro|rw], DST always spelled out
     workdir: str | None = None
@@ -45,11 +75,183 @@ class Wrapped:
     argv: list[str]  # what follows the srun options
 
 
-def runtime_module(kind: str) -> ModuleType:
-    return importlib.import_module(f"hvd_container.launcher.runtimes.{_MODULES[kind]}")
+@dataclass(frozen=True)
+class Prepared:
+    """What a runtime did or would do before the launch: the image it runs (an unpacked
+    directory, say), more flags, variables and binds, a working directory, a script path."""
+
+    image: str | None
+    flags: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    binds: list[str] = field(default_factory=list)
+    workdir: str | None = None
+    script: str | None = None  # the script as the container sees it, when that differs
+    notes: list[str] = field(default_factory=list)  # what the user should know
 
 
 def is_file_ref(ref: str) -> bool:
     return ref.startswith(("/", "./", "../", "~")) or ref.endswith(
         (".sif", ".img", ".sqsh", ".sqfs", ".squashfs", ".tar.gz")
     )
+
+
+class Runtime:
+    """How a launch runs in one kind of container. The defaults suit a runtime that runs
+    registry images, passes the host environment in and gives the GPUs on its own."""
+
+    kinds: ClassVar[tuple[str, ...]]  # the `kind:` values this class serves
+    profile_model: ClassVar[type[RuntimeProfile]]
+    runs_image: ClassVar[bool] = True  # False: the program runs on the host
+    image_files: ClassVar[bool] = False  # True: an image may be a file here (a SIF)
+    accepts_modules: ClassVar[bool] = False  # --module (Shifter's)
+    gpu_flag: ClassVar[str] = ""  # the option that gives the container the GPUs, if any
+
+    def __init__(self, profile: RuntimeProfile) -> None:
+        self.profile = profile
+
+    @property
+    def kind(self) -> str:
+        return self.profile.kind
+
+    def image_ref(self, ref: str) -> str:
+        """The image as this runtime spells it on its command line."""
+        return ref
+
+    def image_path(self, ref: str) -> str | None:
+        """The local file or directory that `ref` names, or None for a registry reference."""
+        if not self.image_files or not is_file_ref(ref):
+            return None
+        return os.path.abspath(os.path.expanduser(ref))
+
+    def missing_image(self, ref: str, origin: str) -> str | None:
+        """Why `ref` cannot be run from here: a named file that does not exist, or None."""
+        path = self.image_path(ref)
+        if path is None or user_path(path).exists():
+            return None
+        return (
+            f"{origin} {ref}: no such file or directory (make it with `hvd-container build` "
+            "then `hvd-container convert --to sif`)"
+        )
+
+    def unusable_image(self, ref: str) -> str | None:
+        """Why this runtime cannot run `ref` at all (a file where it takes registry images)."""
+        return None
+
+    def needs_image_here(self, launch: Launch) -> bool:
+        """Whether preparing the launch reads the image file on this machine."""
+        return False
+
+    def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
+        """What the launch needs beyond the argv: `dry_run` computes it without side effects."""
+        return Prepared(launch.image)
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The variables srun runs with so that the container sees `env`."""
+        return env
+
+    def modules(self, launch: Launch) -> list[str]:
+        """The runtime's modules for this launch (Shifter's); none by default."""
+        return []
+
+    def wrap(self, inv: Invocation) -> Wrapped:
+        raise NotImplementedError
+
+    # What the launch checks ask of a runtime (launcher/checks.py): None means all is well.
+
+    def gpu_gap(self, launch: Launch) -> str | None:
+        """Why the container lacks the GPUs the job asks for, with the fix."""
+        if self.profile.gpu:
+            return None
+        without = self.gpu_flag or "GPUs"
+        return f"{self.kind} runs without {without} (gpu: false for it in site {launch.site.name}'s profile); set gpu: true for the {self.kind} runtime in the profile"
+
+    def injects_host_mpi(self, launch: Launch) -> bool:
+        """Whether the runtime swaps the site's MPI (Cray MPICH) into the container."""
+        return False
+
+    def missing_nccl_plugin(self, launch: Launch) -> str | None:
+        """Why NCCL's network plugin is absent from the container although NCCL_NET is forced."""
+        return None
+
+    def dropped_task_env(self) -> str | None:
+        """Why srun's per-task variables (SLURM_*, PMI_*) do not reach the program."""
+        return None
+
+    def module_problem(self, launch: Launch) -> tuple[str, str] | None:
+        """(fail | warn, message) about --module for this runtime."""
+        if launch.request.modules:
+            takers = ", ".join(
+                k for cls in _classes().values() if cls.accepts_modules for k in cls.kinds
+            )
+            return "fail", (
+                f"--module is a {takers} option; runtime {self.kind} has no modules (allowed with: {takers})"
+            )
+        return None
+
+
+@functools.cache
+def _classes() -> dict[str, type[Runtime]]:
+    """kind -> the Runtime class serving it, from the modules of this package."""
+    found: dict[str, type[Runtime]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Runtime)
+                and value.__module__ == module.__name__
+            ):
+                found.update(dict.fromkeys(value.kinds, value))
+    return found
+
+
+def kinds() -> list[str]:
+    """Every runtime kind a site profile or --runtime may name."""
+    return list(_classes())
+
+
+def profiles() -> tuple[type[RuntimeProfile], ...]:
+    """The profile model of each runtime (a site profile's runtime entries are one of them)."""
+    return tuple(dict.fromkeys(cls.profile_model for cls in _classes().values()))
+
+
+def default_profile(kind: str, **values: Any) -> RuntimeProfile:
+    """The settings of a runtime kind a profile does not configure."""
+    cls = _classes().get(kind)
+    if cls is None:
+        raise UserError(f"--runtime: unknown runtime {kind!r} (allowed: {', '.join(kinds())})")
+    return cls.profile_model.model_validate({"kind": kind, **values})
+
+
+def runtime(profile: RuntimeProfile) -> Runtime:
+    """The runtime a profile entry configures."""
+    return _classes()[profile.kind](profile)
+
+
+def working_directory() -> str:
+    """The current directory, or a one-line error when it was deleted under us."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UserError(
+            "the current directory no longer exists: cd to an existing directory and run again"
+        ) from None
+
+
+def bind_working_directory(launch: Launch) -> Prepared:
+    """For runtimes that mount nothing on their own (ch-run, podman-hpc): the working directory
+    (and a script's folder outside it) bound at the same path and made the working directory,
+    or the program would start in / without the user's files."""
+    cwd = working_directory()
+    binds = [one for item in launch.request.binds for one in split_binds(item)]
+    wanted = [cwd]
+    script = Path(launch.request.script)
+    moved = None
+    if script.suffix == ".py" and script.is_file():
+        # a script outside the working directory must be visible in the container too
+        parent = str(script.resolve().parent)
+        if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
+            wanted.append(parent)
+            moved = str(script.resolve())
+    added = [f"{path}:{path}" for path in wanted if not any(source_of(b) == path for b in binds)]
+    return Prepared(launch.image, binds=added, workdir=launch.request.workdir or cwd, script=moved)

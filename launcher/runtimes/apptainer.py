@@ -1,30 +1,94 @@
 """Apptainer / Singularity: `apptainer {run|exec} [--nv] [-B SRC:DST] [--pwd DIR] IMAGE CMD`.
 
-The host environment passes in (except PATH, HOME, LD_LIBRARY_PATH), so SLURM_*/PMI_* reach
-the ranks; `--cleanenv` would drop them (see pitfalls).
+The host environment passes in, so srun's SLURM_*/PMI_* reach the ranks; `--cleanenv` (or
+`--containall`) would drop them. PATH, HOME and LD_LIBRARY_PATH never pass in: a launch that
+sets them gives them as APPTAINERENV_X (which Apptainer reads, and Singularity reads as
+SINGULARITYENV_X). A registry image is converted to a SIF by every rank at once: convert it
+once first.
 """
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
+from typing import Literal
+
+from hvd_container.launcher.checks import Launch, Verdict, check, fail, skip
+from hvd_container.launcher.runtimes import (
+    Invocation,
+    Runtime,
+    RuntimeProfile,
+    Wrapped,
+    is_file_ref,
+)
+from pydantic import Field
 
 from hvd_container.core.image_refs import strip_docker_scheme
 
-
-def image_ref(ref: str) -> str:
-    if is_file_ref(ref) or "://" in ref:
-        return ref
-    return "docker://" + strip_docker_scheme(ref)
+# what Apptainer keeps from the host only under its own prefix
+NOT_PASSED = ("PATH", "HOME", "LD_LIBRARY_PATH")
+CLEANENV_FLAGS = ("--cleanenv", "-e", "--containall", "-C")
 
 
-def wrap(inv: Invocation) -> Wrapped:
-    argv = [inv.kind, inv.command]
-    if inv.gpu:
-        argv.append("--nv")
-    argv += inv.flags
-    for bind in inv.binds:
-        argv += ["-B", bind]
-    if inv.workdir:
-        argv += ["--pwd", inv.workdir]
-    argv.append(image_ref(inv.image or ""))
-    return Wrapped([], argv + inv.program)
+class ApptainerProfile(RuntimeProfile):
+    kind: Literal["apptainer", "singularity"]
+    command: Literal["run", "exec"] = Field(
+        default="exec",
+        description="run: the image's runscript (NGC images' entrypoint) runs first; exec skips it.",
+    )
+
+
+class Apptainer(Runtime):
+    kinds = ("apptainer", "singularity")
+    profile_model = ApptainerProfile
+    gpu_flag = "--nv"
+    image_files = True
+    profile: ApptainerProfile
+
+    def image_ref(self, ref: str) -> str:
+        if is_file_ref(ref) or "://" in ref:
+            return ref
+        return "docker://" + strip_docker_scheme(ref)
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        prefix = "SINGULARITYENV_" if self.kind == "singularity" else "APPTAINERENV_"
+        return {(prefix + k if k in NOT_PASSED else k): v for k, v in env.items()}
+
+    def dropped_task_env(self) -> str | None:
+        if any(f in CLEANENV_FLAGS for f in self.profile.flags):
+            return (
+                f"runtime.flags: {self.kind} --cleanenv/--containall drops SLURM_*, PMI_* and "
+                "PMIX_*, so ranks cannot find each other: remove it and pass variables with --env"
+            )
+        return None
+
+    def wrap(self, inv: Invocation) -> Wrapped:
+        argv = [self.kind, self.profile.command]
+        if inv.gpu:
+            argv.append(self.gpu_flag)
+        argv += [*self.profile.flags, *inv.flags]
+        for bind in inv.binds:
+            argv += ["-B", bind]
+        if inv.workdir:
+            argv += ["--pwd", inv.workdir]
+        argv.append(self.image_ref(inv.image or ""))
+        return Wrapped([], argv + inv.program)
+
+
+@check(
+    "registry-per-rank", "a registry image is converted once, not once per rank", needs=("image",)
+)
+def registry_image_per_rank(launch: Launch) -> Verdict | None:
+    """Given a registry image, every rank converts it to a SIF, all at the same time (each
+    pulls every layer and builds its own SIF): convert it once first."""
+    assert launch.image is not None
+    kind = launch.runtime.kind
+    if is_file_ref(launch.image):
+        return skip("the image is a file")
+    if launch.ranks <= 1:
+        return None
+    ref = launch.runtime.image_ref(launch.image)
+    return fail(
+        f"{kind} would convert {ref} into a SIF in each of the {launch.ranks} ranks at "
+        f"once: convert it once first (`{kind} pull image.sif {ref}` on the login "
+        "node, or `hvd-container convert IMAGE --to sif -o image.sif`) and pass --image "
+        "image.sif"
+    )

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped
+from typing import Literal
+
+from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.runtimes import Invocation, Runtime, RuntimeProfile, Wrapped
 
 
-def image_ref(ref: str) -> str:
-    return ref
+class NoContainerProfile(RuntimeProfile):
+    kind: Literal["none"]
 
 
-def wrap(inv: Invocation) -> Wrapped:
-    return Wrapped([], list(inv.flags) + list(inv.program))
+class NoContainer(Runtime):
+    kinds = ("none",)
+    profile_model = NoContainerProfile
+    runs_image = False
+
+    def gpu_gap(self, launch: Launch) -> str | None:
+        return None  # the host's GPUs
+
+    def wrap(self, inv: Invocation) -> Wrapped:
+        return Wrapped([], [*self.profile.flags, *inv.flags, *inv.program])

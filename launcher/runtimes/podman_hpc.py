@@ -4,12 +4,26 @@ The image must have been pulled (`podman-hpc pull` migrates it to squashfs). pod
 pass the host environment in, so every variable the launch sets is named with `-e NAME`, and
 the ones srun sets for each task with `-e PREFIX*` (podman passes every host variable of that
 prefix): ranks find their place and each other through them (Horovod's Gloo rendezvous,
-Lightning, PMI). podman-hpc's own shared-run mode passes the same prefixes.
+Lightning, PMI). podman-hpc's own shared-run mode passes the same prefixes. podman-hpc takes
+the user from a login terminal, else $USER: a batch job has neither, so the launch sets it.
+Its modules: --mpi brings Cray MPICH, --nccl NCCL's network plugin (NCCL_NET names it).
 """
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
+from typing import Literal
+
+from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.runtimes import (
+    Invocation,
+    Prepared,
+    Runtime,
+    RuntimeProfile,
+    Wrapped,
+    bind_working_directory,
+    is_file_ref,
+)
+from hvd_container.launcher.slurm import current_user
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
@@ -18,30 +32,57 @@ from hvd_container.core.image_refs import strip_docker_scheme
 TASK_ENV = ("SLURM_*", "PMI_*", "PMIX_*")
 
 
-def image_ref(ref: str) -> str:
-    if is_file_ref(ref):
-        raise UserError(
-            f"--image: podman-hpc runs pulled images, not files ({ref!r}): `podman-hpc pull <registry>/<image>:<tag>` and pass that reference"
+class PodmanHpcProfile(RuntimeProfile):
+    kind: Literal["podman-hpc"]
+
+
+class PodmanHpc(Runtime):
+    kinds = ("podman-hpc",)
+    profile_model = PodmanHpcProfile
+    gpu_flag = "--gpu"
+
+    def unusable_image(self, ref: str) -> str | None:
+        if is_file_ref(ref):
+            return f"--image: podman-hpc runs pulled images, not files ({ref!r}): `podman-hpc pull <registry>/<image>:<tag>` and pass that reference"
+        return None
+
+    def image_ref(self, ref: str) -> str:
+        problem = self.unusable_image(ref)
+        if problem:
+            raise UserError(problem)
+        return strip_docker_scheme(ref)  # podman-hpc rejects the `docker:` prefix
+
+    def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
+        where = bind_working_directory(launch)
+        user = launch.request.env.get("USER") or current_user()
+        return Prepared(
+            launch.image,
+            binds=where.binds,
+            workdir=where.workdir,
+            script=where.script,
+            env={"USER": user},
         )
-    return strip_docker_scheme(ref)  # podman-hpc rejects the `docker:` prefix
 
+    def injects_host_mpi(self, launch: Launch) -> bool:
+        return "--mpi" in self.profile.flags
 
-def wrap(inv: Invocation) -> Wrapped:
-    argv = ["podman-hpc", "run", "--rm"]
-    if inv.gpu:
-        argv.append("--gpu")
-    argv += inv.flags
-    if "NCCL_NET" in inv.env_names and "--nccl" not in inv.flags:
-        # NCCL_NET names the network plugin podman-hpc's nccl module brings: without the module
-        # NCCL fails at start (NERSC/podman-hpc etc/modules.d/nccl.yaml)
-        argv.append("--nccl")
-    for bind in inv.binds:
-        argv += ["-v", bind]
-    for name in inv.env_names:
-        argv += ["-e", name]
-    for prefix in TASK_ENV:
-        argv += ["-e", prefix]
-    if inv.workdir:
-        argv += ["-w", inv.workdir]
-    argv.append(image_ref(inv.image or ""))
-    return Wrapped([], argv + inv.program)
+    def wrap(self, inv: Invocation) -> Wrapped:
+        argv = ["podman-hpc", "run", "--rm"]
+        if inv.gpu:
+            argv.append(self.gpu_flag)
+        flags = [*self.profile.flags, *inv.flags]
+        argv += flags
+        if "NCCL_NET" in inv.env_names and "--nccl" not in flags:
+            # NCCL_NET names the network plugin podman-hpc's nccl module brings: without the module
+            # NCCL fails at start (NERSC/podman-hpc etc/modules.d/nccl.yaml)
+            argv.append("--nccl")
+        for bind in inv.binds:
+            argv += ["-v", bind]
+        for name in inv.env_names:
+            argv += ["-e", name]
+        for prefix in TASK_ENV:
+            argv += ["-e", prefix]
+        if inv.workdir:
+            argv += ["-w", inv.workdir]
+        argv.append(self.image_ref(inv.image or ""))
+        return Wrapped([], argv + inv.program)

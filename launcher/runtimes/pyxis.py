@@ -6,28 +6,47 @@ named in `--container-env`.
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
+from typing import Literal
+
+from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.runtimes import (
+    Invocation,
+    Runtime,
+    RuntimeProfile,
+    Wrapped,
+    is_file_ref,
+)
 
 from hvd_container.core.image_refs import strip_docker_scheme
 
 
-def image_ref(ref: str) -> str:
-    if is_file_ref(ref):
+class PyxisProfile(RuntimeProfile):
+    kind: Literal["pyxis"]
+
+
+class Pyxis(Runtime):
+    kinds = ("pyxis",)
+    profile_model = PyxisProfile
+
+    def image_ref(self, ref: str) -> str:
+        if is_file_ref(ref):
+            return ref
+        ref = strip_docker_scheme(ref)
+        first, sep, rest = ref.partition("/")
+        if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
+            return f"{first}#{rest}"  # enroot separates the registry with '#'
         return ref
-    ref = strip_docker_scheme(ref)
-    first, sep, rest = ref.partition("/")
-    if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
-        return f"{first}#{rest}"  # enroot separates the registry with '#'
-    return ref
 
+    def gpu_gap(self, launch: Launch) -> str | None:
+        return None  # the container gets the GPUs Slurm allocates
 
-def wrap(inv: Invocation) -> Wrapped:
-    flags = [f"--container-image={image_ref(inv.image or '')}"]
-    if inv.binds:
-        flags.append("--container-mounts=" + ",".join(inv.binds))  # SRC:DST[:ro|rw]
-    if inv.workdir:
-        flags.append(f"--container-workdir={inv.workdir}")
-    if inv.env_names:
-        flags.append("--container-env=" + ",".join(inv.env_names))
-    flags += inv.flags
-    return Wrapped(flags, list(inv.program))
+    def wrap(self, inv: Invocation) -> Wrapped:
+        flags = [f"--container-image={self.image_ref(inv.image or '')}"]
+        if inv.binds:
+            flags.append("--container-mounts=" + ",".join(inv.binds))  # SRC:DST[:ro|rw]
+        if inv.workdir:
+            flags.append(f"--container-workdir={inv.workdir}")
+        if inv.env_names:
+            flags.append("--container-env=" + ",".join(inv.env_names))
+        flags += [*self.profile.flags, *inv.flags]
+        return Wrapped(flags, list(inv.program))

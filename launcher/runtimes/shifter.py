@@ -1,33 +1,123 @@
 """Shifter: `shifter --module=a,b --image=docker:user/img:tag [--volume=SRC:DST] CMD`.
 
 Options stop at the first non-option, so every flag goes before the command; a second
-`--module` replaces the first, so modules are always one comma-joined flag.
+`--module` replaces the first, so modules are always one comma-joined flag. Naming modules
+replaces the administrator's default ones (udiRoot.conf's defaultModules), among them mpich:
+an MPI launch names it again. The gpu module brings the driver and devices, an NCCL module
+(nccl-plugin) NERSC's NCCL with its network plugin, mpich Cray MPICH (which replaces an
+image's libmpi.so.12).
 """
 
 from __future__ import annotations
 
-from hvd_container.launcher.runtimes import Invocation, Wrapped, is_file_ref
+from typing import Annotated, Literal
+
+from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.runtimes import (
+    Invocation,
+    Runtime,
+    RuntimeProfile,
+    Wrapped,
+    is_file_ref,
+)
+from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import shifter_image_ref
+from hvd_container.core.model import Line
 
 
-def image_ref(ref: str) -> str:
-    if is_file_ref(ref):
-        raise UserError(
-            f"--image: shifter runs images from its gateway, not files ({ref!r}): push the image to a registry, `shifterimg pull docker:<user>/<image>:<tag>`, and pass that reference"
-        )
-    # The same reference `convert --to shifter` pulled: no docker.io/ prefix, explicit tag.
-    return shifter_image_ref(ref)
+def _unique(value: list[str]) -> list[str]:
+    if len(set(value)) != len(value):
+        raise ValueError("each entry may appear once")
+    return value
 
 
-def wrap(inv: Invocation) -> Wrapped:
-    argv = ["shifter"]
-    if inv.modules:
-        argv.append("--module=" + ",".join(inv.modules))
-    argv.append("--image=" + image_ref(inv.image or ""))
-    argv += [f"--volume={bind}" for bind in inv.binds]
-    if inv.workdir:
-        argv.append(f"--workdir={inv.workdir}")
-    argv += inv.flags
-    return Wrapped([], argv + inv.program)
+class ShifterProfile(RuntimeProfile):
+    kind: Literal["shifter"]
+    modules: Annotated[list[Line], AfterValidator(_unique)] = Field(
+        default_factory=list,
+        description="Shifter modules, joined into one --module= (a second one would replace the first).",
+    )
+
+    @field_validator("flags")
+    @classmethod
+    def _no_module_flags(cls, flags: list[str]) -> list[str]:
+        for flag in flags:
+            if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
+                raise ValueError(
+                    f"shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"
+                )
+        return flags
+
+
+class Shifter(Runtime):
+    kinds = ("shifter",)
+    profile_model = ShifterProfile
+    accepts_modules = True
+    profile: ShifterProfile
+
+    def unusable_image(self, ref: str) -> str | None:
+        if is_file_ref(ref):
+            return f"--image: shifter runs images from its gateway, not files ({ref!r}): push the image to a registry, `shifterimg pull docker:<user>/<image>:<tag>`, and pass that reference"
+        return None
+
+    def image_ref(self, ref: str) -> str:
+        problem = self.unusable_image(ref)
+        if problem:
+            raise UserError(problem)
+        # The same reference `convert --to shifter` pulled: no docker.io/ prefix, explicit tag.
+        return shifter_image_ref(ref)
+
+    def _merged(self, launch: Launch) -> tuple[list[str], list[str]]:
+        """(the profile's modules and --module, once each; those given twice)."""
+        merged: list[str] = []
+        repeated: list[str] = []
+        for name in [*self.profile.modules, *launch.request.modules]:
+            (repeated if name in merged else merged).append(name)
+        return merged, repeated
+
+    def modules(self, launch: Launch) -> list[str]:
+        merged, _ = self._merged(launch)
+        if self._needs_mpich(launch, merged):
+            merged.append("mpich")
+        return merged
+
+    def _needs_mpich(self, launch: Launch, modules: list[str]) -> bool:
+        if not modules or "mpich" in modules or launch.single_task:
+            return False
+        if not launch.controller.uses_host_mpi:
+            return False
+        return launch.facts is None or launch.facts.mpi_pmi != ()  # an image without MPI needs none
+
+    def module_problem(self, launch: Launch) -> tuple[str, str] | None:
+        merged, repeated = self._merged(launch)
+        if repeated:
+            return "warn", (
+                f"shifter module(s) {', '.join(repeated)} given twice: a second --module replaces the first, so they are joined once: --module={','.join(merged)}"
+            )
+        return None
+
+    def gpu_gap(self, launch: Launch) -> str | None:
+        if "gpu" in self.modules(launch):
+            return None
+        return f"shifter gets no --module=gpu, so the container has no GPU driver or devices; pass --module gpu, or add a shifter runtime with modules: [gpu] to site {launch.site.name}'s profile"
+
+    def injects_host_mpi(self, launch: Launch) -> bool:
+        return "mpich" in self.modules(launch)
+
+    def missing_nccl_plugin(self, launch: Launch) -> str | None:
+        if any("nccl" in m for m in self.modules(launch)):
+            return None
+        return f"NCCL_NET={launch.env['NCCL_NET']} is forced but shifter gets no nccl module, so the plugin is absent and NCCL fails at start: add the site's NCCL module to --module (e.g. nccl-plugin)"
+
+    def wrap(self, inv: Invocation) -> Wrapped:
+        argv = ["shifter"]
+        if inv.modules:
+            argv.append("--module=" + ",".join(inv.modules))
+        argv.append("--image=" + self.image_ref(inv.image or ""))
+        argv += [f"--volume={bind}" for bind in inv.binds]
+        if inv.workdir:
+            argv.append(f"--workdir={inv.workdir}")
+        argv += [*self.profile.flags, *inv.flags]
+        return Wrapped([], argv + inv.program)

@@ -27,7 +27,7 @@ FILLER = 48 * 1024 * 1024  # incompressible: unpacking takes long enough for the
 # each node: prepare the image (unpack or reuse), then read it back whole
 NODE_SCRIPT = """\
 import hashlib, os, sys
-from hvd_container.launcher.charliecloud_cache import prepare
+from hvd_container.launcher.runtimes.charliecloud import prepare_image as prepare
 image = prepare(sys.argv[1])
 data = (image.root / "opt" / "filler.bin").read_bytes()
 print("NODE", os.uname().nodename, image.root, len(data), hashlib.sha256(data).hexdigest(), flush=True)

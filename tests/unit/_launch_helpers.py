@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,26 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+# The working directory runtimes that mount nothing on their own (ch-run, podman-hpc) bind in:
+# the same in every golden line, wherever the tests run.
+JOB_DIR = "/home/u/job"
+
+
+@pytest.fixture
+def job_dir(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr("hvd_container.launcher.runtimes.working_directory", lambda: JOB_DIR)
+    monkeypatch.setenv("USER", "u")
+    return JOB_DIR
+
+
+def plan_launch(site: Any, request: Any, mode: str = "run") -> Any:
+    """The launch as a dry run plans it (what `run --dry-run` prints)."""
+    from hvd_container.launcher.plan import plan
+
+    return plan(site, request, mode, dry_run=True)  # type: ignore[arg-type]
+
+
+def compose_srun(site: Any, request: Any) -> list[str]:
+    return plan_launch(site, request).argv  # type: ignore[no-any-return]

@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
-from hvd_container.launcher.batch import render_batch, render_batch_plan
-from hvd_container.launcher.compose import plan_launch
-from hvd_container.launcher.facts import ImageFacts
+from _launch_helpers import GOLDEN, check_golden, isolated, job_dir, plan_launch, write  # noqa: F401
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import list_sites, load_site
 
 from hvd_container.core.errors import UserError
+from hvd_container.facts import ImageFacts
 
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     # the Lightning batch job of the Neuron guide
@@ -34,7 +32,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             comment="pytorch",
             time="24:00:00",
             job_name="pytorch_lightning",
-            lightning=True,
+            controller="lightning",
         ),
     ),
     # the Horovod batch job of the Perlmutter guide, in a Shifter image
@@ -68,8 +66,21 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+# Every script below is planned from the same working directory, as user u.
+pytestmark = pytest.mark.usefixtures("job_dir")
+
+
+def render_batch_plan(site: Any, request: LaunchRequest) -> tuple[str, list[str]]:
+    planned = plan_launch(site, request, "batch")
+    return planned.script, planned.warnings
+
+
+def render_batch(site: Any, request: LaunchRequest) -> str:
+    return render_batch_plan(site, request)[0]
+
+
 def request(fields: dict[str, Any]) -> LaunchRequest:
-    return LaunchRequest(**{"script": "train.py", "lightning": False, **fields})
+    return LaunchRequest(**{"script": "train.py", **fields})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -153,7 +164,7 @@ def test_batch_checks_the_same_pitfalls() -> None:
     with pytest.raises(UserError, match="refuses srun -n"):
         render_batch(
             load_site("neuron"),
-            request(dict(image="x.sif", ntasks=8, comment="pytorch", lightning=True)),
+            request(dict(image="x.sif", ntasks=8, comment="pytorch", controller="lightning")),
         )
 
 
@@ -161,7 +172,7 @@ def test_batch_warnings_are_reported_once() -> None:
     _text, warnings = render_batch_plan(
         load_site("neuron"), request(dict(image="x.sif", ntasks=8, comment="horovod"))
     )
-    assert len(warnings) == 1 and "'horovod' is not in site neuron's list" in warnings[0]
+    assert sum("'horovod' is not in site neuron's list" in w for w in warnings) == 1
 
 
 def test_sbatch_values_with_spaces_are_refused() -> None:

@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from _launch_helpers import isolated, write  # noqa: F401
-from hvd_container.launcher.batch import render_batch
+from _launch_helpers import isolated, plan_launch, write  # noqa: F401
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
@@ -29,7 +28,7 @@ def in_job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["batch", *ARGS, "train.py", "--epochs", "3"]) == 0
     out = capsys.readouterr().out
-    expected = render_batch(
+    expected = plan_launch(
         load_site("zih-alpha"),
         LaunchRequest(
             script="train.py",
@@ -39,7 +38,8 @@ def test_batch_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
             time="1:00:00",
             env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_NET": "IB"},
         ),
-    )
+        "batch",
+    ).script
     assert out == expected
 
 

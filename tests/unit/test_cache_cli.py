@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _json_records import result
 from hvd_container.containers.sif.layout import sif_prefix
-from hvd_container.launcher import charliecloud_cache as cc
+from hvd_container.launcher.runtimes import charliecloud as cc
 
 from hvd_container.cli.app import main
 
@@ -61,7 +61,7 @@ def test_keep_must_be_a_sif(
     other = tmp_path / "notes.txt"
     other.write_text("hello")
     assert main(["cache", "prune", "--keep", str(other)]) == 2
-    assert "not a SIF file or an image directory" in capsys.readouterr().err
+    assert "not a SIF file (only SIFs are unpacked into the cache)" in capsys.readouterr().err
     assert (cache / "bbb").is_dir()  # nothing removed on bad input
 
 
@@ -95,10 +95,10 @@ def test_prune_stale_removes_only_copies_of_replaced_or_deleted_sifs(
     # unsquashfs stand-in (the e2e suite unpacks for real): the directory appears
     monkeypatch.setattr(cc, "_unpack_sif", lambda sif, target: (target / "etc").mkdir(parents=True))
     cpu, tf, gone = tmp_path / "cpu.sif", tmp_path / "tf.sif", tmp_path / "gone.sif"
-    old_cpu = cc.prepare(str(_sif(cpu, 1))).root.name
-    current_tf = cc.prepare(str(_sif(tf, 2))).root.name
-    old_gone = cc.prepare(str(_sif(gone, 3))).root.name
-    new_cpu = cc.prepare(str(_sif(cpu, 4))).root.name  # converted again: a new image, new key
+    old_cpu = cc.prepare_image(str(_sif(cpu, 1))).root.name
+    current_tf = cc.prepare_image(str(_sif(tf, 2))).root.name
+    old_gone = cc.prepare_image(str(_sif(gone, 3))).root.name
+    new_cpu = cc.prepare_image(str(_sif(cpu, 4))).root.name  # converted again: a new image, new key
     gone.unlink()
     assert len({old_cpu, current_tf, old_gone, new_cpu}) == 4
 
@@ -128,10 +128,10 @@ def test_unpacking_a_reconverted_sif_points_at_prune_stale(
     monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cc, "_unpack_sif", lambda sif, target: (target / "etc").mkdir(parents=True))
     sif = tmp_path / "cpu.sif"
-    assert cc.prepare(str(_sif(sif, 1))).warnings == ()
-    assert cc.prepare(str(sif)).warnings == ()  # reused: nothing new
-    assert cc.prepare(str(_sif(tmp_path / "other.sif", 2))).warnings == ()  # another file
-    (note,) = cc.prepare(str(_sif(sif, 3))).warnings
+    assert cc.prepare_image(str(_sif(sif, 1))).warnings == ()
+    assert cc.prepare_image(str(sif)).warnings == ()  # reused: nothing new
+    assert cc.prepare_image(str(_sif(tmp_path / "other.sif", 2))).warnings == ()  # another file
+    (note,) = cc.prepare_image(str(_sif(sif, 3))).warnings
     assert note == (
         f"1 older unpacked copy of {sif} (converted again since) is still in {tmp_path / 'cache' / 'images'}: "
         "`hvd-container cache prune --stale` removes them"

@@ -12,13 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import GOLDEN, check_golden, isolated, write  # noqa: F401
-from hvd_container.launcher.compose import compose_srun, plan_launch
-from hvd_container.launcher.facts import ImageFacts
+from _launch_helpers import (  # noqa: F401
+    GOLDEN,
+    check_golden,
+    compose_srun,
+    isolated,
+    job_dir,
+    plan_launch,
+    write,
+)
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 from hvd_container.core.errors import UserError
+from hvd_container.facts import ImageFacts
 
 NGC = "/apps/applications/singularity_images/ngc/pytorch_22.03-hd-py3.sif"
 QUALIS = "qualis2006/tensorflow-pytorch-horovod:tf2.10_pt1.13"
@@ -54,13 +61,13 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             runtime="none",
             nodes=2,
             ntasks_per_node=4,
-            lightning=True,
+            controller="lightning",
             inside_allocation=True,
         ),
     ),
     "neuron-lightning-standalone": (
         "neuron",
-        dict(image="pl.sif", nodes=2, ntasks_per_node=4, lightning=True, comment="pytorch"),
+        dict(image="pl.sif", nodes=2, ntasks_per_node=4, controller="lightning", comment="pytorch"),
     ),
     "neuron-apptainer": (
         "neuron",
@@ -164,8 +171,12 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+# Every line below is planned from the same working directory, as user u.
+pytestmark = pytest.mark.usefixtures("job_dir")
+
+
 def plan(site: str, fields: dict[str, Any]):  # type: ignore[no-untyped-def]
-    fields = {"script": "train.py", "lightning": False, **fields}
+    fields = {"script": "train.py", **fields}
     return plan_launch(load_site(site), LaunchRequest(**fields))
 
 
@@ -203,9 +214,7 @@ def test_every_site_and_runtime_has_a_case() -> None:
 def test_neuron_guide_line() -> None:
     argv = compose_srun(
         load_site("neuron"),
-        LaunchRequest(
-            script="train_hvd.py", image=NGC, ntasks=8, inside_allocation=True, lightning=False
-        ),
+        LaunchRequest(script="train_hvd.py", image=NGC, ntasks=8, inside_allocation=True),
     )
     assert shlex.join(argv) == f"srun -n 8 singularity run --nv {NGC} python train_hvd.py"
 
@@ -214,9 +223,7 @@ def test_perlmutter_guide_line() -> None:
     script = "KISTI-DL-tutorial-using-horovod/src/tensorflow/tf_keras_cats_dogs.py"
     result = plan_launch(
         load_site("perlmutter"),
-        LaunchRequest(
-            script=script, image=QUALIS, ntasks=8, inside_allocation=True, lightning=False
-        ),
+        LaunchRequest(script=script, image=QUALIS, ntasks=8, inside_allocation=True),
     )
     # the guide's line, with mpich named again: a --module list replaces Shifter's defaults
     assert shlex.join(result.argv) == (
@@ -248,9 +255,7 @@ def test_lightning_guide_line(tmp_path: Path) -> None:
 
 def test_lightning_defaults_to_one_node_of_gpus(tmp_path: Path) -> None:
     script = write(tmp_path / "pl.py", "import pytorch_lightning as pl\n")
-    result = plan(
-        "zih-alpha", dict(script=str(script), image="x.sif", lightning=None, inside_allocation=True)
-    )
+    result = plan("zih-alpha", dict(script=str(script), image="x.sif", inside_allocation=True))
     assert "-N 1 --ntasks-per-node=8" in result.shell_line()
     assert "-n" not in result.argv
 
@@ -422,10 +427,14 @@ def test_podman_names_every_variable_it_must_pass() -> None:
     ).argv
     assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
         # NCCL_NET is set: --nccl brings the network plugin it names
-        "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl",
+        "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl", "-v", "/home/u/job:/home/u/job",
         "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "NCCL_SOCKET_IFNAME", "-e", "X",
+        # podman-hpc takes the user from $USER when there is no login terminal (a batch job)
+        "-e", "USER",
         # what srun sets per task: rank, sizes, the PMI client's rendezvous
         "-e", "SLURM_*", "-e", "PMI_*", "-e", "PMIX_*",
+        # it starts in the working directory it binds
+        "-w", "/home/u/job",
     ]  # fmt: skip
 
 
@@ -443,6 +452,8 @@ def test_charliecloud_separates_the_command() -> None:
         "ch-run",
         "-b",
         "/d:/d",
+        "-b",
+        "/home/u/job:/home/u/job",
         "-c",
         "/d",
         "i.sqfs",
@@ -457,9 +468,7 @@ def test_recipe_image_from_site_template_and_registry(tmp_path: Path) -> None:
         tmp_path / "s.yaml",
         "name: s\nruntime: {kind: shifter}\nimages: {registry: docker.io/me, template: '{name}:{version}'}\n",
     )
-    result = plan_launch(
-        load_site(str(path)), LaunchRequest(script="t.py", facts=FACTS, ntasks=1, lightning=False)
-    )
+    result = plan_launch(load_site(str(path)), LaunchRequest(script="t.py", facts=FACTS, ntasks=1))
     # Shifter's own reference drops docker.io/ (as `convert --to shifter` pulls it)
     assert "--image=docker:me/demo:1.0" in result.argv
     assert result.image == "docker.io/me/demo:1.0"
@@ -533,12 +542,8 @@ def test_ntasks_with_ntasks_per_node_sets_the_nodes(
 
 
 def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
-    from hvd_container.launcher.batch import render_batch
-
-    req = LaunchRequest(
-        script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python", lightning=False
-    )
-    text = render_batch(load_site("neuron"), req)
+    req = LaunchRequest(script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python")
+    text = plan_launch(load_site("neuron"), req, "batch").script
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH --n")]
     assert sbatch == ["#SBATCH --nodes=2", "#SBATCH --ntasks=8", "#SBATCH --ntasks-per-node=4"]
     assert "#SBATCH --gres=gpu:4" in text.splitlines()
@@ -564,14 +569,11 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
     ],
 )
 def test_library_callers_go_through_the_same_check(fields: dict, message: str) -> None:  # type: ignore[type-arg]
-    """plan_launch and prepare_launch check the request themselves, not only the CLI."""
-    from hvd_container.launcher.prepare import prepare_launch
-
+    """The plan checks the request itself, not only the CLI."""
     request = LaunchRequest(**{"script": "t.py", "image": "u/i:t", **fields})
-    for call in (lambda: plan_launch(load_site("perlmutter"), request),
-                 lambda: prepare_launch(load_site("perlmutter"), request, "show")):  # fmt: skip
+    for mode in ("run", "batch", "jupyter", "smoke"):
         with pytest.raises(UserError) as info:
-            call()
+            plan_launch(load_site("perlmutter"), request, mode)
         assert str(info.value).startswith(message)
 
 
@@ -612,13 +614,9 @@ def test_a_recipe_on_a_registry_site_without_its_registry_is_refused() -> None:
         "docker.io/library/cpu-bookworm:1, where `hvd-container push` never puts it"
     )
     # with the site's registry the recipe names a reachable image
-    import dataclasses
-
-    from hvd_container.launcher.sites import load_site
-
     site = load_site("perlmutter")
-    site = dataclasses.replace(
-        site, images=dataclasses.replace(site.images, registry="registry.nersc.gov/m1234")
+    site = site.model_copy(
+        update={"images": site.images.model_copy(update={"registry": "registry.nersc.gov/m1234"})}
     )
     line = plan_launch(
         site,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def test_bad_env_and_controller(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         code == 2
         and err
-        == "hvd-container: error: --controller: 'nccl' is not allowed (allowed: mpi, gloo)\n"
+        == "hvd-container: error: --controller: 'nccl' is not allowed (allowed: mpi, gloo, lightning)\n"
     )
 
 
@@ -163,7 +164,7 @@ def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
 def test_without_dry_run_the_executor_runs_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import execute
+    from hvd_container.launcher import commands
 
     calls = []
 
@@ -171,68 +172,74 @@ def test_without_dry_run_the_executor_runs_it(
         calls.append((site.name, request.script, request.args, request.ntasks))
         return 3
 
-    monkeypatch.setattr(execute, "execute", fake_execute)
+    monkeypatch.setattr(commands, "execute", fake_execute)
     code, out, _ = run(capsys, "--site", "zih-alpha", "--image", "x.sif", "-n", "8", "t.py", "a b")
     assert code == 3 and out == ""
     assert calls == [("zih-alpha", "t.py", ["a b"], 8)]
 
 
-def modules_after_a_dry_run(entry: str, env: dict[str, str] | None = None) -> list[str]:
-    """The modules a fresh interpreter holds after a dry run through hvd_container.<entry>.main."""
+def modules_after_a_dry_run(*recipe: str) -> list[str]:
+    """The modules a fresh interpreter holds after a dry run through the CLI."""
     code = (
         "import sys\n"
-        f"from hvd_container.{entry} import main\n"
-        "rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', '--dry-run', 't.py'])\n"
+        "from hvd_container.cli.app import main\n"
+        f"rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', *{list(recipe)!r}, '--dry-run', 't.py'])\n"
         "print(rc, *sorted(sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     code_, *modules = done.stdout.splitlines()[-1].split()
     assert code_ == "0", done.stdout
     return modules
 
 
-HEAVY = ("docker", "requests", "spython", "yaml", "pydantic")
+# what a launch never needs: the build side's engine client and converters
+HEAVY = ("docker", "requests", "spython")
 
 
-# what a launch reads of the build side: SIF headers (pure struct/json work)
-SIF_READING = ("hvd_container.containers", "hvd_container.containers.sif")
-
-
-def heavy_modules(modules: list[str]) -> list[str]:
-    """The heavy libraries among modules, and anything of the build side but the SIF modules."""
+def build_side(modules: list[str]) -> list[str]:
+    """The build side's modules among `modules`, but the readers of SIF files."""
     return [
         m for m in modules
-        if m.split(".")[0] in HEAVY
-        or (m.startswith("hvd_container.containers") and m not in SIF_READING
-            and not m.startswith("hvd_container.containers.sif."))
+        if m.startswith("hvd_container.containers.")
+        and m.split(".")[:3] != ["hvd_container", "containers", "sif"]
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("entry", ["cli.entry", "cli.app"])
-def test_dry_run_does_not_import_heavy_libraries(tmp_path: Path, entry: str) -> None:
-    env = {
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
-        "PATH": "/usr/bin:/bin",
-    }
-    # the first run reads the site profile's YAML and fills the cache
-    assert "yaml" in modules_after_a_dry_run(entry, env)
-    heavy = heavy_modules(modules_after_a_dry_run(entry, env))
-    assert heavy == []
+def test_dry_run_does_not_import_heavy_libraries() -> None:
+    loaded = modules_after_a_dry_run()
+    assert [m for m in loaded if m.split(".")[0] in HEAVY] == []
+    assert build_side(loaded) == []
+    # --recipe reads the recipe (its model), still without the engine's client
+    with_recipe = modules_after_a_dry_run("--recipe", "cpu-bookworm")
+    assert "hvd_container.containers.recipe" in with_recipe
+    assert [m for m in with_recipe if m.split(".")[0] in HEAVY] == []
 
 
-def test_the_console_script_dry_run_does_not_import_typer() -> None:
-    loaded = modules_after_a_dry_run("cli.entry")
-    assert [m for m in loaded if m.split(".")[0] in ("typer", "click")] == []
-
-
-def test_the_full_cli_loads_only_the_run_command_module() -> None:
-    loaded = modules_after_a_dry_run("cli.app")
+def test_the_cli_loads_only_the_run_command_module() -> None:
+    loaded = modules_after_a_dry_run()
     assert [m for m in loaded if m.startswith("hvd_container.cli.commands.")] == [
         "hvd_container.cli.commands.launch_options",
         "hvd_container.cli.commands.run",
     ]
+
+
+def test_a_count_spelled_with_an_equals_sign_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--site", "neuron", "-n=8", "--dry-run", "t.py")
+    assert code == 2 and out == ""
+    assert "--ntasks/-n: '=8' is not a valid int" in err
+
+
+def test_a_reader_that_went_away_is_exit_1_without_a_traceback() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    done = subprocess.run(
+        [sys.executable, "-m", "hvd_container", "run", "--site", "perlmutter", "--image", "u/i:t",
+         "--account", "m_g", "--dry-run", "t.py"],
+        stdout=write_end, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(write_end)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def test_lightning_recipe_with_a_script_only_on_the_cluster(

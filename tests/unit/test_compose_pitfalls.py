@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import isolated, write  # noqa: F401
-from hvd_container.launcher.compose import plan_launch
-from hvd_container.launcher.facts import ImageFacts, facts_from_recipe
-from hvd_container.launcher.lightning import uses_lightning
+from _launch_helpers import isolated, job_dir, plan_launch, write  # noqa: F401
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.launcher.controllers.lightning import scan_script
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 from hvd_container.core.errors import UserError
+from hvd_container.facts import ImageFacts, facts_from_recipe
 
 PMIX_ONLY = ImageFacts(
     source="recipe ompi",
@@ -46,12 +46,36 @@ GLOO_ONLY = ImageFacts(
     mpi_pmi=("pmix",),
     controllers=("gloo",),
 )
+
+
+def recipe_facts(name: str) -> ImageFacts:
+    return facts_from_recipe(load_recipe(name, with_lock=False))
+
+
 X86 = ImageFacts(source="recipe x86", name="x86", version="1", arch="amd64")
 
 
+@pytest.fixture(autouse=True)
+def images_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image files the tests name exist in the working directory (as user u)."""
+    job = tmp_path / "job"
+    for name in ("x.sif", "i.sif", "hvd.sif", "pl.sif", "p.sif"):
+        write(job / name, "")  # no SIF magic: a file whose facts are unknown
+    for name in ("i.sqfs", "x.sqfs", "hvd.sqfs"):
+        write(job / name, "hsqs")  # a SquashFS file, which ch-run mounts as it is
+    monkeypatch.chdir(job)
+    monkeypatch.setenv("USER", "u")
+
+
 def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
-    fields = {"script": "train.py", "lightning": False, **fields}
+    fields = {"script": "train.py", **fields}
     return plan_launch(load_site(site), LaunchRequest(**fields))
+
+
+def warned(result: Any) -> list[str]:
+    """The warnings of every check but where the image lies: the tests run under /tmp, which
+    the image-location check rightly calls node-local (its own tests are below)."""
+    return [r.message for r in result.results if r.status == "warn" and r.check != "image-location"]
 
 
 def fails(message: str, site: str, **fields: Any) -> None:
@@ -73,7 +97,7 @@ def test_missing_mandatory_comment() -> None:
 
 
 def test_comment_not_needed_inside_an_allocation() -> None:
-    assert plan("neuron", image="x.sif", ntasks=8, inside_allocation=True).warnings == []
+    assert warned(plan("neuron", image="x.sif", ntasks=8, inside_allocation=True)) == []
 
 
 def test_comment_default_from_a_profile(tmp_path: Path) -> None:
@@ -81,37 +105,35 @@ def test_comment_default_from_a_profile(tmp_path: Path) -> None:
         tmp_path / "n.yaml",
         "name: n\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, default: pytorch}\n",
     )
-    result = plan_launch(
-        load_site(str(path)), LaunchRequest(script="t.py", ntasks=1, lightning=False)
-    )
+    result = plan_launch(load_site(str(path)), LaunchRequest(script="t.py", ntasks=1))
     assert "--comment=pytorch" in result.argv
 
 
 def test_unofficial_comment_is_a_warning() -> None:
     result = plan("neuron", image="x.sif", ntasks=8, comment="horovod")
     assert "--comment=horovod" in result.argv
-    assert result.warnings == [
+    assert warned(result) == [
         "--comment 'horovod' is not in site neuron's list (allowed: python, tensorflow, pytorch, caffe, sklearn, inhouse); use one of them, e.g. --comment pytorch"
     ]
 
 
 def test_perlmutter_account_suffix() -> None:
     missing = plan("perlmutter", image="u/i:t", ntasks=4)
-    assert missing.warnings == [
+    assert warned(missing) == [
         "no --account: Slurm charges your default project, but GPU jobs on site perlmutter need <project>_g; pass e.g. --account m1234_g"
     ]
     wrong = plan("perlmutter", image="u/i:t", ntasks=4, account="m1234")
-    assert wrong.warnings == [
+    assert warned(wrong) == [
         "--account m1234: GPU jobs on site perlmutter are charged to <project>_g; use --account m1234_g"
     ]
-    assert plan("perlmutter", image="u/i:t", ntasks=4, account="m1234_g").warnings == []
-    assert plan("perlmutter", image="u/i:t", ntasks=4, inside_allocation=True).warnings == []
+    assert warned(plan("perlmutter", image="u/i:t", ntasks=4, account="m1234_g")) == []
+    assert warned(plan("perlmutter", image="u/i:t", ntasks=4, inside_allocation=True)) == []
 
 
 def test_lightning_with_ntasks_is_refused_with_the_fix() -> None:
     fails(
         r"^train\.py uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 2 --ntasks-per-node 4 instead of -n 8$",
-        "perlmutter", image="u/i:t", ntasks=8, lightning=True,
+        "perlmutter", image="u/i:t", ntasks=8, controller="lightning",
     )  # fmt: skip
     fails(
         r"use -N 3 --ntasks-per-node 2 instead of -n 6",
@@ -119,7 +141,7 @@ def test_lightning_with_ntasks_is_refused_with_the_fix() -> None:
         image="x.sif",
         ntasks=6,
         ntasks_per_node=2,
-        lightning=True,
+        controller="lightning",
     )
 
 
@@ -127,7 +149,7 @@ def test_lightning_job_name_bash_is_refused() -> None:
     for name in ("bash", "interactive"):
         fails(
             rf"which ignores Slurm in a job named '{name}': pass another --job-name",
-            "zih-alpha", image="x.sif", nodes=1, ntasks_per_node=8, lightning=True, job_name=name,
+            "zih-alpha", image="x.sif", nodes=1, ntasks_per_node=8, controller="lightning", job_name=name,
         )  # fmt: skip
 
 
@@ -141,8 +163,8 @@ def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
         "f.sh": ("import lightning\n", False),
     }
     for name, (text, expected) in cases.items():
-        assert uses_lightning(write(tmp_path / name, text)) is expected, name
-    assert uses_lightning(tmp_path / "missing.py") is False
+        assert (scan_script(write(tmp_path / name, text)) is True) is expected, name
+    assert scan_script(tmp_path / "missing.py") is None  # not readable: the image decides
     script = write(tmp_path / "pl.py", "import lightning\n")
     fails(
         r"uses PyTorch Lightning",
@@ -150,7 +172,6 @@ def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
         script=str(script),
         image="x.sif",
         ntasks=8,
-        lightning=None,
     )
 
 
@@ -161,7 +182,7 @@ def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
     )  # fmt: skip
     assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
     assert not any(a.startswith("--gpus-per-task") for a in result.argv)
-    assert result.warnings == [
+    assert warned(result) == [
         "--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting --gres=gpu:N with --gpu-bind=none instead; pass --gpus-per-node to silence this"
     ]
     inside = plan("perlmutter", image="u/i:t", ntasks=4, gpus_per_task=1, inside_allocation=True)
@@ -177,7 +198,7 @@ def test_repeated_shifter_modules_are_joined_once() -> None:
         inside_allocation=True,
     )
     assert [a for a in result.argv if a.startswith("--module")] == ["--module=gpu,nccl-2.15,mpich"]
-    assert result.warnings == [
+    assert warned(result) == [
         "shifter module(s) gpu, mpich given twice: a second --module replaces the first, so they are joined once: --module=gpu,nccl-2.15,mpich"
     ]
 
@@ -206,17 +227,17 @@ def test_partition_arch_overrides_site_arch(tmp_path: Path) -> None:
     )
     site = load_site(str(path))
     # one rank: Apptainer converts a registry image once (more ranks would each convert it)
-    ok = plan_launch(site, LaunchRequest(script="t.py", facts=X86, ntasks=1, lightning=False))
+    ok = plan_launch(site, LaunchRequest(script="t.py", facts=X86, ntasks=1))
     assert ok.image == "x86:1"
     with pytest.raises(UserError, match=r"but partition gh200 of site mixed runs arm64"):
         plan_launch(
             site,
-            LaunchRequest(script="t.py", facts=X86, ntasks=4, partition="gh200", lightning=False),
+            LaunchRequest(script="t.py", facts=X86, ntasks=4, partition="gh200"),
         )
 
 
 def test_real_recipe_arch_against_ppc64le_site() -> None:
-    facts = facts_from_recipe("cpu-bookworm")
+    facts = recipe_facts("cpu-bookworm")
     assert facts.arch == "amd64" and facts.name == "cpu-bookworm"
     fails(
         r"^recipe cpu-bookworm is built for amd64 but site zih-ml runs ppc64le",
@@ -235,7 +256,7 @@ def test_pmi_mismatch() -> None:
     # the site's default gives way to the one the image speaks, with a warning
     chosen = plan("perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, inside_allocation=True)
     assert chosen.argv[1] == "--mpi=pmix"
-    assert chosen.warnings == [
+    assert warned(chosen) == [
         "site perlmutter launches with --mpi=pmi2, but recipe ompi speaks pmix only: using "
         "--mpi=pmix (pass --mpi to choose)"
     ]
@@ -284,10 +305,10 @@ def test_horovod_without_mpi_under_srun() -> None:
 
 
 def test_the_shipped_lightning_recipe_is_not_refused_for_lacking_mpi() -> None:
-    facts = facts_from_recipe("lightning-pt113")
+    facts = recipe_facts("lightning-pt113")
     assert facts.controllers is None and facts.mpi_pmi == ()
     result = plan(
-        "neuron", facts=facts, nodes=2, ntasks_per_node=4, comment="pytorch", lightning=True
+        "neuron", facts=facts, nodes=2, ntasks_per_node=4, comment="pytorch", controller="lightning"
     )
     assert result.argv[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
     assert "-N" in result.argv and "--ntasks-per-node=4" in result.argv
@@ -314,14 +335,14 @@ def test_cleanenv_breaks_rank_discovery(tmp_path: Path) -> None:
     ):
         plan_launch(
             load_site(str(path)),
-            LaunchRequest(script="t.py", image="x.sif", ntasks=1, lightning=False),
+            LaunchRequest(script="t.py", image="x.sif", ntasks=1),
         )
 
 
 def test_image_ignored_without_a_container() -> None:
     result = plan("local", runtime="none", image="x.sqfs", ntasks=1)
     assert "x.sqfs" not in result.argv
-    assert result.warnings == [
+    assert warned(result) == [
         "runtime none runs on the host: --image x.sqfs is ignored (pick a container runtime with --runtime)"
     ]
 
@@ -445,18 +466,16 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
     )
     net = {"NCCL_NET": "IB"}  # the next test's warning
     fields: dict[str, Any] = dict(image="x.sif", nodes=2, ntasks_per_node=8, comment="pytorch")
-    assert plan("neuron", **fields, env=net).warnings == [warning]
+    assert warned(plan("neuron", **fields, env=net)) == [warning]
     # -n alone: the layout spreads 16 ranks over 2 nodes of 8 GPUs
-    assert plan("neuron", image="x.sif", ntasks=16, comment="pytorch", env=net).warnings == [
-        warning
-    ]
+    assert warned(plan("neuron", image="x.sif", ntasks=16, comment="pytorch", env=net)) == [warning]
     # set by the user, or by the profile (Perlmutter: the Slingshot NICs)
-    assert plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net}).warnings == []
+    assert warned(plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net})) == []
     assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
-    assert plan("perlmutter", image="u/i:t", nodes=2, account="m1_g").warnings == []
+    assert warned(plan("perlmutter", image="u/i:t", nodes=2, account="m1_g")) == []
     # one node, or no GPUs: NCCL does not cross the network
-    assert plan("neuron", image="x.sif", nodes=1, comment="pytorch").warnings == []
-    assert plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2).warnings == []
+    assert warned(plan("neuron", image="x.sif", nodes=1, comment="pytorch")) == []
+    assert warned(plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2)) == []
 
 
 @pytest.mark.parametrize(
@@ -491,7 +510,7 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
         (
             r"^--ntasks-per-node 12: partition alpha has 8 GPUs per node",
             "zih-alpha",
-            dict(image="x.sif", nodes=1, ntasks_per_node=12, lightning=True),
+            dict(image="x.sif", nodes=1, ntasks_per_node=12, controller="lightning"),
         ),
     ],
 )
@@ -514,10 +533,10 @@ def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None
 
 
 def test_gloo_refuses_an_uneven_last_node() -> None:
-    from hvd_container.launcher import gloo
+    from hvd_container.launcher.controllers import gloo
 
-    assert gloo.check_layout(8, None, 4) is None
-    assert gloo.check_layout(6, None, 4) == (
+    assert gloo.layout_problem(8, None, 4) is None
+    assert gloo.layout_problem(6, None, 4) == (
         "--controller gloo needs the same number of ranks on every node: -n 6 is not a multiple of --ntasks-per-node 4"
     )
 
@@ -534,15 +553,14 @@ def test_an_unreadable_script_in_a_lightning_image_is_a_lightning_script() -> No
     remote = "/cluster/only/train.py"
     fails(
         r"^/cluster/only/train\.py \(not readable here; recipe pl has Lightning and no Horovod\) uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N 2 --ntasks-per-node 4 instead of -n 8$",
-        "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, ntasks=8, lightning=None,
+        "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, ntasks=8,
     )  # fmt: skip
     result = plan(
         "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, nodes=2, account="a_g",
-        lightning=None,
     )  # fmt: skip
-    assert result.layout.lightning and result.layout.job_name == "train"
+    assert result.launch.controller.name == "lightning" and result.layout.job_name == "train"
     assert "-N 2 --ntasks-per-node=4" in result.shell_line() and "-n" not in result.argv
-    assert result.warnings == [
+    assert warned(result) == [
         "/cluster/only/train.py (not readable here; recipe pl has Lightning and no Horovod): launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
     ]
 
@@ -553,7 +571,7 @@ def test_an_unreadable_script_in_a_lightning_image_is_a_lightning_script() -> No
         None,
         ImageFacts(source="recipe x", lightning=True, horovod=True),  # Horovod may drive it
         ImageFacts(source="recipe x", lightning=True),  # Horovod unknown
-        ImageFacts(source="recipe x", lightning=False, horovod=False),
+        ImageFacts(source="recipe x", horovod=False),
     ],
 )
 def test_an_unreadable_script_is_not_lightning_unless_the_image_says_so(
@@ -561,25 +579,22 @@ def test_an_unreadable_script_is_not_lightning_unless_the_image_says_so(
 ) -> None:
     result = plan(
         "zih-alpha", script="/cluster/only/t.py", image="x.sif", facts=facts, ntasks=8,
-        lightning=None,
     )  # fmt: skip
-    assert not result.layout.lightning and "-n" in result.argv
+    assert result.launch.controller.name != "lightning" and "-n" in result.argv
 
 
 def test_a_readable_script_wins_over_the_image_facts(tmp_path: Path) -> None:
     script = write(tmp_path / "hvd.py", "import horovod.torch as hvd\n")
-    result = plan(
-        "zih-alpha", script=str(script), image="x.sif", facts=PL_IMAGE, ntasks=8, lightning=None
-    )
-    assert not result.layout.lightning and result.warnings == []
+    result = plan("zih-alpha", script=str(script), image="x.sif", facts=PL_IMAGE, ntasks=8)
+    assert result.launch.controller.name != "lightning" and warned(result) == []
 
 
 def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
-    pl = facts_from_recipe("lightning-pt113")
+    pl = recipe_facts("lightning-pt113")
     assert (pl.lightning, pl.horovod) == (True, False)
-    cpu = facts_from_recipe("cpu-bookworm")
+    cpu = recipe_facts("cpu-bookworm")
     assert (cpu.lightning, cpu.horovod) == (False, True)
-    from hvd_container.launcher.preflight import facts_from_labels
+    from hvd_container.facts import facts_from_labels
 
     probed = {"org.hvd-container.arch": "amd64", "org.hvd-container.versions.python": "3.10.12"}
     labels = facts_from_labels(
@@ -601,16 +616,16 @@ def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
 def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
     shifter = plan("neuron", image="u/i:t", runtime="shifter", nodes=1, comment="python")
     assert not any(a.startswith("--module") for a in shifter.argv)
-    assert shifter.warnings == [
+    assert warned(shifter) == [
         "runtime shifter: the job asks for 8 GPUs per node but shifter gets no --module=gpu, so the container has no GPU driver or devices; pass --module gpu, or add a shifter runtime with modules: [gpu] to site neuron's profile"
     ]
     fixed = plan(
         "neuron", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=1, comment="python"
     )
     # naming modules replaces Shifter's defaults: an MPI launch names mpich again
-    assert "--module=gpu,mpich" in fixed.argv and fixed.warnings == []
-    ch = plan("zih-alpha", image="/img", runtime="charliecloud", nodes=1)
-    assert ch.warnings == [
+    assert "--module=gpu,mpich" in fixed.argv and warned(fixed) == []
+    ch = plan("zih-alpha", image="i.sqfs", runtime="charliecloud", nodes=1)
+    assert warned(ch) == [
         "runtime charliecloud: the job asks for 8 GPUs per node but ch-run has no GPU option, so the container lacks the host's NVIDIA driver libraries; inject them with `ch-fromhost --nvidia IMAGE`, or pick --runtime apptainer"
     ]
     path = write(
@@ -622,22 +637,22 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
     for kind, flag, image in (("apptainer", "--nv", "i.sif"), ("podman-hpc", "--gpu", "u/i:t")):
         result = plan_launch(
             load_site(str(path)),
-            LaunchRequest(script="t.py", image=image, runtime=kind, nodes=1, lightning=False),
+            LaunchRequest(script="t.py", image=image, runtime=kind, nodes=1),
         )
         assert flag not in result.argv
-        assert result.warnings == [
+        assert warned(result) == [
             f"runtime {kind}: the job asks for 4 GPUs per node but {kind} runs without {flag} (gpu: false for it in site g's profile); set gpu: true for the {kind} runtime in the profile"
         ]
 
 
 def test_runtimes_that_keep_the_gpus_are_not_warned() -> None:
     for runtime, image in (("apptainer", "i.sif"), ("pyxis", "u/i:t")):
-        assert plan("zih-alpha", image=image, runtime=runtime, nodes=1).warnings == []
-    assert plan("zih-alpha", runtime="none", nodes=1).warnings == []
-    assert plan("perlmutter", image="u/i:t", nodes=1, account="a_g").warnings == []
+        assert warned(plan("zih-alpha", image=image, runtime=runtime, nodes=1)) == []
+    assert warned(plan("zih-alpha", runtime="none", nodes=1)) == []
+    assert warned(plan("perlmutter", image="u/i:t", nodes=1, account="a_g")) == []
     assert (
-        plan("perlmutter", image="u/i:t", runtime="podman-hpc", nodes=1, account="a_g").warnings
+        warned(plan("perlmutter", image="u/i:t", runtime="podman-hpc", nodes=1, account="a_g"))
         == []
     )
     # no GPUs asked for: nothing is lost
-    assert plan("local", image="/img", nodes=1).warnings == []
+    assert warned(plan("local", image="i.sqfs", nodes=1)) == []

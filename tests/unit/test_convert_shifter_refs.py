@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from hvd_container.launcher.runtimes import shifter as shifter_runtime
+from hvd_container.launcher import runtimes
 
 from hvd_container.core.image_refs import shifter_image_ref
 
@@ -28,14 +28,14 @@ from hvd_container.core.image_refs import shifter_image_ref
 )
 def test_convert_and_launcher_write_the_same_reference(image: str, ref: str) -> None:
     assert shifter_image_ref(image) == ref
-    assert shifter_runtime.image_ref(image) == ref
+    assert runtimes.runtime(runtimes.default_profile("shifter")).image_ref(image) == ref
 
 
 def test_the_launch_path_stays_light() -> None:
     code = (
         "import sys\n"
-        "import launcher.runtimes.shifter\n"
-        "print(sorted(m for m in ('docker', 'requests', 'spython', 'subprocess') if m in sys.modules))\n"
+        "import hvd_container.launcher.runtimes.shifter\n"
+        "print(sorted(m for m in ('docker', 'requests', 'spython') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

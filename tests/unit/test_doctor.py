@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 from _json_records import result
-from hvd_container.launcher.doctor import CHECKED, Report, diagnose, judge_smoke, parse_smoke
-from hvd_container.launcher.facts import ImageFacts
+from hvd_container.launcher.checks import registry
+from hvd_container.launcher.doctor import Report, diagnose, judge_smoke, parse_smoke
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
 from hvd_container.cli.app import main
+from hvd_container.facts import ImageFacts
 
 OMPI = ImageFacts(
     source="image ompi.sif", arch="amd64", mpi_pmi=("pmix",), controllers=("mpi", "gloo"),
@@ -21,50 +22,73 @@ OMPI = ImageFacts(
 )  # fmt: skip
 
 
+ABOUT = {c.name: c.about for c in registry()}
+# the checks that cannot judge without the image's facts
+NEED_FACTS = {c.name for c in registry() if "facts" in c.needs}
+
+
 def lines(report: Report) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
-    for r in report.results:
+    for r in [*report.checks, *report.smoke]:
         out.setdefault(r.check, []).append((r.status, r.message))
     return out
 
 
-def test_every_launch_check_has_a_pass_line(tmp_path: Path) -> None:
+def test_every_check_of_the_registry_reports_once(tmp_path: Path) -> None:
     image = tmp_path / "image"  # an image directory, as ch-run takes it
     image.mkdir()
-    request = LaunchRequest(script="doctor", image=str(image), nodes=2, lightning=False)
-    report = diagnose(load_site("local"), dataclasses.replace(request, facts=OMPI), probe=False)
-    found = lines(report)
-    assert set(CHECKED) - {"comment", "account"} <= set(found)
+    request = LaunchRequest(script="doctor", image=str(image), nodes=2)
+    report = diagnose(
+        load_site("local"), dataclasses.replace(request, facts=OMPI), ask_machine=False
+    )
+    assert [r.check for r in report.checks] == [c.name for c in registry()]
     assert not report.failed
-    assert found["arch"] == [("pass", CHECKED["arch"])]
+    found = lines(report)
+    assert found["arch"] == [("pass", "amd64, as the nodes")]
+    assert found["comment"] == [("pass", ABOUT["comment"])]
 
 
 def test_a_planted_fault_fails_with_its_fix_and_the_rest_still_runs(tmp_path: Path) -> None:
     image = tmp_path / "image"  # an image directory, as ch-run takes it
     image.mkdir()
     p9 = dataclasses.replace(OMPI, arch="ppc64le", controllers=("gloo",))
-    request = LaunchRequest(
-        script="doctor", image=str(image), nodes=2, lightning=False, facts=p9, mpi="pmi2"
-    )
-    report = diagnose(load_site("local"), request, probe=False)
+    request = LaunchRequest(script="doctor", image=str(image), nodes=2, facts=p9, mpi="pmi2")
+    report = diagnose(load_site("local"), request, ask_machine=False)
     found = lines(report)
     assert report.failed
     assert found["arch"][0][0] == "fail" and "is built for ppc64le" in found["arch"][0][1]
-    (mpi,) = found["mpi-plugin"]
-    assert mpi[0] == "fail" and "without the MPI controller: pass --controller gloo" in mpi[1]
+    (controller,) = found["controller"]
+    assert controller[0] == "fail"
+    assert "without the MPI controller: pass --controller gloo" in controller[1]
     # a launch stops at the first of them; doctor went on to the last check
-    assert found["nccl-network"] == [("pass", CHECKED["nccl-network"])]
+    assert [r.check for r in report.checks][-1] == registry()[-1].name
 
 
 def test_missing_image_and_unknown_facts() -> None:
-    request = LaunchRequest(script="doctor", image="/nonexistent/x.sif", nodes=1, lightning=False)
-    found = lines(diagnose(load_site("local"), request, probe=False))
+    request = LaunchRequest(script="doctor", image="/nonexistent/x.sif", nodes=1)
+    found = lines(diagnose(load_site("local"), request, ask_machine=False))
     assert found["image"][0][0] == "fail" and "no such file or directory" in found["image"][0][1]
-    assert "prepare" not in found  # the same problem is said once
-    assert found["facts"][0][0] == "warn"
+    assert found["facts"][0][0] == "skip"
     assert found["arch"] == [
-        ("pass", CHECKED["arch"] + " (not judged: the image's facts are unknown)")
+        ("skip", found["facts"][0][1])  # the same reason: the image's facts are unknown
     ]
+
+
+@pytest.mark.parametrize("site", ["local", "perlmutter", "neuron", "zih-alpha", "zih-ml"])
+def test_an_image_without_facts_gets_skips_never_a_pass_from_the_checks_that_need_them(
+    tmp_path: Path, site: str
+) -> None:
+    made_up = tmp_path / "made-up.sif"
+    made_up.write_bytes(b"")  # no SIF, no labels: nothing is known of it
+    report = diagnose(
+        load_site(site),
+        LaunchRequest(script="doctor", image=str(made_up), nodes=2, comment="pytorch"),
+        ask_machine=False,
+    )
+    statuses = {r.check: r.status for r in report.checks}
+    assert NEED_FACTS and {statuses[name] for name in NEED_FACTS} == {"skip"}
+    skipped = [r for r in report.checks if r.check in NEED_FACTS]
+    assert all("facts are unknown" in r.message for r in skipped)
 
 
 SMOKE_OK = """\
@@ -81,7 +105,7 @@ def test_smoke_output_is_judged_per_rank_and_node() -> None:
     assert ops["mpi"] == [(0, "ok", 812.5), (1, "ok", 790.1)]
     report = Report()
     judge_smoke("mpi", 2, 0, SMOKE_OK, report)
-    assert [(r.check, r.status, r.message) for r in report.results] == [
+    assert [(r.check, r.status, r.message) for r in report.smoke] == [
         ("smoke-mpi", "pass", "2 ranks, size 2, over mpi, on node1, node2"),
         (
             "allreduce-mpi",
@@ -114,9 +138,7 @@ def test_smoke_failures_say_what_went_wrong(text: str, expected: str) -> None:
     report = Report()
     judge_smoke("mpi", 2, 1, text, report)
     assert report.failed
-    assert any(r.status == "fail" and r.message.startswith(expected) for r in report.results), (
-        report
-    )
+    assert any(r.status == "fail" and r.message.startswith(expected) for r in report.smoke), report
 
 
 def test_doctor_command_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -124,8 +146,25 @@ def test_doctor_command_text_and_json(capsys: pytest.CaptureFixture[str], tmp_pa
     image.mkdir()
     assert main(["doctor", "--site", "zih-alpha", "--image", "/nonexistent.sif", "-N", "1"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("FAIL  image ") and any(s.startswith("PASS  arch ") for s in out)
+    assert out[0].startswith("FAIL  image ") and any(s.startswith("SKIP  arch ") for s in out)
     assert main(["doctor", "--site", "local", "--image", str(image), "-N", "2", "--json"]) == 0
     record = result("doctor", capsys.readouterr().out)
     assert record["ok"] is True and record["site"] == "local"
-    assert {"check": "facts", "status": "warn"}.items() <= record["checks"][1].items()
+    assert {"check": "facts", "status": "skip"}.items() <= record["checks"][1].items()
+
+
+@pytest.mark.parametrize("site", ["local", "perlmutter", "neuron"])
+def test_doctor_json_lists_exactly_the_registry(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, site: str
+) -> None:
+    """No second list of names: doctor prints the registry's checks, each once, in its order."""
+    made_up = tmp_path / "made-up.sif"
+    made_up.write_bytes(b"")
+    code = main(["doctor", "--site", site, "--image", str(made_up), "-N", "2", "--comment",
+                 "pytorch", "--account", "a_g", "--json"])  # fmt: skip
+    record = result("doctor", capsys.readouterr().out)
+    assert [c["check"] for c in record["checks"]] == [c.name for c in registry()]
+    assert record["smoke"] == []
+    # a made-up image: nothing that needs its facts passes, and doctor does not call it ok
+    assert not any(c["status"] == "pass" for c in record["checks"] if c["check"] in NEED_FACTS)
+    assert code == (1 if not record["ok"] else 0)

@@ -1,4 +1,4 @@
-"""The checks `doctor` and every launch share (launcher.pitfalls), on the sites' profiles:
+"""The checks `doctor` and every launch share (launcher/checks.py), on the sites' profiles:
 MPI ABI against what the runtime injects, CUDA against the nodes' driver, NCCL's network,
 the Gloo controller, where the image lies, and the arch of a SIF made without our labels."""
 
@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _launch_helpers import plan_launch
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import pitfalls
-from hvd_container.launcher.compose import plan_launch
-from hvd_container.launcher.facts import ImageFacts
-from hvd_container.launcher.preflight import image_facts, with_image_facts
+from hvd_container.launcher.checks import Result, driver_at_least
+from hvd_container.launcher.image import read_facts
+from hvd_container.launcher.plan import plan as planned
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.sites import Site, load_site
 
 from hvd_container.core.errors import UserError
+from hvd_container.facts import ImageFacts, facts_from_labels
 
 OMPI = ImageFacts(
     source="image ompi.sif", arch="amd64", mpi_pmi=("pmix",), controllers=("mpi", "gloo"),
@@ -29,39 +30,43 @@ MPICH = dataclasses.replace(OMPI, source="image mpich.sif", mpi_pmi=("pmi2",), m
 
 
 def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
-    fields = {"script": "train.py", "lightning": False, **fields}
+    fields = {"script": "train.py", **fields}
     return plan_launch(load_site(site), LaunchRequest(**fields))
 
 
-def doctor_results(site: str, **fields: Any) -> dict[str, list[pitfalls.Finding]]:
-    checks = pitfalls.Checks([], keep_going=True)
-    fields = {"script": "train.py", "lightning": False, **fields}
-    plan_launch(load_site(site), LaunchRequest(**fields), checks)
-    return dict(checks.results)
+def doctor_results(site: str | Site, **fields: Any) -> dict[str, Result]:
+    """Every check's result for the launch, as doctor sees them (it goes on past failures)."""
+    fields = {"script": "train.py", **fields}
+    profile = load_site(site) if isinstance(site, str) else site
+    done = planned(profile, LaunchRequest(**fields), dry_run=True, keep_going=True)
+    return {r.check: r for r in done.results}
+
+
+def with_values(site: str, **values: Any) -> Site:
+    """A built-in profile with some of its values changed (as a user's own copy would)."""
+    return load_site(site).model_copy(update=values)
 
 
 def test_cray_mpich_does_not_replace_open_mpi() -> None:
     found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=OMPI)
-    (abi,) = found["mpi-abi"]
-    assert abi.level == "warning"
+    abi = found["mpi-abi"]
+    assert abi.status == "warn"
     assert (
         "has openmpi (libmpi.so.40), so its ranks use the image's own MPI over TCP" in abi.message
     )
     # an MPICH image is what Cray MPICH replaces; a Gloo launch uses no MPI at all
-    assert (
-        doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)["mpi-abi"]
-        == []
-    )
+    mpich = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    assert mpich["mpi-abi"].status == "pass"
     gloo = doctor_results(
         "perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=OMPI, controller="gloo"
     )
-    assert "mpi-abi" not in gloo
+    assert gloo["mpi-abi"] == Result("mpi-abi", "skip", "the launch uses no MPI between tasks")
 
 
 def test_cuda_13_image_on_an_older_driver_is_refused() -> None:
     site = load_site("zih-alpha")
     assert site.gpu_driver is None  # not published: doctor asks nvidia-smi where it can
-    old = dataclasses.replace(site, name="old", gpu_driver="535.104")  # CUDA 12.2's driver
+    old = with_values("zih-alpha", name="old", gpu_driver="535.104")  # CUDA 12.2's driver
     request = LaunchRequest(script="t.py", image="/data/x.sif", nodes=1, facts=OMPI)
     with pytest.raises(UserError) as info:
         plan_launch(old, request)
@@ -69,10 +74,18 @@ def test_cuda_13_image_on_an_older_driver_is_refused() -> None:
         "image ompi.sif is built for CUDA 13.0, which needs NVIDIA driver >= 580.65.06; site "
         "old's profile (gpu_driver) has 535.104: build the image for CUDA 12"
     )
-    assert pitfalls.cuda_driver(OMPI, 4, "580", "x") == []
-    assert pitfalls.cuda_driver(OMPI, 0, "535", "x") == []  # no GPUs asked: not judged
-    assert pitfalls.driver_at_least("525.60.13", "525.60.13")
-    assert not pitfalls.driver_at_least("450.80.01", "450.80.02")
+    new = with_values("zih-alpha", gpu_driver="580")
+    assert (
+        doctor_results(new, image="/data/x.sif", nodes=1, facts=OMPI)["cuda-driver"].status
+        == "pass"
+    )
+    cpu_site = with_values("local", gpu_driver="535.104")
+    no_gpus = doctor_results(cpu_site, image="/data/x.sif", nodes=1, facts=OMPI)
+    assert no_gpus["cuda-driver"] == Result("cuda-driver", "skip", "the job asks for no GPUs")
+    unknown = doctor_results("zih-alpha", image="/data/x.sif", nodes=1, facts=OMPI)
+    assert unknown["cuda-driver"].status == "skip"  # no driver known: not judged, not passed
+    assert driver_at_least("525.60.13", "525.60.13")
+    assert not driver_at_least("450.80.01", "450.80.02")
 
 
 def test_gpu_image_without_gpus_is_warned() -> None:
@@ -83,15 +96,16 @@ def test_gpu_image_without_gpus_is_warned() -> None:
 def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
     # Perlmutter's profile forces NCCL_NET and names an NCCL module: nothing to say
     found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
-    assert found["nccl-network"] == []
-    perlmutter = load_site("perlmutter")
-    forced = {"NCCL_NET": "AWS Libfabric"}
-    (missing,) = pitfalls.nccl_network(perlmutter, perlmutter.runtime, ["gpu"], forced, 2, 4)
-    assert missing.level == "error" and "shifter gets no nccl module" in missing.message
-    neuron = load_site("neuron")
-    unforced = pitfalls.nccl_network(neuron, neuron.runtime, [], {}, 2, 8)
-    assert [f.code for f in unforced] == ["nccl-net-unforced"]
-    assert pitfalls.nccl_network(neuron, neuron.runtime, [], {}, 1, 8) == []  # one node
+    assert found["nccl-network"].status == "pass"
+    runtime = load_site("perlmutter").runtime.model_copy(update={"modules": ["gpu"]})
+    no_plugin = with_values("perlmutter", runtime=runtime)
+    missing = doctor_results(no_plugin, image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    assert missing["nccl-network"].status == "fail"
+    assert "shifter gets no nccl module" in missing["nccl-network"].message
+    unforced = doctor_results("neuron", image="x.sif", nodes=2, comment="pytorch")["nccl-network"]
+    assert unforced.status == "warn" and "sets no NCCL_NET" in unforced.message
+    one_node = doctor_results("neuron", image="x.sif", nodes=1, comment="pytorch")
+    assert one_node["nccl-network"] == Result("nccl-network", "skip", "a single-node launch")
 
 
 def test_gloo_launch_of_an_image_without_gloo_is_refused() -> None:
@@ -109,7 +123,7 @@ def test_image_outside_the_shared_file_systems(tmp_path: Path) -> None:
     for folder in (shared, other):
         folder.mkdir()
         (folder / "x.sif").write_bytes(b"")
-    site = dataclasses.replace(load_site("zih-alpha"), name="s", shared_paths=[str(shared)])
+    site = with_values("zih-alpha", name="s", shared_paths=[str(shared)])
     outside = str(other / "x.sif")
     with pytest.raises(UserError, match=rf"^image {outside} is outside site s's shared file"):
         plan_launch(site, LaunchRequest(script="t.py", image=outside, nodes=1))
@@ -129,9 +143,13 @@ def test_image_outside_the_shared_file_systems(tmp_path: Path) -> None:
         (
             "gpu_driver",
             '"abc"',
-            'an NVIDIA driver version such as "535" or "550.127.05" (got \'abc\')',
+            'not allowed (allowed: an NVIDIA driver version such as "535" or "550.127.05") (got \'abc\')',
         ),
-        ("gpu_driver", '"5"', 'an NVIDIA driver version such as "535" or "550.127.05" (got \'5\')'),
+        (
+            "gpu_driver",
+            '"5"',
+            'not allowed (allowed: an NVIDIA driver version such as "535" or "550.127.05") (got \'5\')',
+        ),
         ("shared_paths", "[data]", "absolute paths, not 'data'"),
     ],
 )
@@ -156,25 +174,27 @@ def _bare_sif(path: Path, arch: str) -> Path:
 
 def test_arch_of_a_sif_without_labels_is_read_from_its_descriptor(tmp_path: Path) -> None:
     sif = _bare_sif(tmp_path / "p9.sif", "ppc64le")
-    facts = image_facts(str(sif))
+    facts = read_facts(str(sif), ask_docker=False)
     assert facts is not None and facts.arch == "ppc64le" and facts.mpi_pmi is None
-    request = with_image_facts(LaunchRequest(script="t.py", image=str(sif), nodes=1), str(sif))
+    request = LaunchRequest(script="t.py", image=str(sif), nodes=1)  # facts from the file
     with pytest.raises(UserError, match=r"p9.sif is built for ppc64le but site zih-alpha runs"):
         plan_launch(load_site("zih-alpha"), request)
 
 
 def test_gpu_launch_of_horovod_without_nccl_is_warned() -> None:
     no_nccl = dataclasses.replace(OMPI, tensor_ops=("gloo", "mpi"))
-    (finding,) = pitfalls.gpu_tensor_operations(no_nccl, 4)
-    assert finding.level == "warning" and "has Horovod without NCCL" in finding.message
-    assert pitfalls.gpu_tensor_operations(dataclasses.replace(OMPI, tensor_ops=("nccl",)), 4) == []
-    assert pitfalls.gpu_tensor_operations(no_nccl, 0) == []  # no GPUs asked for
+    found = doctor_results("zih-alpha", image="/data/x.sif", nodes=1, facts=no_nccl)
+    assert found["gpu-operations"].status == "warn"
+    assert "has Horovod without NCCL" in found["gpu-operations"].message
+    nccl = dataclasses.replace(OMPI, tensor_ops=("nccl",))
+    found = doctor_results("zih-alpha", image="/data/x.sif", nodes=1, facts=nccl)
+    assert found["gpu-operations"].status == "pass"
+    cpu_only = doctor_results("local", image="/srv/x.sif", nodes=1, facts=no_nccl)
+    assert cpu_only["gpu-operations"].status == "skip"  # no GPUs asked for
     labels = {
         "org.hvd-container.horovod.tensor_ops": "gloo,mpi,nccl",
         "org.hvd-container.arch": "amd64",
     }
-    from hvd_container.launcher.preflight import facts_from_labels
-
     facts = facts_from_labels(labels, "image x")
     assert facts is not None and facts.tensor_ops == ("gloo", "mpi", "nccl")
 
@@ -183,13 +203,12 @@ def test_an_image_older_than_the_injected_libraries_is_refused() -> None:
     perlmutter = load_site("perlmutter")
     assert perlmutter.runtime.injects_glibc == "2.31"
     old = dataclasses.replace(MPICH, glibc="2.28")  # Debian 10, CentOS 8
-    (finding,) = pitfalls.injected_glibc(perlmutter.runtime, old)
-    assert finding.level == "error" and finding.message.startswith(
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=old)
+    assert found["glibc"].status == "fail" and found["glibc"].message.startswith(
         "image mpich.sif has glibc 2.28, but the libraries shifter injects need glibc >= 2.31"
     )
-    assert (
-        pitfalls.injected_glibc(perlmutter.runtime, dataclasses.replace(MPICH, glibc="2.36")) == []
-    )
-    assert pitfalls.injected_glibc(perlmutter.runtime, MPICH) == []  # not known: not judged
-    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=old)
-    assert [f.code for f in found["glibc"]] == ["glibc-too-old"]
+    new = dataclasses.replace(MPICH, glibc="2.36")
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=new)
+    assert found["glibc"].status == "pass"
+    found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    assert found["glibc"].status == "skip"  # not known: not judged

@@ -1,8 +1,9 @@
 """The architecture as rules on imports, read from the source (every import, lazy ones too).
 
-    hvd_container.core            errors, YAML loading, atomic writes: imports none of the rest
-    hvd_container.containers      build side: core only (never the launch side, never the CLI)
-    hvd_container.launcher        launch side: core, and the build side's readers
+    hvd_container.core            errors, YAML loading, models, atomic writes: none of the rest
+    hvd_container.facts           the image's facts (labels): the core only
+    hvd_container.containers      build side: the core and the facts (never the launch side)
+    hvd_container.launcher        launch side: the core, the facts and the build side's readers
     hvd_container.cli             parses, calls one library function, prints
 
 Run by `make lint` and by the fast suite.
@@ -108,6 +109,10 @@ def test_no_module_imports_the_old_top_level_names() -> None:
 
 # (importer prefix, imported prefix, why not)
 FORBIDDEN = [
+    ("hvd_container.core", "hvd_container.facts", "the core is below the image's facts"),
+    ("hvd_container.facts", "hvd_container.containers", "the image's facts are below both sides"),
+    ("hvd_container.facts", "hvd_container.launcher", "the image's facts are below both sides"),
+    ("hvd_container.facts", "hvd_container.cli", "the CLI is the top layer"),
     ("hvd_container.core", "hvd_container.containers", "the core is below both sides"),
     ("hvd_container.core", "hvd_container.launcher", "the core is below both sides"),
     ("hvd_container.core", "hvd_container.cli", "the core is below the CLI"),

@@ -17,9 +17,10 @@ import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import charliecloud_cache, jupyter, preflight, slurm
+from hvd_container.launcher import jupyter, machine, slurm
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.runtimes import charliecloud
 from hvd_container.launcher.sites import load_site
 from hvd_container.launcher.slurm import Job
 
@@ -54,7 +55,9 @@ def cancelled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Slurm stand-ins for what a launch touches; the list collects scancel'ed job ids."""
     ids: list[str] = []
     monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
-    monkeypatch.setattr(preflight, "srun_mpi_plugins", lambda: ["pmix", "none"])
+    monkeypatch.setattr(
+        machine.ThisMachine, "srun_mpi_plugins", property(lambda _: ["pmix", "none"])
+    )
     monkeypatch.setattr(slurm, "cancel", ids.append)
     return ids
 
@@ -224,7 +227,7 @@ def test_a_deleted_working_directory_is_a_one_line_error(
     gone.rmdir()
     monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
     monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
-    monkeypatch.setattr(preflight, "srun_mpi_plugins", lambda: None)
+    monkeypatch.setattr(machine.ThisMachine, "srun_mpi_plugins", property(lambda _: None))
     expected = (
         "hvd-container: error: the current directory no longer exists: "
         "cd to an existing directory and run again\n"
@@ -284,7 +287,7 @@ def test_a_concurrent_unpack_of_the_same_image_counts_as_success(
     monkeypatch: pytest.MonkeyPatch, job_dir: Path
 ) -> None:
     sif = _sif(job_dir / "a.sif")
-    target = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
+    target = charliecloud.cache_dir() / charliecloud.sif_digest(sif)
     parts: list[str] = []
 
     def unsquashfs(argv: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
@@ -295,11 +298,11 @@ def test_a_concurrent_unpack_of_the_same_image_counts_as_success(
             write(target / "etc" / "os-release", "theirs\n")  # another run finished first
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(charliecloud_cache.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(charliecloud_cache.subprocess, "run", unsquashfs)
-    charliecloud_cache._unpack_sif(sif, target)
+    monkeypatch.setattr(charliecloud.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(charliecloud.subprocess, "run", unsquashfs)
+    charliecloud._unpack_sif(sif, target)
     assert (target / "etc" / "os-release").read_text() == "theirs\n"
-    charliecloud_cache._unpack_sif(sif, target.with_name("other"))
+    charliecloud._unpack_sif(sif, target.with_name("other"))
     assert parts[0] != parts[1] and f".part-{os.getpid()}-" in parts[0]
     assert sorted(p.name for p in target.parent.iterdir()) == sorted(["other", target.name])
 
@@ -309,10 +312,10 @@ def test_an_unusable_cache_directory_names_the_variable(
 ) -> None:
     blocker = write(job_dir / "not-a-dir", "")
     monkeypatch.setenv("HVD_CONTAINER_CACHE", str(blocker))
-    monkeypatch.setattr(charliecloud_cache.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(charliecloud.shutil, "which", lambda name: f"/usr/bin/{name}")
     for source in (str(_sif(job_dir / "a.sif")), str(image)):
         with pytest.raises(UserError) as info:
-            charliecloud_cache.prepare(source)
+            charliecloud.prepare_image(source)
         message = str(info.value)
         assert message.startswith(f"image cache {blocker}/images: ") and "\n" not in message
         assert "set $HVD_CONTAINER_CACHE to a writable directory" in message

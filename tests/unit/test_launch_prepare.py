@@ -15,7 +15,8 @@ from _launch_helpers import isolated, write  # noqa: F401
 from _shell import bash_words
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
-from hvd_container.launcher import charliecloud_cache, execute, preflight, slurm
+from hvd_container.launcher import execute, machine, slurm
+from hvd_container.launcher.runtimes import charliecloud
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.cli.app import main
@@ -57,7 +58,9 @@ class Recorder:
         self.cancelled: list[str] = []
         self.mpi_list_calls = 0
         monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
-        monkeypatch.setattr(preflight, "srun_mpi_plugins", self.mpi_list)
+        monkeypatch.setattr(
+            machine.ThisMachine, "srun_mpi_plugins", property(lambda _: self.mpi_list())
+        )
         monkeypatch.setattr(execute, "_run_foreground", self.run_foreground)
         monkeypatch.setattr(slurm, "submit", self.submit)
         monkeypatch.setattr(slurm, "cancel", self.cancelled.append)
@@ -103,7 +106,7 @@ def no_unpack(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         image_dir(target)
         unpacked.append(target)
 
-    monkeypatch.setattr(charliecloud_cache, "_unpack_sif", unpack)
+    monkeypatch.setattr(charliecloud, "_unpack_sif", unpack)
     return unpacked
 
 
@@ -158,8 +161,8 @@ def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
     code, printed, err = cli(capsys, "run", "--dry-run", *args)
     assert code == 0, err
     assert no_unpack == []  # computed from the SIF header, nothing unpacked
-    key = charliecloud_cache.sif_digest(sif)
-    cache = Path(charliecloud_cache.cache_dir())
+    key = charliecloud.sif_digest(sif)
+    cache = Path(charliecloud.cache_dir())
     assert f"--set-env={cache / (key + '.env')} {cache / key} -- " in printed
     assert not cache.exists()
     code, _, err = cli(capsys, "run", *args)
@@ -208,7 +211,7 @@ def test_batch_to_a_file_unpacks_a_local_sif_so_the_script_runs(
         "train.py",
     )  # fmt: skip
     assert code == 0, err
-    root = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
+    root = charliecloud.cache_dir() / charliecloud.sif_digest(sif)
     assert no_unpack == [root]
     script = (job_dir / "job.sh").read_text()
     assert f" {root} -- /opt/venv/bin/python train.py" in script
@@ -235,7 +238,7 @@ def test_batch_warns_about_image_environment_lines_it_cannot_pass_on(
         "'export HOST=$(hostname)' uses shell expansion other than $NAME or ${NAME}: not passed "
         "to ch-run; set it with --env if the job needs it\n"
     ) in err
-    env_file = charliecloud_cache.planned(str(image)).env_file
+    env_file = charliecloud.planned(str(image)).env_file
     assert env_file.read_text() == "PATH=/opt/venv/bin:/usr/bin\nVIRTUAL_ENV=/opt/venv\n"
 
 
@@ -266,7 +269,7 @@ def test_recipe_without_image_uses_the_templated_sif(
     args = ["--site", "local", "--recipe", "cpu-bookworm", "-N", "2", "--ntasks-per-node", "1"]
     code, _, err = cli(capsys, "run", "--detach", *args, "train.py")
     assert code == 0, err
-    root = charliecloud_cache.cache_dir() / charliecloud_cache.sif_digest(sif)
+    root = charliecloud.cache_dir() / charliecloud.sif_digest(sif)
     assert no_unpack == [root]
     (script,) = slurm_stub.scripts
     assert f" {root} -- /opt/venv/bin/python train.py" in script
@@ -360,13 +363,14 @@ def test_podman_hpc_gets_the_working_directory_and_a_user(
 ) -> None:
     """podman mounts nothing on its own and podman-hpc needs $USER (no login terminal in a
     batch job): the launch binds the working directory, starts there and names the user."""
-    from hvd_container.launcher.prepare import prepare_launch
+    from hvd_container.launcher.plan import plan
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import load_site
 
     monkeypatch.delenv("USER", raising=False)
     request = LaunchRequest(script="train.py", image="reg/i:1", runtime="podman-hpc", nodes=2)
-    prepared = prepare_launch(load_site("local"), request, "show")
+    planned = plan(load_site("local"), request, dry_run=True)
     cwd = str(job_dir)
-    assert prepared.request.binds == [f"{cwd}:{cwd}"] and prepared.request.workdir == cwd
-    assert prepared.request.env["USER"]
+    podman = planned.argv[planned.argv.index("podman-hpc") :]
+    assert f"{cwd}:{cwd}" in podman and podman[podman.index("-w") + 1] == cwd
+    assert planned.env["USER"] and "USER" in podman

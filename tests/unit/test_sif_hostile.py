@@ -15,10 +15,10 @@ import pytest
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.containers.sif.reader import read_sif
-from hvd_container.launcher import preflight
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
+from hvd_container.facts import facts_from_labels
 
 UNSAFE = ["\x1b", "\r", "\x07", "\x9b", "\u202e"]
 
@@ -112,12 +112,14 @@ def test_a_root_filesystem_over_the_descriptor_table_is_refused(tmp_path: Path) 
 def test_a_recipe_name_label_is_never_followed_as_a_path(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import facts
+    from hvd_container.launcher import image
 
     opened: list[str] = []
-    monkeypatch.setattr(facts, "facts_from_recipe", lambda ref: opened.append(ref))
-    found = preflight.facts_from_labels(
-        {"org.hvd-container.recipe.name": name, "org.hvd-container.arch": "amd64"}, "image x"
+    monkeypatch.setattr(image, "facts_from_recipe", lambda ref: opened.append(ref))
+    found = facts_from_labels(
+        {"org.hvd-container.recipe.name": name, "org.hvd-container.arch": "amd64"},
+        "image x",
+        recipe_lookup=image.builtin_recipe_facts,
     )
     assert found is not None and found.name == name and opened == []
 
@@ -127,8 +129,12 @@ def test_a_builtin_recipe_name_label_reads_the_shipped_file(
 ) -> None:
     (tmp_path / "cpu-bookworm").write_text("not a recipe")  # a file of that name here is not it
     monkeypatch.chdir(tmp_path)
-    found = preflight.facts_from_labels(
-        {"org.hvd-container.recipe.name": "cpu-bookworm"}, "image x"
+    from hvd_container.launcher.image import builtin_recipe_facts
+
+    found = facts_from_labels(
+        {"org.hvd-container.recipe.name": "cpu-bookworm"},
+        "image x",
+        recipe_lookup=builtin_recipe_facts,
     )
     assert found is not None and found.mpi_pmi == ("pmix",)
 

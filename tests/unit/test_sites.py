@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
-from hvd_container.launcher import profile_cache
 from hvd_container.launcher.sites import (
     choose_site,
     host_arch,
@@ -108,7 +106,7 @@ INVALID = [
     ("runtime: {kind: none}\n", r"1: name: required key is missing"),
     (
         "name: mysite\nruntime:\n  kind: docker\n",
-        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none\)",
+        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, charliecloud, none, podman-hpc, pyxis, shifter\)",
     ),
     (
         MINIMAL + "arch: x86_64\n",
@@ -136,7 +134,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  time: 2 hours\n",
-        r"5: scheduler.time: a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS \(got '2 hours'\)",
+        r"5: scheduler.time: not allowed \(allowed: a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS\) \(got '2 hours'\)",
     ),
     (
         MINIMAL + "scheduler:\n  comment:\n    required: yes please\n",
@@ -166,7 +164,7 @@ INVALID = [
     ),
     (
         "name: My_Site\nruntime: {kind: none}\n",
-        r"1: name: lower-case letters, digits and \. _ - only \(got 'My_Site'\)",
+        r"1: name: not allowed \(allowed: lower-case letters, digits and \. _ - only\) \(got 'My_Site'\)",
     ),
     (
         "name: mysite\nruntime:\n  kind: shifter\n  modules: [gpu, gpu]\n",
@@ -182,9 +180,9 @@ INVALID = [
     ),
     (
         "name: mysite\nother_runtimes:\n  - kind: podman-hpc\n    gpus: true\nruntime: {kind: none}\n",
-        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, command, gpu, flags, modules, python, injects_glibc\)",
+        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, gpu, flags, python, injects_glibc\)",
     ),
-    (MINIMAL + "env:\n  1: x\n", r"5: env.1: keys must be strings \(got 1\)"),
+    (MINIMAL + "env:\n  1: x\n", r"5: env: key 1: expected a string"),
     (
         MINIMAL + "scheduler: 3\n",
         r"4: scheduler: expected a mapping \(keys: partition, partitions, account, .*, sbatch_options\) \(got 3\)",
@@ -201,9 +199,12 @@ INVALID = [
     # names that would be shell code in a batch script's `export NAME=...` line
     (
         MINIMAL + "env:\n  OK: 1x\n  'A;rm -rf ~': x\n",
-        r"6: env: 'A;rm -rf ~' is not a variable name \(letters, digits, _\)",
+        r"6: env: key 'A;rm -rf ~': not an environment variable name \(allowed: letters, digits and _, not starting with a digit\)",
     ),
-    (MINIMAL + "env:\n  1X: x\n", r"5: env: '1X' is not a variable name \(letters, digits, _\)"),
+    (
+        MINIMAL + "env:\n  1X: x\n",
+        r"5: env: key '1X': not an environment variable name \(allowed: letters, digits and _, not starting with a digit\)",
+    ),
     (
         MINIMAL + "images:\n  template: '{name!x}.sif'\n",
         r"5: images.template: not a usable template: unknown placeholder \{name!x\}",
@@ -221,39 +222,14 @@ def test_validation_errors_name_file_line_and_key(tmp_path: Path, text: str, mes
     assert re.fullmatch(re.escape(str(path)) + ":" + message + ".*", line), line
 
 
-def test_cache_is_used_and_invalidated_by_edits(tmp_path: Path) -> None:
+def test_an_edit_that_breaks_the_file_is_reported_with_its_line(tmp_path: Path) -> None:
     path = write(tmp_path / "s.yaml", MINIMAL)
     assert load_site(str(path)).runtime.kind == "apptainer"
-    assert profile_cache.get(path) == {"name": "mysite", "runtime": {"kind": "apptainer"}}
-    write(path, MINIMAL.replace("apptainer", "pyxis") + "# longer now\n")
-    assert profile_cache.get(path) is None
+    write(path, MINIMAL.replace("apptainer", "pyxis"))
     assert load_site(str(path)).runtime.kind == "pyxis"
-    # an edit that breaks the file is reported with its line, not hidden by the cache
-    write(path, MINIMAL + "bogus: 1\n# and longer again\n")
+    write(path, MINIMAL + "bogus: 1\n")
     with pytest.raises(UserError, match=r"s\.yaml:4: bogus: unknown key"):
         load_site(str(path))
-
-
-def test_stale_cache_entry_falls_back_to_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "s.yaml", MINIMAL)
-    load_site(str(path))
-    profile_cache.put(path, {"name": "mysite", "runtime": {"kind": "apptainer"}, "gone": 1})
-    assert load_site(str(path)).runtime.kind == "apptainer"
-
-
-def test_cache_forgets_files_that_are_gone(tmp_path: Path) -> None:
-    kept = write(tmp_path / "kept.yaml", MINIMAL)
-    gone = write(tmp_path / "gone.yaml", MINIMAL)
-    load_site(str(gone))
-    gone.unlink()
-    load_site(str(kept))
-    assert set(json.loads(profile_cache.cache_file().read_text())) == {str(kept.resolve())}
-
-
-def test_unwritable_cache_is_only_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocker = write(tmp_path / "file-not-dir", "")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    assert load_site("neuron").name == "neuron"
 
 
 # Selection order: --site, $HVD_CONTAINER_SITE, config.yaml, Slurm cluster name, local.
@@ -367,7 +343,7 @@ def test_runtime_for_other_kinds() -> None:
     assert perlmutter.runtime_for("pyxis").kind == "pyxis"
     with pytest.raises(
         UserError,
-        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, shifter, podman-hpc, pyxis, charliecloud, none\)",
+        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, charliecloud, none, podman-hpc, pyxis, shifter\)",
     ):
         perlmutter.runtime_for("docker")
 

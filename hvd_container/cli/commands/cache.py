@@ -43,7 +43,7 @@ def list_cmd(site: SiteOpt = None, json_output: JsonOpt = False) -> None:
     import time
 
     from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher.charliecloud_cache import cache_dir, entries
+    from hvd_container.launcher.runtimes.charliecloud import cache_dir, entries
 
     with json_errors(json_output):
         site_dir = _site_dir(site)
@@ -105,7 +105,7 @@ def prune_cmd(
     """Remove unpacked images (all, all but --keep ones, or the --stale ones) and unpacks that
     never finished."""
     from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher.charliecloud_cache import key_of, prune
+    from hvd_container.launcher.runtimes.charliecloud import key_of, prune
 
     with json_errors(json_output):
         site_dir = _site_dir(site)

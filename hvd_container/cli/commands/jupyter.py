@@ -2,43 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt
-from hvd_container.cli.commands.launch_options import build_request
-from hvd_container.cli.commands.run import (
-    AccountOpt,
-    BindOpt,
-    CommentOpt,
-    ConstraintOpt,
-    EnvOpt,
-    GpusNodeOpt,
-    ImageOpt,
-    PartitionOpt,
-    QosOpt,
-    RecipeOpt,
-    RuntimeOpt,
-    SiteOpt,
-    TimeOpt,
-)
+from hvd_container.cli.commands.launch_options import launch_parameters
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.terminal import TerminalReporter
+from hvd_container.launcher import commands
+from hvd_container.launcher import jupyter as jupyter_job
+
+JUPYTER_PARAMETERS = (
+    "site", "image", "recipe", "gpus_per_node", "runtime", "binds", "env", "time", "partition",
+    "account", "qos", "constraint", "comment",
+)  # fmt: skip
 
 
+@launch_parameters(*JUPYTER_PARAMETERS)
 def jupyter(
-    site: SiteOpt = None,
-    image: ImageOpt = None,
-    recipe: RecipeOpt = None,
-    gpus_per_node: GpusNodeOpt = None,
-    runtime: RuntimeOpt = None,
-    bind: BindOpt = None,
-    env: EnvOpt = None,
-    time: TimeOpt = None,
-    partition: PartitionOpt = None,
-    account: AccountOpt = None,
-    qos: QosOpt = None,
-    constraint: ConstraintOpt = None,
-    comment: CommentOpt = None,
     stop: Annotated[
         str | None, typer.Option("--stop", help="Cancel the Jupyter job JOBID and exit.")
     ] = None,
@@ -46,30 +28,18 @@ def jupyter(
         float, typer.Option("--timeout", help="Seconds to wait for the server to start.")
     ] = 300.0,
     json_output: JsonOpt = False,
+    **options: Any,
 ) -> None:
     """Start JupyterLab inside the image on a compute node; print the ssh tunnel and the URL.
 
     The port and the token are random (never your user name). The server keeps running
     after this command returns; stop it with `hvd-container jupyter --stop JOBID`.
     """
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher import jupyter as jup
-
     with json_errors(json_output):
         if stop is not None:
-            jup.stop(stop)
+            jupyter_job.stop(stop)
         else:
-            site_obj, request = build_request(
-                site=site, script="jupyter", args=[], image=image, recipe=recipe, ntasks=None,
-                nodes=1, ntasks_per_node=1, gpus_per_node=gpus_per_node, gpus_per_task=None,
-                cpus_per_task=None, mpi=None, controller="mpi", runtime=runtime, modules=None,
-                binds=bind, env=env, workdir=None, job_name="jupyter", time=time,
-                partition=partition, account=account, qos=qos, constraint=constraint,
-                comment=comment,
-            )  # fmt: skip
-            from hvd_container.cli.terminal import TerminalReporter
-
-            session = jup.start(site_obj, request, TerminalReporter(), timeout=timeout)
+            session = commands.jupyter(TerminalReporter(), timeout=timeout, **options)
     if stop is not None:
         if json_output:
             emit({"job_id": stop, "cancelled": True})

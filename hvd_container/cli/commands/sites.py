@@ -68,8 +68,6 @@ def show_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Print a site profile as validated YAML (defaults filled in)."""
-    import dataclasses
-
     import yaml
 
     from hvd_container.cli.json_output import emit, json_errors
@@ -78,8 +76,8 @@ def show_cmd(
     with json_errors(json_output):
         name, why = (site, "argument") if site else choose_site(None)
         profile = load_site(name)
-    data = dataclasses.asdict(profile)
-    source = data.pop("source")
+    data = profile.model_dump(mode="json")
+    source = profile.source
     first = ("name", "description", "arch", "cluster_names", "login_host", "scheduler", "mpi")
     data = {**{k: data.pop(k) for k in first}, **data}
     if json_output:

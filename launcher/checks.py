@@ -1,0 +1,560 @@
+"""Every check of a launch, in one registry.
+
+A check is a function over the planned launch (`Launch`) registered with `@check(name, about,
+needs=...)`; it returns `warn(...)`, `fail(...)`, `skip(...)` or a `passed(...)` that says
+more than `about`, and None for a plain pass. What it needs is declared, and a check whose
+needs are not met is reported as skipped with the reason, never as passed:
+
+- "facts": the image's build facts (its labels, or --recipe);
+- "image": an image at all (a launch with runtime none has none);
+- "allocation": the launch asks Slurm for an allocation (inside one, the job's options were
+  given when it was allocated);
+- "slurm": this machine's Slurm and GPUs can be asked (a launch from here, or doctor on the
+  site's login node; a dry run asks nothing);
+- "gpus": the job asks for GPUs; "nodes": it spans more than one node.
+
+Checks that only make sense for one runtime or controller live in its module
+(launcher/runtimes/, launcher/controllers/) and are skipped for the others. A launch refuses on
+the first failed check; `hvd-container doctor` shows every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from hvd_container.launcher import controllers, runtimes
+
+from hvd_container.core.errors import UserError
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.controllers import Controller
+    from hvd_container.launcher.layout import Layout
+    from hvd_container.launcher.machine import ThisMachine
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.runtimes import Runtime
+    from hvd_container.launcher.sites import Site
+
+    from hvd_container.facts import ImageFacts
+
+Status = Literal["pass", "warn", "fail", "skip"]
+Need = Literal["facts", "image", "allocation", "slurm", "gpus", "nodes"]
+Mode = Literal["run", "batch", "jupyter", "smoke"]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch as planned, before anything runs: what every check looks at."""
+
+    site: Site
+    request: LaunchRequest
+    mode: Mode
+    runtime: Runtime
+    controller: Controller
+    layout: Layout
+    partition: str | None
+    image: str | None  # as named (--image, or the site's template for --recipe)
+    image_origin: str  # where that name came from, for messages
+    image_unreadable: str | None  # why the image's file could not be read, if it could not
+    facts: ImageFacts | None
+    env: dict[str, str]  # what the job's environment gets: the site's, then the request's
+    mpi: str | None  # srun's --mpi plugin
+    dry_run: bool  # nothing is prepared, asked or run
+    judged_here: bool  # the launch starts from this machine (not a script for elsewhere)
+    machine: ThisMachine | None  # None: this machine is not asked
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus_per_node
+
+    @property
+    def nodes(self) -> int | None:
+        return self.layout.nodes
+
+    @property
+    def ranks(self) -> int:
+        return self.layout.ranks
+
+    @property
+    def single_task(self) -> bool:
+        """One task in all: a correct size-1 job whatever srun's MPI plugin."""
+        return self.layout.single_task
+
+    @property
+    def asks_allocation(self) -> bool:
+        return not self.request.inside_allocation
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    message: str
+
+
+def passed(message: str) -> Verdict:
+    return Verdict("pass", message)
+
+
+def warn(message: str) -> Verdict:
+    return Verdict("warn", message)
+
+
+def fail(message: str) -> Verdict:
+    return Verdict("fail", message)
+
+
+def skip(reason: str) -> Verdict:
+    return Verdict("skip", reason)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One check's outcome for one launch."""
+
+    check: str
+    status: Status
+    message: str
+
+
+CheckFunction = Callable[[Launch], "Verdict | None"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    about: str  # what it looks at: the text of a plain pass
+    needs: tuple[Need, ...]
+    function: CheckFunction
+    owner: str  # the module that registered it
+
+    def result(self, launch: Launch) -> Result:
+        reason = _not_for(self, launch) or _unmet(self.needs, launch)
+        verdict = skip(reason) if reason else self.function(launch) or passed(self.about)
+        return Result(self.name, verdict.status, verdict.message)
+
+
+_REGISTRY: dict[str, Check] = {}
+
+
+def check(
+    name: str, about: str, *, needs: tuple[Need, ...] = ()
+) -> Callable[[CheckFunction], CheckFunction]:
+    """Register a check under `name` (once: a second check of that name is a programming error)."""
+
+    def register(function: CheckFunction) -> CheckFunction:
+        if name in _REGISTRY:
+            raise RuntimeError(f"check {name!r} is registered twice")
+        _REGISTRY[name] = Check(name, about, needs, function, function.__module__)
+        return function
+
+    return register
+
+
+def registry() -> list[Check]:
+    """Every check, the general ones first, then the runtimes' and the controllers' own."""
+    runtimes.kinds()  # loading the modules registers their checks
+    controllers.names()
+    return list(_REGISTRY.values())
+
+
+def run_checks(launch: Launch) -> list[Result]:
+    return [c.result(launch) for c in registry()]
+
+
+def refuse_on_failure(results: list[Result]) -> None:
+    """A launch stops at the first failed check, with its message as the one-line error."""
+    for result in results:
+        if result.status == "fail":
+            raise UserError(result.message)
+
+
+def _not_for(item: Check, launch: Launch) -> str | None:
+    """Why a runtime's or controller's own check does not apply to this launch."""
+    if (
+        item.owner.startswith(runtimes.__name__ + ".")
+        and type(launch.runtime).__module__ != item.owner
+    ):
+        return f"not for runtime {launch.runtime.kind}"
+    if (
+        item.owner.startswith(controllers.__name__ + ".")
+        and type(launch.controller).__module__ != item.owner
+    ):
+        return f"not for controller {launch.controller.name}"
+    return None
+
+
+def _unmet(needs: tuple[Need, ...], launch: Launch) -> str | None:
+    for need in needs:
+        if need == "facts" and launch.facts is None:
+            if launch.image is None and not launch.runtime.runs_image:
+                return "no image: runtime none runs on the host"
+            return (
+                "the image's facts are unknown: it carries no hvd-container labels (build it "
+                "with hvd-container, or run `hvd-container verify` on it) and no --recipe names it"
+            )
+        if need == "image" and launch.image is None:
+            return "no image"
+        if need == "allocation" and not launch.asks_allocation:
+            return "inside an allocation: Slurm took the job's options when it was allocated"
+        if need == "slurm":
+            reason = _machine_reason(launch)
+            if reason:
+                return reason
+        if need == "gpus" and launch.gpus <= 0:
+            return "the job asks for no GPUs"
+        if need == "nodes" and (launch.nodes or 1) < 2:
+            return "a single-node launch"
+    return None
+
+
+def _machine_reason(launch: Launch) -> str | None:
+    if launch.machine is None:
+        return "not asked: a dry run asks nothing of this machine"
+    return launch.machine.not_the_site(launch.site.name)
+
+
+# ------------------------------------------------------------------------- the general checks
+# (in the order a launch meets them: the first failure is the error it stops with)
+
+
+@check(
+    "image", "the image exists where the launch reads it, as the runtime takes it", needs=("image",)
+)
+def image_exists(launch: Launch) -> Verdict | None:
+    assert launch.image is not None
+    unusable = launch.image_unreadable or launch.runtime.unusable_image(launch.image)
+    if unusable:
+        return fail(unusable)
+    problem = launch.runtime.missing_image(launch.image, launch.image_origin)
+    if problem is None:
+        return passed(f"{launch.image} (runtime {launch.runtime.kind})")
+    if launch.judged_here or (launch.runtime.needs_image_here(launch) and not launch.dry_run):
+        return fail(problem)
+    return warn(f"{problem}; a launch on this machine would refuse it")
+
+
+@check("facts", "the image's build facts", needs=("facts",))
+def image_facts(launch: Launch) -> Verdict | None:
+    assert launch.facts is not None
+    shown = ", ".join(f"{k} {v}" for k, v in launch.facts.known().items())
+    return passed(f"{launch.facts.source}: {shown}")
+
+
+@check("comment", "the site's --comment rule", needs=("allocation",))
+def comment(launch: Launch) -> Verdict | None:
+    """Neuron rejects jobs without --comment=<application>."""
+    rule = launch.site.scheduler.comment
+    value = launch.request.comment or rule.default
+    allowed = ", ".join(rule.allowed)
+    if value is None:
+        if not rule.required:
+            return None
+        hint = f" (allowed: {allowed})" if allowed else ""
+        example = rule.allowed[0] if rule.allowed else "python"
+        return fail(
+            f"site {launch.site.name} requires --comment=<application>{hint}: pass e.g. --comment {example}"
+        )
+    if rule.allowed and value not in rule.allowed:
+        return warn(
+            f"--comment {value!r} is not in site {launch.site.name}'s list (allowed: {allowed}); use one of them, e.g. --comment pytorch"
+        )
+    return None
+
+
+@check("account", "the site's account suffix rule", needs=("allocation",))
+def account(launch: Launch) -> Verdict | None:
+    """Perlmutter GPU jobs are charged to <project>_g; other accounts are refused or wrong."""
+    suffix = launch.site.scheduler.account_suffix
+    value = launch.request.account or launch.site.scheduler.account
+    name = launch.site.name
+    if not suffix:
+        return None
+    if value is None:
+        return warn(
+            f"no --account: Slurm charges your default project, but GPU jobs on site {name} need <project>{suffix}; pass e.g. --account m1234{suffix}"
+        )
+    if not value.endswith(suffix):
+        return warn(
+            f"--account {value}: GPU jobs on site {name} are charged to <project>{suffix}; use --account {value}{suffix}"
+        )
+    return None
+
+
+@check("arch", "the image's architecture is the nodes'", needs=("facts",))
+def arch(launch: Launch) -> Verdict | None:
+    """An x86 image does not run on ppc64le nodes (ZIH ml), and so on."""
+    facts, site, partition = launch.facts, launch.site, launch.partition
+    assert facts is not None
+    if facts.arch is None:
+        return skip("the image's architecture is not known")
+    site_arch = site.arch_for(partition)
+    if facts.arch == site_arch:
+        return passed(f"{facts.arch}, as the nodes")
+    info = site.scheduler.partition_info(partition)
+    own_arch = info is not None and info.arch is not None and info.arch != site.arch
+    where = f"partition {partition} of site {site.name}" if own_arch else f"site {site.name}"
+    return fail(
+        f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: build it with `arch: {site_arch}` in the recipe, or pick a site with {facts.arch} nodes"
+    )
+
+
+@check("controller", "the image has what the controller needs", needs=("facts",))
+def controller_in_image(launch: Launch) -> Verdict | None:
+    problem = launch.controller.missing_in_image(launch)
+    return fail(problem) if problem else None
+
+
+@check("task-env", "the runtime passes srun's per-task variables to the program")
+def task_env(launch: Launch) -> Verdict | None:
+    problem = launch.runtime.dropped_task_env()
+    return fail(problem) if problem else None
+
+
+@check("modules", "the runtime's modules")
+def modules(launch: Launch) -> Verdict | None:
+    found = launch.runtime.module_problem(launch)
+    if found is None:
+        return None
+    status, message = found
+    return fail(message) if status == "fail" else warn(message)
+
+
+@check("mpi-abi", "the MPI a runtime injects can replace the image's", needs=("facts",))
+def mpi_abi(launch: Launch) -> Verdict | None:
+    """The host MPI a runtime injects replaces libmpi.so.12 (MPICH ABI) only: an Open MPI
+    image keeps its own MPI, which then runs over TCP instead of the site's network."""
+    facts = launch.facts
+    assert facts is not None
+    if launch.single_task or not launch.controller.uses_host_mpi:
+        return skip("the launch uses no MPI between tasks")
+    if not launch.runtime.injects_host_mpi(launch):
+        return skip(f"runtime {launch.runtime.kind} injects no MPI here")
+    if not facts.mpi_family or facts.mpi_family == "mpich":
+        return None
+    soname = MPI_SONAMES.get(facts.mpi_family, "its own library")
+    return warn(
+        f"{launch.runtime.kind} injects the site's Cray MPICH, which replaces an image's libmpi.so.12 (MPICH ABI) only; {facts.source} has {facts.mpi_family} ({soname}), so its ranks use the image's own MPI over TCP: build the image with PyPI's MPICH (mpi: {{flavor: mpich, source: pip}}, libmpi.so.12), or use --controller gloo"
+    )
+
+
+# What each MPI family's library is called inside an image (Debian/Ubuntu packages).
+MPI_SONAMES = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
+
+
+@check("glibc", "the image's glibc loads the libraries the runtime injects", needs=("facts",))
+def glibc(launch: Launch) -> Verdict | None:
+    """Libraries a runtime injects (Cray MPICH, the GPU driver's) need the glibc they were
+    built against: an older one in the image fails at load time ("GLIBC_2.xx not found")."""
+    facts, needed = launch.facts, launch.runtime.profile.injects_glibc
+    assert facts is not None
+    if needed is None:
+        return skip(f"site {launch.site.name}'s profile names no glibc for {launch.runtime.kind}")
+    if not facts.glibc:
+        return skip("the image's glibc is not recorded (verify it again with hvd-container)")
+    if numbers(facts.glibc)[:2] >= numbers(needed):
+        return None
+    return fail(
+        f"{facts.source} has glibc {facts.glibc}, but the libraries {launch.runtime.kind} injects need glibc >= {needed}: they fail to load (GLIBC_{needed} not found); rebuild on a newer base (Debian 11+, Ubuntu 20.04+)"
+    )
+
+
+@check("runtime-gpu", "the runtime gives the container the GPUs asked for", needs=("gpus",))
+def runtime_gpu(launch: Launch) -> Verdict | None:
+    """A runtime that leaves the container without the GPUs the job asks for (typically a
+    --runtime the site profile does not configure)."""
+    gap = launch.runtime.gpu_gap(launch)
+    if gap is None:
+        return None
+    return warn(
+        f"runtime {launch.runtime.kind}: the job asks for {launch.gpus} GPUs per node but {gap}"
+    )
+
+
+@check("gpu-request", "GPUs asked for where the image uses them", needs=("facts",))
+def gpu_request(launch: Launch) -> Verdict | None:
+    facts = launch.facts
+    assert facts is not None
+    if facts.gpu is None:
+        return skip("whether the image is a CUDA one is not known")
+    if facts.gpu and launch.gpus <= 0:
+        return warn(
+            f"{facts.source} is a CUDA image but the job asks for no GPUs: it runs on the CPU and NCCL stays unused; pass --gpus-per-node N"
+        )
+    if not facts.gpu and launch.gpus > 0:
+        return warn(
+            f"{facts.source} is a CPU image but the job asks for {launch.gpus} GPUs per node: the GPUs stay idle; build a CUDA recipe"
+        )
+    return None
+
+
+@check("gpu-operations", "GPU tensors are reduced with NCCL", needs=("facts", "gpus"))
+def gpu_operations(launch: Launch) -> Verdict | None:
+    found = launch.controller.gpu_problem(launch)
+    if found is None:
+        return None
+    status, message = found
+    return fail(message) if status == "fail" else warn(message)
+
+
+# The oldest driver each CUDA major runs on (CUDA's minor-version compatibility: any driver of
+# the major's first release runs every minor of it). NVIDIA's CUDA compatibility table.
+CUDA_MIN_DRIVER = {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
+
+
+def numbers(version: str) -> tuple[int, ...]:
+    """ "550.127.05" -> (550, 127, 5); what is not a number ends it."""
+    out: list[int] = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+def driver_at_least(driver: str, needed: str) -> bool:
+    """Whether driver (as precise as known: "580" or "580.65.06") reaches needed."""
+    have, want = numbers(driver), numbers(needed)
+    return have >= want[: len(have)]
+
+
+@check("cuda-driver", "the image's CUDA runs on the nodes' driver", needs=("facts", "gpus"))
+def cuda_driver(launch: Launch) -> Verdict | None:
+    """An image's CUDA needs a driver at least as new as its major's first release: the
+    driver of this node's GPUs (nvidia-smi, where this machine is the site), else the one the
+    site's profile records."""
+    facts = launch.facts
+    assert facts is not None
+    if not facts.cuda:
+        return skip("the image's CUDA is not known" if facts.cuda is None else "a CPU image")
+    needed = CUDA_MIN_DRIVER.get(facts.cuda.split(".")[0])
+    driver, where = None, ""
+    if launch.machine is not None and launch.machine.not_the_site(launch.site.name) is None:
+        driver, where = launch.machine.nvidia_driver, "this node (nvidia-smi)"
+    if driver is None and launch.site.gpu_driver is not None:
+        driver, where = launch.site.gpu_driver, f"site {launch.site.name}'s profile (gpu_driver)"
+    if driver is None:
+        return skip(
+            f"the nodes' NVIDIA driver is not known (no nvidia-smi here, no gpu_driver in site {launch.site.name}'s profile): CUDA {facts.cuda} needs >= {needed or '?'}; run doctor on a GPU node, or record gpu_driver in the profile"
+        )
+    if needed is None or driver_at_least(driver, needed):
+        return passed(f"driver {driver} ({where}) runs CUDA {facts.cuda}")
+    fits = [m for m, d in CUDA_MIN_DRIVER.items() if driver_at_least(driver, d)]
+    fix = f"build the image for CUDA {fits[-1]}" if fits else "ask the site for a newer driver"
+    return fail(
+        f"{facts.source} is built for CUDA {facts.cuda}, which needs NVIDIA driver >= {needed}; {where} has {driver}: {fix}"
+    )
+
+
+@check("image-ignored", "the runtime runs the image named")
+def image_ignored(launch: Launch) -> Verdict | None:
+    if not launch.runtime.runs_image and launch.request.image:
+        return warn(
+            f"runtime {launch.runtime.kind} runs on the host: --image {launch.request.image} is ignored (pick a container runtime with --runtime)"
+        )
+    return None
+
+
+@check("registry", "an image named from a recipe has a registry", needs=("image",))
+def registry_for_recipe(launch: Launch) -> Verdict | None:
+    """--recipe on a site that pulls from a registry needs the site's images.registry: without
+    it the recipe's NAME:VERSION means docker.io/library/NAME, where no build was pushed."""
+    ref = launch.image
+    assert ref is not None
+    if launch.request.image or launch.request.recipe is None:
+        return skip("the image was not named from --recipe")
+    if launch.site.images.registry:
+        return None
+    repository = ref.rsplit("@", 1)[0].rsplit(":", 1)[0] if "/" not in ref else ref
+    if runtimes.is_file_ref(ref) or "/" in repository or "://" in ref:
+        return None
+    return fail(
+        f"--recipe: site {launch.site.name} has no images.registry, so the image would be "
+        f"docker.io/library/{ref}, where `hvd-container push` never puts it: pass --image "
+        "REGISTRY/NAME:TAG (what push printed), or set images.registry in the site profile"
+    )
+
+
+# Places that are each node's own on clusters (the login node's /tmp is not the compute node's).
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@check("image-location", "the image is where the compute nodes see it", needs=("image",))
+def image_location(launch: Launch) -> Verdict | None:
+    """A file image must be where the compute nodes see it (a shared file system)."""
+    assert launch.image is not None
+    path = launch.runtime.image_path(launch.image)
+    if path is None:
+        return skip("a registry image: the runtime pulls it")
+    if launch.runtime.missing_image(launch.image, "") is not None:
+        # a dry run may name an image that lives on the cluster: only one that is here is judged
+        return skip(f"{launch.image} is not on this machine")
+    site = launch.site
+    if site.shared_paths:
+        if _under(path, site.shared_paths):
+            return None
+        return fail(
+            f"image {path} is outside site {site.name}'s shared file systems ({', '.join(site.shared_paths)}): the compute nodes cannot read it; move it there"
+        )
+    if _under(path, NODE_LOCAL):
+        return warn(
+            f"image {path} is in a node-local place ({', '.join(NODE_LOCAL)}): the compute nodes see their own, not this one; move it to a shared file system (home, project or scratch)"
+        )
+    return None
+
+
+@check("nccl-interface", "NCCL's network interface is named", needs=("gpus", "nodes"))
+def nccl_interface(launch: Launch) -> Verdict | None:
+    """Across nodes NCCL may bootstrap over the wrong interface (docker0, lo) unless told."""
+    if "NCCL_SOCKET_IFNAME" in launch.env:
+        return None
+    return warn(
+        f"site {launch.site.name} sets no NCCL_SOCKET_IFNAME for this {launch.nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
+    )
+
+
+@check(
+    "nccl-network",
+    "NCCL's network is forced, so a missing plugin fails at start",
+    needs=("gpus", "nodes"),
+)
+def nccl_network(launch: Launch) -> Verdict | None:
+    """Across nodes, NCCL without its network plugin falls back to TCP without a word; a
+    forced NCCL_NET makes a missing plugin fail at start instead."""
+    if "NCCL_NET" not in launch.env:
+        return warn(
+            f"site {launch.site.name} sets no NCCL_NET for this {launch.nodes}-node GPU launch: if NCCL's network plugin is missing it falls back to TCP without a word; set NCCL_NET (e.g. 'AWS Libfabric' on Slingshot, IB on InfiniBand) in the profile's env or with -e, so a missing plugin fails at start"
+        )
+    problem = launch.runtime.missing_nccl_plugin(launch)
+    return fail(problem) if problem else None
+
+
+@check("gpus-per-task", "every rank sees all the node's GPUs")
+def gpus_per_task(launch: Launch) -> Verdict | None:
+    """--gpus-per-task hides all GPUs but one from each rank (set_device(local_rank) fails)."""
+    if launch.request.gpus_per_task is None:
+        return None
+    flag = "--gres=gpu:N" if launch.site.scheduler.gpu_request == "gres" else "--gpus-per-node=N"
+    return warn(
+        f"--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting {flag} with --gpu-bind=none instead; pass --gpus-per-node to silence this"
+    )
+
+
+@check("srun-mpi", "srun offers the --mpi plugin", needs=("slurm",))
+def srun_mpi(launch: Launch) -> Verdict | None:
+    assert launch.machine is not None
+    offered = launch.machine.srun_mpi_plugins
+    if offered is None:
+        return skip("srun is not here: its MPI plugins are not checked")
+    if not launch.mpi:
+        return passed("srun's default plugin")
+    if launch.mpi in offered:
+        return passed(f"srun offers --mpi={launch.mpi}")
+    return fail(
+        f"--mpi={launch.mpi}: this cluster's srun does not offer it (allowed: {', '.join(offered)}); "
+        "pick one the image's MPI speaks, e.g. --mpi pmix for Debian's Open MPI"
+    )

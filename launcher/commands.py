@@ -1,0 +1,96 @@
+"""The launch commands as library functions: each takes the values of the launch parameters
+(launcher/request.py's OPTIONS, as the command line gives them) and its own, does the whole
+flow, and returns what the CLI prints. Warnings go to the reporter the caller hands in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hvd_container.launcher import doctor as doctor_checks
+from hvd_container.launcher import jupyter as jupyter_job
+from hvd_container.launcher.batch import write_batch_script
+from hvd_container.launcher.execute import execute
+from hvd_container.launcher.plan import Plan, plan
+from hvd_container.launcher.report import Reporter
+from hvd_container.launcher.request import LaunchRequest, request_from_options
+from hvd_container.launcher.sites import Site
+
+
+def _request(
+    reporter: Reporter, script: str, args: list[str] | None, options: dict[str, Any]
+) -> tuple[Site, LaunchRequest]:
+    passed_over: list[str] = []
+    site, request = request_from_options(script, args, warnings=passed_over, **options)
+    reporter.warn(passed_over)
+    return site, request
+
+
+def dry_run(reporter: Reporter, script: str, args: list[str] | None, **options: Any) -> Plan:
+    """`run --dry-run`: the launch planned as `run` would run it, nothing run or prepared."""
+    site, request = _request(reporter, script, args, options)
+    launch = plan(site, request, "run", dry_run=True)
+    reporter.warn(launch.warnings)
+    return launch
+
+
+def run(
+    reporter: Reporter,
+    script: str,
+    args: list[str] | None,
+    *,
+    detach: bool = False,
+    salloc: bool = False,
+    **options: Any,
+) -> int:
+    """`run`: the step here inside an allocation, else a batch job followed to its end."""
+    site, request = _request(reporter, script, args, options)
+    return execute(site, request, reporter, detach=detach, salloc=salloc)
+
+
+def batch(
+    reporter: Reporter,
+    script: str,
+    args: list[str] | None,
+    *,
+    output: str | None = None,
+    **options: Any,
+) -> Plan:
+    """`batch`: the script `run` would submit (a local image prepared so that it runs as
+    written), written to `output` (owner-only) unless that is None or "-"."""
+    site, request = _request(reporter, script, args, options)
+    launch = plan(site, request, "batch")
+    if output not in (None, "-"):
+        assert launch.script is not None
+        write_batch_script(output, launch.script)
+    reporter.warn(launch.warnings)  # once the script is there: a failed write says only that
+    return launch
+
+
+def submit(
+    reporter: Reporter, script: str, args: list[str] | None, *, detach: bool = False, **options: Any
+) -> int:
+    """`batch --submit`: submit that script (from inside an allocation too) and follow it."""
+    site, request = _request(reporter, script, args, options)
+    return execute(site, request, reporter, detach=detach, batch=True)
+
+
+def doctor(
+    reporter: Reporter, *, smoke: bool = False, **options: Any
+) -> tuple[Site, doctor_checks.Report]:
+    """`doctor`: every check of the launch, then (`smoke`) a short job on the nodes."""
+    site, request = _request(reporter, "doctor", [], options)
+    report = doctor_checks.diagnose(site, request)
+    if smoke and not report.failed:
+        doctor_checks.smoke(site, request, report)
+    elif smoke:
+        report.add("smoke", "fail", "not run: fix the failing checks first")
+    return site, report
+
+
+def jupyter(
+    reporter: Reporter, *, timeout: float = 300, **options: Any
+) -> jupyter_job.JupyterSession:
+    """`jupyter`: JupyterLab in the image on one compute node, once it answers."""
+    site, request = _request(reporter, "jupyter", [], options)
+    return jupyter_job.start(site, request, reporter, timeout=timeout)

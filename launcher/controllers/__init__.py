@@ -1,0 +1,155 @@
+"""Controllers: how the ranks of a launch find their place and each other. Everything special
+about one lives in its own module here.
+
+A module defines a `Controller` subclass: the srun MPI plugin it needs, how it lays out tasks
+on nodes, the program it wraps the script in (a rendezvous, say), what it needs in the image,
+and the smoke test doctor runs with it. It may register checks of its own
+(launcher/checks.py); they apply only to launches with that controller. The modules are found
+by listing this package (helpers start with `_`): adding a controller is adding a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from hvd_container.core.errors import UserError
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.checks import Launch
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import Site
+
+    from hvd_container.facts import ImageFacts
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Nodes and tasks as the controller lays them out (None: Slurm's default)."""
+
+    ntasks: int | None
+    nodes: int | None
+    ntasks_per_node: int | None
+    job_name: str | None
+
+
+def program_path(script: str) -> str:
+    """The script as the runtime or python is given it: a leading '-' would read as an option."""
+    return f"./{script}" if script.startswith("-") else script
+
+
+def stem(script: str) -> str:
+    name = script.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".py") else name or "job"
+
+
+class Controller:
+    """A way for ranks to find each other. The defaults suit a program that does so through
+    srun's MPI plugin with one rank per GPU (Horovod over MPI)."""
+
+    name: ClassVar[str]
+    about: ClassVar[str]  # one line for --controller's help
+    default: ClassVar[bool] = False  # the controller when none is asked for or found
+    uses_host_mpi: ClassVar[bool] = False  # ranks talk through MPI started by srun
+    smoke: ClassVar[str | None] = None  # doctor --smoke's program (Python source), if any
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = reason  # why it was chosen, when it was not asked for by name
+
+    @classmethod
+    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+        """Whether `script` is written for this controller: None if not, "" when the script
+        itself says so, else why it is taken to be (the script is not readable here, say)."""
+        return None
+
+    def shape(self, request: LaunchRequest, site_gpus: int) -> Shape:
+        """Tasks and nodes: one rank per GPU, a node's worth when nothing is asked."""
+        n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
+        if n is None and per_node is None:
+            n = max(site_gpus, 1) * (nodes or 1)
+        elif per_node is not None and nodes is None:
+            # the ranks per node the user asked for, not the site's GPUs per node, set the nodes
+            nodes = math.ceil(n / per_node) if n is not None else 1
+        return Shape(n, nodes, per_node, request.job_name)
+
+    def mpi_plugin(
+        self, site: Site, request: LaunchRequest, facts: ImageFacts | None, single_task: bool
+    ) -> tuple[str | None, str | None]:
+        """(srun's --mpi plugin, a note when it is not the one asked for or the site's)."""
+        return request.mpi or site.mpi, None
+
+    def program(self, python: str, script: str, args: list[str]) -> list[str]:
+        """The argv each task runs in the container."""
+        if script.endswith(".py"):
+            return [python, program_path(script), *args]
+        return [program_path(script), *args]
+
+    # What the launch checks ask of a controller (launcher/checks.py): None means all is well.
+
+    def missing_in_image(self, launch: Launch) -> str | None:
+        """What the image lacks for this controller, with the fix."""
+        return None
+
+    def gpu_problem(self, launch: Launch) -> tuple[str, str] | None:
+        """(fail | warn, message) about reducing GPU tensors with this controller."""
+        return None
+
+    def available(self, facts: ImageFacts | None) -> bool:
+        """Whether the image can run this controller's smoke test."""
+        return False
+
+
+@functools.cache
+def _classes() -> dict[str, type[Controller]]:
+    """name -> Controller class, from the modules of this package."""
+    found: list[type[Controller]] = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Controller)
+                and value.__module__ == module.__name__
+            ):
+                found.append(value)
+    # the default first, then by name: the order --controller's help and errors list them in
+    return {c.name: c for c in sorted(found, key=lambda c: (not c.default, c.name))}
+
+
+def names() -> list[str]:
+    return list(_classes())
+
+
+def get(name: str) -> Controller:
+    cls = _classes().get(name)
+    if cls is None:
+        raise UserError(f"--controller: {name!r} is not allowed (allowed: {', '.join(names())})")
+    return cls()
+
+
+def choose(request: LaunchRequest, facts: ImageFacts | None) -> Controller:
+    """The controller asked for by name, else the one the script is written for, else the
+    default (Horovod over MPI)."""
+    if request.controller is not None:
+        return get(request.controller)
+    for cls in _classes().values():
+        reason = cls.detect(request.script, facts)
+        if reason is not None:
+            return cls(reason)
+    return next(cls for cls in _classes().values() if cls.default)()
+
+
+def smoke_controllers(facts: ImageFacts | None) -> list[Controller]:
+    """The controllers doctor --smoke runs the image with."""
+    return [cls() for cls in _classes().values() if cls.smoke and cls().available(facts)]
+
+
+def script_label(script: str, controller: Controller) -> str:
+    """The script as messages name it, with why it counts as written for the controller."""
+    return f"{script} ({controller.reason})" if controller.reason else script

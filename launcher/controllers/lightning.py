@@ -1,0 +1,90 @@
+"""PyTorch Lightning: its SLURMEnvironment reads srun's per-task variables itself.
+
+Lightning refuses `srun -n N` ("Use --ntasks-per-node") and ignores Slurm when the job is
+named `bash` or `interactive`, so the launch gives -N and --ntasks-per-node (a node's GPUs by
+default) and a job name. A script is taken for a Lightning one when it imports lightning or
+pytorch_lightning (a text scan, no import); one that cannot be read here (a path that exists
+only on the cluster) when the image has Lightning and no Horovod.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hvd_container.launcher.checks import Launch, Verdict, check, fail, warn
+from hvd_container.launcher.controllers import Controller, Shape, script_label, stem
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.request import LaunchRequest
+
+    from hvd_container.facts import ImageFacts
+
+BAD_JOB_NAMES = ("bash", "interactive")
+
+_IMPORT = re.compile(
+    r"^\s*(?:from\s+(?:lightning|pytorch_lightning)(?:\.[\w.]+)?\s+import|import\s+(?:lightning|pytorch_lightning)\b)",
+    re.MULTILINE,
+)
+
+
+def scan_script(script: str | Path) -> bool | None:
+    """True when the file imports lightning or pytorch_lightning; None if unreadable."""
+    path = Path(script)
+    if path.suffix != ".py":
+        return False  # a program, not a Python script
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    return bool(_IMPORT.search(text))
+
+
+class Lightning(Controller):
+    name = "lightning"
+    about = "PyTorch Lightning's own: it reads srun's variables (-N and --ntasks-per-node)"
+
+    @classmethod
+    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+        found = scan_script(script)
+        if found is not None:
+            return "" if found else None
+        if facts is not None and facts.lightning and facts.horovod is False:
+            return f"not readable here; {facts.source} has Lightning and no Horovod"
+        return None
+
+    def shape(self, request: LaunchRequest, site_gpus: int) -> Shape:
+        per_node = request.ntasks_per_node or max(site_gpus, 1)
+        job_name = request.job_name or stem(request.script)
+        return Shape(request.ntasks, request.nodes or 1, per_node, job_name)
+
+    def missing_in_image(self, launch: Launch) -> str | None:
+        facts = launch.facts
+        if facts is None or facts.lightning is not False:
+            return None
+        return f"{facts.source} has no PyTorch Lightning: add `lightning:` to the recipe, or pass the --controller the script is written for"
+
+
+@check("lightning", "Lightning gets -N, --ntasks-per-node and a job name it accepts")
+def lightning_layout(launch: Launch) -> Verdict | None:
+    request, script = launch.request, script_label(launch.request.script, launch.controller)
+    if request.ntasks is not None:
+        gpus = launch.site.gpus_per_node(launch.partition)
+        per_node = request.ntasks_per_node or (
+            min(request.ntasks, gpus) if gpus else request.ntasks
+        )
+        nodes = math.ceil(request.ntasks / per_node)
+        return fail(
+            f"{script} uses PyTorch Lightning, which refuses srun -n/--ntasks: use -N {nodes} --ntasks-per-node {per_node} instead of -n {request.ntasks}"
+        )
+    if request.job_name in BAD_JOB_NAMES:
+        return fail(
+            f"{script} uses PyTorch Lightning, which ignores Slurm in a job named {request.job_name!r}: pass another --job-name"
+        )
+    if launch.controller.reason:
+        return warn(
+            f"{script}: launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
+        )
+    return None

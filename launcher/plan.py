@@ -1,0 +1,221 @@
+"""One plan for every way a launch leaves hvd-container.
+
+`plan(site, request, mode)` checks the request once, finds the image and its facts, lets the
+controller lay out the tasks and the runtime prepare the container, runs every registered
+check (launcher/checks.py) and composes the srun line, its environment and, outside an
+allocation, the batch script. `run --dry-run`, `run`, `batch`, `jupyter` and `doctor` (and its
+smoke job) all use it, so the line a dry run prints is the line a run executes.
+
+Modes: "run" (inside an allocation the step, outside it the job `run` submits), "batch" (a
+script, perhaps for another machine), "jupyter" and "smoke" (one-off jobs submitted from
+here). `dry_run` computes everything without side effects: no image is unpacked, no engine
+or Slurm is asked. A launch refuses at the first failed check; `keep_going` (doctor) returns
+them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hvd_container.launcher import controllers, runtimes, shell
+from hvd_container.launcher.batch import ERROR_PATTERN, OUTPUT_PATTERN, BatchScript, script_text
+from hvd_container.launcher.binds import parse_bind, split_binds
+from hvd_container.launcher.checks import Launch, Mode, Result, refuse_on_failure, run_checks
+from hvd_container.launcher.controllers import stem
+from hvd_container.launcher.image import launch_facts, resolve_image
+from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
+from hvd_container.launcher.machine import ThisMachine
+from hvd_container.launcher.request import LaunchRequest, check
+from hvd_container.launcher.runtimes import Invocation
+from hvd_container.launcher.sites import Site
+
+from hvd_container.core.errors import UserError
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one launch runs, and what its checks found."""
+
+    launch: Launch
+    image: str | None  # as the runtime runs it (an unpacked directory, say)
+    argv: list[str]  # srun: the step inside an allocation, with resource options outside one
+    env: dict[str, str]  # the variables srun must see (site's, then the request's)
+    allocation: list[str]  # outside an allocation: the resource options for sbatch/salloc
+    step: list[str]  # the srun line run inside that allocation
+    script: str | None  # outside an allocation: the batch script
+    results: list[Result]
+    notes: list[str]  # what preparing the launch found (environment lines not passed on)
+
+    @property
+    def site(self) -> Site:
+        return self.launch.site
+
+    @property
+    def request(self) -> LaunchRequest:
+        return self.launch.request
+
+    @property
+    def layout(self) -> Layout:
+        return self.launch.layout
+
+    @property
+    def warnings(self) -> list[str]:
+        found = [r.message for r in self.results if r.status == "warn"]
+        return list(dict.fromkeys([*found, *self.notes]))
+
+    def command(self) -> list[str]:
+        """The argv with the environment spelled out (`env K=V srun ...`) for display."""
+        if not self.env:
+            return list(self.argv)
+        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *self.argv]
+
+    def shell_line(self) -> str:
+        return shell.join(self.command())
+
+
+def plan(
+    site: Site,
+    request: LaunchRequest,
+    mode: Mode = "run",
+    *,
+    dry_run: bool = False,
+    keep_going: bool = False,
+    machine: ThisMachine | None = None,
+) -> Plan:
+    """The launch of `request` on `site`: raises UserError for a request that cannot be run
+    and, unless `keep_going`, for the first failed check (with it, a launch that fails a check
+    comes back with every result and no command). `machine`: ask this machine what only it
+    can tell (srun's plugins, the GPUs' driver); None asks nothing."""
+    if mode != "run":
+        request = replace(request, inside_allocation=False)  # always a job of its own
+    check(site, request)
+    runtime = runtimes.runtime(site.runtime_for(request.runtime))
+    partition = request.partition or site.scheduler.partition
+    image, origin = resolve_image(site, request, runtime)
+    unreadable = None
+    try:
+        facts = launch_facts(request, image, runtime, ask_docker=not dry_run or keep_going)
+    except UserError as exc:  # not an image (a broken SIF): the image check says so
+        facts, unreadable = request.facts, str(exc)
+    controller = controllers.choose(request, facts)
+    layout = resolve_layout(site, request, controller, partition)
+    mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
+    launch = Launch(
+        site=site,
+        request=request,
+        mode=mode,
+        runtime=runtime,
+        controller=controller,
+        layout=layout,
+        partition=partition,
+        image=image,
+        image_origin=origin,
+        image_unreadable=unreadable,
+        facts=facts,
+        env={**site.env, **request.env},
+        mpi=mpi,
+        dry_run=dry_run,
+        judged_here=keep_going or (not dry_run and mode != "batch"),
+        machine=machine,
+    )
+    results = run_checks(launch)
+    if not keep_going:
+        refuse_on_failure(results)
+    elif any(r.status == "fail" for r in results):
+        # doctor: a launch a check fails is judged, not composed
+        return Plan(launch, None, [], {}, [], [], None, results, [])
+    prepared = runtime.prepare(launch, dry_run=dry_run or keep_going)
+    env = runtime.environment({**launch.env, **prepared.env})
+    invocation = Invocation(
+        image=prepared.image if runtime.runs_image else None,
+        program=controller.program(
+            runtime.profile.python, prepared.script or request.script, request.args
+        ),
+        gpu=runtime.profile.gpu and layout.gpus_per_node > 0,
+        flags=prepared.flags,
+        modules=runtime.modules(launch),
+        binds=_binds(site, request, prepared.binds),
+        workdir=prepared.workdir or request.workdir,
+        env_names=list(env),
+    )
+    wrapped = runtime.wrap(invocation)
+
+    sched = site.scheduler
+    head = ["srun", *([f"--mpi={mpi}"] if mpi else []), *sched.srun_options]
+    tasks = ([f"--job-name={layout.job_name}"] if layout.job_name else []) + layout_options(layout)
+    gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
+    bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
+    container = [*wrapped.srun_flags, *wrapped.argv]
+    own_cpus = [f"--cpus-per-task={request.cpus_per_task}"] if request.cpus_per_task else []
+    # inside an allocation the step inherits GPUs and CPUs unless they were asked for
+    step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
+    step = [*head, *tasks, *step_gpus, *bind_none, *own_cpus, *container]
+    done = dict(
+        launch=launch, image=invocation.image, env=env, results=results, notes=prepared.notes
+    )
+    if request.inside_allocation:
+        return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
+
+    cpus = request.cpus_per_task or sched.cpus_per_task
+    cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
+    resources = allocation_options(site, request)
+    argv = [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
+    job_name = layout.job_name or request.job_name or stem(request.script)
+    allocation = [f"--job-name={job_name}"]
+    for flag, value in (
+        ("--nodes", layout.nodes),
+        ("--ntasks", layout.ntasks),
+        ("--ntasks-per-node", layout.ntasks_per_node),
+    ):
+        if value is not None:
+            allocation.append(f"{flag}={value}")
+    allocation += [*gpus, *cpu_opts, *resources]
+    script = script_text(
+        BatchScript(
+            options=[
+                *allocation,
+                f"--output={request.job_output or OUTPUT_PATTERN}",
+                f"--error={request.job_error or ERROR_PATTERN}",
+                *sched.sbatch_options,
+            ],
+            site=site.name,
+            runtime=runtime.kind,
+            modules=site.modules,
+            env=env,
+            step=step,
+        )
+    )
+    return Plan(argv=argv, allocation=allocation, step=step, script=script, **done)  # type: ignore[arg-type]
+
+
+def allocation_options(site: Site, request: LaunchRequest) -> list[str]:
+    """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH."""
+    sched = site.scheduler
+    opts: list[str] = []
+    for flag, value in (
+        ("--partition", request.partition or sched.partition),
+        ("--account", request.account or sched.account),
+        ("--qos", request.qos or sched.qos),
+        ("--constraint", request.constraint or sched.constraint),
+        ("--comment", request.comment or sched.comment.default),
+        ("--time", request.time or sched.time),
+    ):
+        if value:
+            opts.append(f"{flag}={value}")
+    return opts
+
+
+def _binds(site: Site, request: LaunchRequest, prepared: list[str]) -> list[str]:
+    """Site binds, then --bind, then the runtime's own, each as SRC:DST[:OPT]."""
+    out = []
+    for what, binds in (
+        (f"{site.source}: binds", site.binds),
+        ("--bind", request.binds),
+        ("the working directory", prepared),
+    ):
+        for bind in (one for item in binds for one in split_binds(item)):
+            parsed = parse_bind(bind)
+            if isinstance(parsed, str):
+                raise UserError(f"{what}: {parsed}")
+            out.append(str(parsed))
+    return out

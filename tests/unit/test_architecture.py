@@ -1,0 +1,96 @@
+"""The launch side's rooms, as rules on the source (run by `make lint` and the fast suite):
+
+- what is special about a runtime lives in launcher/runtimes/<kind>.py: no other launch or CLI
+  code compares anything with a runtime's kind;
+- what is special about a controller lives in launcher/controllers/<name>.py: no other code
+  compares anything with a controller's name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from hvd_container.launcher import controllers, runtimes
+from test_import_layers import MODULES
+
+# "none" is also srun's --mpi=none and a site's gpu_request: the none runtime is told apart by
+# its attributes (runs_image), never by its name
+RUNTIME_KINDS = frozenset(runtimes.kinds()) - {"none"}
+CONTROLLER_NAMES = frozenset(controllers.names())
+CHECKED = ("hvd_container.launcher", "hvd_container.cli")
+
+
+def _constants(node: ast.AST) -> list[str]:
+    """The string constants a comparison operand holds: itself, or in a tuple/list/set."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [v for element in node.elts for v in _constants(element)]
+    return []
+
+
+def branches(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, name) of every comparison, match case or dict of cases on one of `names`."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            values = [v for operand in (node.left, *node.comparators) for v in _constants(operand)]
+        elif isinstance(node, ast.match_case):
+            values = [v for sub in ast.walk(node.pattern) for v in _constants(sub)]
+            node = node.pattern
+        elif isinstance(node, ast.Dict):
+            # a table of cases: every key one of the names (a table of options is not)
+            values = [v for key in node.keys if key is not None for v in _constants(key)]
+            if not values or not set(values) <= names:
+                continue
+        else:
+            continue
+        found += [(node.lineno, v) for v in values if v in names]
+    return found
+
+
+def _outside(room: str) -> dict[str, Path]:
+    return {
+        module: path
+        for module, path in MODULES.items()
+        if module.startswith(CHECKED) and not module.startswith(room + ".") and module != room
+    }
+
+
+def test_no_code_outside_runtimes_branches_on_a_runtime_kind() -> None:
+    found = [
+        f"{module}:{line}: {name!r}"
+        for module, path in _outside("hvd_container.launcher.runtimes").items()
+        for line, name in branches(path.read_text(), RUNTIME_KINDS)
+    ]
+    assert found == [], "move it into launcher/runtimes/<kind>.py (a method of the runtime)"
+
+
+def test_no_code_outside_controllers_branches_on_a_controller() -> None:
+    found = [
+        f"{module}:{line}: {name!r}"
+        for module, path in _outside("hvd_container.launcher.controllers").items()
+        for line, name in branches(path.read_text(), CONTROLLER_NAMES)
+    ]
+    assert found == [], "move it into launcher/controllers/<name>.py (a method of the controller)"
+
+
+PLANTED = """
+def compose(launch):
+    if launch.runtime.kind == "shifter":
+        return 1
+    if kind in ("apptainer", "singularity"):
+        return 2
+    match launch.controller.name:
+        case "gloo":
+            return 3
+    return {"pyxis": 4}[kind] + (launch.request.controller != "mpi")
+"""
+
+
+def test_the_rule_sees_planted_branches() -> None:
+    assert branches(PLANTED, RUNTIME_KINDS) == [
+        (3, "shifter"), (5, "apptainer"), (5, "singularity"), (10, "pyxis"),
+    ]  # fmt: skip
+    assert sorted(branches(PLANTED, CONTROLLER_NAMES)) == [(8, "gloo"), (10, "mpi")]
