@@ -1,8 +1,8 @@
 """The base image pinned by digest, in the recipe's lock.
 
 A tag moves (NVIDIA rebuilds `nvidia/cuda:11.8.0-...` for security updates, then deletes it),
-so `hvd-container lock` asks the registry, through the engine (its credentials and mirrors),
-for the digest the tag names today and writes it in the lock's header:
+so `hvd-container lock` asks the registry, through the engine (its credentials and mirrors:
+containers/lock.py), for the digest the tag names today and writes it in the lock's header:
 
     # base nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04 sha256:...
 
@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hvd_container.containers.engine import Engine
     from hvd_container.containers.recipe import Recipe
 
 _LINE = re.compile(r"^# base (\S+) (?:(sha256:[0-9a-f]{64})|unpinned: (.*))$", re.MULTILINE)
-_MAX_REASON = 200
 
 
 @dataclass(frozen=True)
@@ -59,29 +57,3 @@ def read_pin(lock_text: str | None) -> BasePin | None:
 def pin_of(recipe: Recipe) -> BasePin | None:
     """The pin the recipe's lock gives its base (read_lock refuses a pin of another image)."""
     return read_pin(recipe.lock) if needs_pin(recipe) else None
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _MAX_REASON else flat[: _MAX_REASON - 3] + "..."
-
-
-def resolve_pin(recipe: Recipe, engine: Engine | None = None) -> BasePin:
-    """Ask the registry for the digest of the recipe's base tag (never raises: a registry that
-    cannot be asked gives an unpinned line with the reason)."""
-    from hvd_container.containers.engine import EngineError
-
-    from hvd_container.core.errors import UserError
-
-    image = recipe.base.image
-    try:
-        if engine is None:
-            from hvd_container.containers.engine.docker_api import DockerEngine, docker_client
-
-            engine = DockerEngine(docker_client(timeout=60))
-        digest = engine.registry_digest(image, None)
-    except (EngineError, UserError) as exc:
-        return BasePin(image, None, _one_line(f"the registry could not be asked: {exc}"))
-    if not digest or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        return BasePin(image, None, f"the registry gave no usable digest ({digest!r})")
-    return BasePin(image, digest)

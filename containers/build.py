@@ -19,6 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from hvd_container.containers import pipconfig
+from hvd_container.containers.base_pin import needs_pin, pin_of
+from hvd_container.containers.engine import EngineError
+from hvd_container.containers.engine.docker_api import DockerEngine
+from hvd_container.containers.pipconfig import PORT_ENV, configured_port, serve_host_pip_config
+from hvd_container.containers.render import build_context
+from hvd_container.containers.verify import (
+    docker_runner,
+    fact_labels,
+    require_ok,
+    verify_image,
+)
+
 from hvd_container import facts
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
@@ -152,7 +165,6 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
 
 def unpinned_base(recipe: Recipe) -> str | None:
     """A note when FROM names a registry tag without a digest (a tag can move under it)."""
-    from hvd_container.containers.base_pin import needs_pin, pin_of
 
     pin = pin_of(recipe)
     if not needs_pin(recipe) or (pin and pin.digest):
@@ -200,8 +212,6 @@ def build_recipe(
     engine: Engine | None = None,
 ) -> BuildResult:
     """Build, verify and label the image of recipe; reuse it when nothing changed."""
-    from hvd_container.containers.engine.docker_api import DockerEngine
-    from hvd_container.containers.render import build_context
 
     opts = options or BuildOptions()
     start = time.monotonic()
@@ -240,13 +250,6 @@ def build_recipe(
         # Again: a base the engine pulled during the build has an ID only now.
         labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, context)}
         if opts.verify:
-            from hvd_container.containers.verify import (
-                docker_runner,
-                fact_labels,
-                require_ok,
-                verify_image,
-            )
-
             arch = _image_arch(engine, image_id)
             result = verify_image(
                 image_id,
@@ -274,12 +277,6 @@ def _run_engine(
     report: Reporter,
     opts: BuildOptions,
 ) -> str:
-    from hvd_container.containers.pipconfig import (
-        PORT_ENV,
-        configured_port,
-        read_host_pip_config,
-        serve_host_pip_config,
-    )
 
     def phase_of(ev: BuildEvent) -> str:
         if ev.step is None or not phases:
@@ -299,7 +296,7 @@ def _run_engine(
     if not opts.use_host_pip:
         return drive(_with_proxies({}, proxy_build_args(os.environ), report))
     gateway = engine.bridge_gateway()
-    host_pip = read_host_pip_config()
+    host_pip = pipconfig.read_host_pip_config()
     wanted = opts.pip_config_port if opts.pip_config_port is not None else configured_port()
     with serve_host_pip_config(gateway, wanted, host_pip) as url:
         served = urlparse(url).port
@@ -380,7 +377,6 @@ def apply_labels(engine: Engine, image_id: str, tag: str, labels: Mapping[str, s
 
 def _remove_untagged(engine: Engine, image_id: str) -> None:
     """Drop the intermediate (unlabelled) image if nothing refers to it by tag."""
-    from hvd_container.containers.engine import EngineError
 
     try:
         info = engine.inspect(image_id)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.render import build_context
+
+from hvd_container.core.atomic import atomic_output
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import Recipe
@@ -20,11 +25,6 @@ def write_context(recipe: Recipe, directory: Path) -> list[Path]:
     All files are written to temporary names first and renamed at the end; on failure nothing
     is left: no temporary files, and no directory this call created.
     """
-    import contextlib
-    import shutil
-
-    from hvd_container.core.atomic import atomic_output
-    from hvd_container.core.errors import UserError
 
     if directory.exists() and not directory.is_dir():
         raise UserError(f"--context {directory}: exists and is not a directory")

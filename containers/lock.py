@@ -13,8 +13,6 @@ pins: each is a small named rule (LOCK_RULES) giving the package chain and the f
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -22,27 +20,36 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from hvd_container.containers.base_pin import BasePin, needs_pin, read_pin, resolve_pin
+from hvd_container.containers import pipconfig
+from hvd_container.containers.base_pin import BasePin, needs_pin, read_pin
+from hvd_container.containers.blocks import pip_requirements, pytorch
+from hvd_container.containers.engine import Engine, EngineError, docker_api
+from hvd_container.containers.lockfile import (
+    ROOT,
+    Package,
+    header,
+    inputs_digest,
+    parse_lock,
+)
+from hvd_container.containers.pipconfig import HostPipConfig
+from hvd_container.containers.recipe import Recipe, load_recipe, recipe_file
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from hvd_container.core.atomic import write_text
-from hvd_container.core.errors import StepFailed, UserError, missing_build_extra, raise_problems
+from hvd_container.core.errors import (
+    StepFailed,
+    UserError,
+    brief,
+    missing_build_extra,
+    raise_problems,
+)
 
-if TYPE_CHECKING:
-    from hvd_container.containers.engine import Engine
-    from hvd_container.containers.pipconfig import HostPipConfig
-    from hvd_container.containers.recipe import Recipe
-
-# glibc of the base images' distributions: the manylinux level of the wheels they can run
-_GLIBC = {
-    "bookworm": "2_36", "bullseye": "2_31", "trixie": "2_41",
-    "ubuntu24.04": "2_39", "ubuntu22.04": "2_35", "ubuntu20.04": "2_31",
-}  # fmt: skip
-_MACHINE = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "powerpc64le"}
-ROOT = "-r -"  # uv's `# via` name for the recipe's own requirements (read from stdin)
+try:  # the build extra brings uv; `uv` on PATH serves as well
+    from uv import find_uv_bin  # type: ignore[import-not-found, unused-ignore]
+except ModuleNotFoundError:
+    find_uv_bin = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -60,21 +67,6 @@ class LockInputs:
         return inputs_digest(self.requirements, self.python_version, self.platform)
 
 
-def inputs_digest(requirements: list[str], python_version: str, platform: str) -> str:
-    """What was asked for, for which target: the indexes (this machine's pip configuration)
-    say only where the files come from, and the lock holds every file's hash."""
-    asked = {"requirements": requirements, "python_version": python_version, "platform": platform}
-    blob = json.dumps(asked, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Package:
-    name: str  # canonical
-    version: str
-    via: tuple[str, ...]  # canonical names of what pulls it in; ROOT for the recipe itself
-
-
 @dataclass(frozen=True)
 class LockResult:
     path: Path
@@ -86,42 +78,15 @@ class LockResult:
     base: BasePin | None = None
 
 
-def platform_of(recipe: Recipe) -> str:
-    """uv's --python-platform for the image: MACHINE-manylinux_GLIBC of the base's distribution."""
-    base = recipe.base.debootstrap_suite or recipe.base.image
-    glibc = next((v for k, v in _GLIBC.items() if k in base), "2_28")
-    return f"{_MACHINE[recipe.arch]}-manylinux_{glibc}"
-
-
-def requirements(recipe: Recipe) -> list[str]:
-    """What the recipe's pip steps install, as requirements (frameworks the base image brings,
-    `source: image`, are not pip's to resolve)."""
-    from hvd_container.containers.blocks import gpu_wheels, horovod, mpi_wheel, pytorch
-
-    reqs: list[str] = [*mpi_wheel.requirements(recipe), *gpu_wheels.requirements(recipe)]
-    tf = recipe.tensorflow
-    if tf is not None and tf.source == "pip":
-        reqs.append(f"{tf.package}=={tf.version}")
-    if recipe.pytorch is not None and recipe.pytorch.source == "pip":
-        reqs += pytorch.requirements(recipe)
-    if recipe.lightning is not None:
-        reqs.append(f"{recipe.lightning.package}=={recipe.lightning.version}")
-    if recipe.horovod is not None:
-        reqs += [*horovod.BUILD_PYTHON_DEPS, f"horovod=={recipe.horovod.version}"]
-    return [*reqs, *recipe.pip]
-
-
 def lock_inputs(recipe: Recipe, pip: HostPipConfig) -> LockInputs:
-    from hvd_container.containers.blocks import pytorch
-
     extra = list(pip.extra_index_urls)
     torch_index = pytorch.index_url(recipe)
     if torch_index and torch_index not in extra:
         extra.append(torch_index)
     return LockInputs(
-        requirements=requirements(recipe),
+        requirements=pip_requirements(recipe),
         python_version=recipe.python.version,
-        platform=platform_of(recipe),
+        platform=recipe.pip_platform,
         index_url=pip.index_url,
         extra_index_urls=extra,
         find_links=[link for link in pip.find_links if link],
@@ -133,10 +98,8 @@ def uv_command() -> list[str]:
     found = shutil.which("uv")
     if found:
         return [found]
-    try:
-        from uv import find_uv_bin  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        raise missing_build_extra("uv, the resolver `lock` uses,") from None
+    if find_uv_bin is None:
+        raise missing_build_extra("uv, the resolver `lock` uses,")
     return [find_uv_bin()]
 
 
@@ -190,31 +153,6 @@ def _failure(stderr: str, code: int) -> str:
         )
     reason = re.sub(r"^.*?(No solution found)", r"\1", text.replace("╰─▶", "").replace("×", ""))
     return f"the recipe's packages cannot be resolved together: {reason or f'exit {code}'}"
-
-
-_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
-_VIA = re.compile(r"#\s*via\s+(.*)$")
-
-
-def parse_lock(text: str) -> dict[str, Package]:
-    """name -> Package of a lock (uv's line annotations: `# via a, b` after an entry)."""
-    packages: dict[str, Package] = {}
-    current: tuple[str, str] | None = None
-    for line in text.splitlines():
-        entry = _ENTRY.match(line)
-        if entry:
-            current = (str(canonicalize_name(entry[1])), entry[2])
-            packages[current[0]] = Package(current[0], current[1], ())
-            continue
-        via = _VIA.search(line)
-        if via and current is not None:
-            names = tuple(
-                v if v == ROOT else str(canonicalize_name(v))
-                for v in (part.strip() for part in via[1].split(","))
-                if v
-            )
-            packages[current[0]] = Package(current[0], current[1], names)
-    return packages
 
 
 def chain(packages: dict[str, Package], name: str) -> str:
@@ -275,7 +213,7 @@ def horovod_0281_with_tensorflow_216(recipe: Recipe, packages: dict[str, Package
 def pinned_framework_replaced(recipe: Recipe, packages: dict[str, Package]) -> list[str]:
     """A framework the recipe pins must be the one installed (not one a dependency pulls in)."""
     found = []
-    for req in requirements(recipe):
+    for req in pip_requirements(recipe):
         name, _, pin = req.partition("==")
         key = str(canonicalize_name(name))
         got = packages.get(key)
@@ -298,78 +236,6 @@ def resolved_problems(recipe: Recipe, packages: dict[str, Package]) -> list[str]
     return [problem for rule in LOCK_RULES for problem in rule(recipe, packages)]
 
 
-def header(recipe: Recipe, ref: str, inputs: LockInputs, base: BasePin | None = None) -> str:
-    return (
-        f"# hvd-container lock of recipe {recipe.name} {recipe.version}: "
-        f"refresh with `hvd-container lock {ref}`\n"
-        f"# python {inputs.python_version}, {inputs.platform}; inputs sha256:{inputs.digest()}\n"
-        + (base.line() if base else "")
-    )
-
-
-MAX_LOCK_BYTES = 1 << 20
-
-
-def read_lock(recipe: Recipe, recipe_path: Path, ref: str) -> str | None:
-    """The lock next to the recipe file, or None; a lock made for other inputs is refused with
-    the command that refreshes it (the build would install packages the recipe no longer asks
-    for)."""
-    from hvd_container.core.files import read_limited_text
-
-    path = recipe_path.with_suffix(".lock")
-    if not path.exists():
-        return None
-    text = read_limited_text(path, "a lock file", MAX_LOCK_BYTES, "a lock")
-    wanted = inputs_digest(requirements(recipe), recipe.python.version, platform_of(recipe))
-    if lock_digest(text) != wanted:
-        raise UserError(
-            f"{path}: stale: the recipe asks for other packages or another target than it was "
-            f"locked for; refresh it with `hvd-container lock {ref}`"
-        )
-    pin = read_pin(text)
-    if pin is not None and pin.image != recipe.base.image:
-        raise UserError(
-            f"{path}: stale: it pins the base {pin.image}, the recipe's base.image is "
-            f"{recipe.base.image}; refresh it with `hvd-container lock {ref}`"
-        )
-    problem = _unsafe_lock_line(text)
-    if problem:
-        raise UserError(f"{path}: {problem}")
-    return text
-
-
-def _unsafe_lock_line(text: str) -> str | None:
-    """A lock is pip's requirements format: entries, --hash options and comments, nothing that
-    points pip elsewhere (-e, -r, --index-url ...), whoever wrote the file."""
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#") or _ENTRY.match(stripped):
-            continue
-        if re.fullmatch(r"--hash=sha256:[0-9a-f]{64}( \\)?", stripped):
-            continue
-        return f"line {number}: not a locked package, hash or comment (pip options are not allowed)"
-    return None
-
-
-def without(text: str, name: str) -> tuple[str, str]:
-    """(the lock without package name's entry, that entry alone with its hashes)."""
-    kept: list[str] = []
-    taken: list[str] = []
-    target = kept
-    for line in text.splitlines(keepends=True):
-        entry = _ENTRY.match(line)
-        if entry:
-            target = taken if canonicalize_name(entry[1]) == canonicalize_name(name) else kept
-        target.append(line)
-    return "".join(kept), "".join(taken)
-
-
-def lock_digest(text: str) -> str | None:
-    """The inputs digest a lock file was made from (its header), or None."""
-    match = re.search(r"inputs sha256:([0-9a-f]{64})", text)
-    return match[1] if match else None
-
-
 def changes(old: dict[str, Package], new: dict[str, Package]) -> list[str]:
     out = [f"+ {n} {new[n].version}" for n in sorted(new.keys() - old.keys())]
     out += [f"- {n} {old[n].version}" for n in sorted(old.keys() - new.keys())]
@@ -379,6 +245,22 @@ def changes(old: dict[str, Package], new: dict[str, Package]) -> list[str]:
         if old[n].version != new[n].version
     ]
     return out
+
+
+def resolve_pin(recipe: Recipe, engine: Engine | None = None) -> BasePin:
+    """Ask the registry, through the engine (its credentials and mirrors), for the digest of
+    the recipe's base tag; never raises: a registry that cannot be asked gives an unpinned
+    line with the reason."""
+    image = recipe.base.image
+    try:
+        if engine is None:
+            engine = docker_api.DockerEngine(docker_api.docker_client(timeout=60))
+        digest = engine.registry_digest(image, None)
+    except (EngineError, UserError) as exc:
+        return BasePin(image, None, brief(f"the registry could not be asked: {exc}", 200))
+    if not digest or not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        return BasePin(image, None, f"the registry gave no usable digest ({digest!r})")
+    return BasePin(image, digest)
 
 
 def base_changes(old: BasePin | None, new: BasePin | None) -> list[str]:
@@ -402,12 +284,9 @@ def lock_recipe(
     Raises UserError for every known incompatibility in the resolved set, and StepFailed when
     the packages cannot be resolved together.
     """
-    from hvd_container.containers.pipconfig import read_host_pip_config
-    from hvd_container.containers.recipe import load_recipe, recipe_file
-
     recipe = load_recipe(ref, with_lock=False)  # a stale lock is what this replaces
     path = recipe_file(ref).with_suffix(".lock")
-    inputs = lock_inputs(recipe, pip if pip is not None else read_host_pip_config())
+    inputs = lock_inputs(recipe, pip if pip is not None else pipconfig.read_host_pip_config())
     if not inputs.requirements:
         raise UserError(f"recipe {recipe.name}: nothing to lock (it installs no pip packages)")
     started = time.monotonic()
@@ -421,7 +300,16 @@ def lock_recipe(
     pin = resolve_pin(recipe, engine) if needs_pin(recipe) else None
     if pin and pin.digest is None and old_pin and old_pin.image == pin.image and old_pin.digest:
         pin = old_pin  # a registry out of reach does not undo a pin
-    text = header(recipe, ref, inputs, pin) + resolve(inputs, uv)
+    top = header(
+        recipe.name,
+        recipe.version,
+        ref,
+        inputs.python_version,
+        inputs.platform,
+        inputs.digest(),
+        pin,
+    )
+    text = top + resolve(inputs, uv)
     packages = parse_lock(text)
     raise_problems([f"{path}: {problem}" for problem in resolved_problems(recipe, packages)])
     old = parse_lock(old_text) if old_text else {}

@@ -20,11 +20,13 @@ A per-build secret would need BuildKit's secret mounts, which docker-py cannot d
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import html.parser
 import http.server
 import os
+import secrets
 import shlex
 import subprocess
 import sys
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
+from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 
 # A fixed port keeps the build arg (and so the layer cache) the same from build to build:
@@ -97,7 +100,6 @@ def parse_pip_config_list(text: str) -> HostPipConfig:
 def _unrepr(raw: str) -> str:
     """A value as `pip config list` prints it: Python's repr of the string (a multi-line
     extra-index-url comes as 'a\\nb', one line with escapes)."""
-    import ast
 
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
         try:
@@ -358,9 +360,6 @@ SECRET_FILE = "pip-server-secret"
 def server_secret(config_dir: Path | None = None) -> str:
     """The secret path of the pip config server: made once, kept owner-only (module docstring
     says why it is not made anew for each build)."""
-    import secrets
-
-    from hvd_container.core.atomic import write_text
 
     base = config_dir or Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     path = base / "hvd-container" / SECRET_FILE

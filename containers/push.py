@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hvd_container.containers.engine import EngineError
+from hvd_container.containers.engine.docker_api import DockerEngine, auth_header
 from hvd_container.containers.transfer import OnTransfer, Transfer
 
 from hvd_container.core.errors import StepFailed, UserError
@@ -108,7 +110,6 @@ def redact(text: str, auth: Mapping[str, str] | None) -> str:
     """
     if not auth:
         return text
-    from hvd_container.containers.engine.docker_api import auth_header
 
     user, password = auth.get("username", ""), auth.get("password", "")
     secrets = [
@@ -134,15 +135,12 @@ def push_image(
     The registry is checked before the engine is contacted (engine None: the local Docker
     engine, connected only then). A refused push leaves no new tag behind.
     """
-    from hvd_container.containers.engine import EngineError
 
     repo, tag = remote_ref(image, registry)
     remote = f"{repo}:{tag}"
     auth = auth_from_env()
     note = report or (lambda _msg: None)
     if engine is None:
-        from hvd_container.containers.engine.docker_api import DockerEngine
-
         engine = DockerEngine()
     if engine.inspect(image) is None:
         raise UserError(f"image {image} does not exist locally; build it first")
@@ -171,7 +169,6 @@ def push_image(
 
 def read_back_digest(engine: Engine, remote: str, auth: Mapping[str, str] | None = None) -> str:
     """The digest of the manifest the registry serves for remote, asked through the engine."""
-    from hvd_container.containers.engine import EngineError
 
     try:
         digest = engine.registry_digest(remote, auth)

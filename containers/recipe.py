@@ -13,7 +13,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from hvd_container.containers.blocks import pip_requirements
+from hvd_container.containers.compat import check_compatibility
+from hvd_container.containers.lockfile import inputs_digest, platform_of, read_lock
 from hvd_container.containers.printers import section_header_problem, shell_command_problem
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion
+from packaging.version import Version as PepVersion
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -22,7 +28,7 @@ from pydantic import (
     field_validator,
 )
 
-from hvd_container import facts
+from hvd_container import facts, recipes
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import EnvName, Strict, one_line
@@ -76,12 +82,10 @@ def _base_shorthand(value: Any) -> Any:
 
 def _pip_version(value: str) -> str:
     """A version pip can pin with `==` (PEP 440), e.g. 2.13.0 or 1.12.0a0+bd13bc6."""
-    from packaging.version import InvalidVersion, Version
-
     if any(c.isspace() for c in value):
         raise ValueError("a version has no spaces (e.g. 2.13.0)")
     try:
-        Version(value)
+        PepVersion(value)
     except InvalidVersion:
         raise ValueError(
             "not a version pip can pin (PEP 440, e.g. 0.28.1, 2.13.0, 1.12.0a0+bd13bc6; "
@@ -138,8 +142,6 @@ def _apt_package(value: str) -> str:
 
 
 def _pip_requirement(value: str) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
     _plain_text(value)
     if value != value.strip() or value.startswith("-"):
         raise ValueError(
@@ -353,6 +355,15 @@ class Recipe(Strict):
         return self.cuda is not None
 
     @property
+    def pip_platform(self) -> str:
+        """uv's --python-platform for the image: its machine and its distribution's glibc."""
+        return platform_of(self.base.debootstrap_suite or self.base.image, self.arch)
+
+    def lock_inputs_digest(self) -> str:
+        """What a current lock of this recipe was made from (its header says it)."""
+        return inputs_digest(pip_requirements(self), self.python.version, self.pip_platform)
+
+    @property
     def frameworks(self) -> list[str]:
         """The training frameworks the image has, in a fixed order."""
         return [k for k in ("pytorch", "tensorflow", "lightning") if getattr(self, k) is not None]
@@ -372,15 +383,11 @@ FIELDS = [f.alias or name for name, f in Recipe.model_fields.items()]
 
 def list_builtin() -> list[str]:
     """Names of the recipes shipped with the package."""
-    from hvd_container import recipes
-
-    return sorted(p.stem for p in recipes.path().glob("*.yaml"))
+    return recipes.names()
 
 
 def builtin_path(name: str) -> Path:
     """The file of a built-in recipe."""
-    from hvd_container import recipes
-
     return recipes.path() / f"{name}.yaml"
 
 
@@ -397,8 +404,6 @@ def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
             return sibling
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         return candidate
-    from hvd_container import recipes
-
     builtin = recipes.path() / f"{ref}.yaml"
     if builtin.exists():
         return builtin
@@ -471,11 +476,10 @@ def load_recipe(ref: str | Path, *, with_lock: bool = True) -> Recipe:
     data, docs = _load_layers(path, ())
     layered = _Layered(data, docs)
     recipe = yamlconf.validate(Recipe, layered, data, PATTERN_WORDS)
-    from hvd_container.containers.compat import check_compatibility
-
     check_compatibility(recipe, layered)
     if with_lock:
-        from hvd_container.containers.lock import read_lock
-
-        recipe._lock = read_lock(recipe, path, str(ref))
+        lock_path = path.with_suffix(".lock")
+        recipe._lock = read_lock(
+            lock_path, recipe.lock_inputs_digest(), recipe.base.image, str(ref)
+        )
     return recipe

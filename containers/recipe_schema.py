@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hvd_container.containers.recipe import Recipe
+
 SCHEMA_FILE = "recipe.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 EXTENDS = {
@@ -39,7 +41,6 @@ def _partial(node: Any) -> Any:
 
 def recipe_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a recipe file."""
-    from hvd_container.containers.recipe import Recipe
 
     whole = Recipe.model_json_schema()
     defs = whole.pop("$defs", {})

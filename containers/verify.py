@@ -15,6 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
+from hvd_container.containers.recipe import list_builtin, load_recipe
+
 from hvd_container import facts as labels_of
 from hvd_container.core.errors import StepFailed, UserError, brief
 
@@ -347,7 +350,6 @@ def docker_runner(engine: Engine, image: str, timeout: int = 600) -> Runner:
     checks then report it as a problem); a check running longer than timeout seconds, or an
     engine that stops answering, is a StepFailed.
     """
-    from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
 
     def run(argv: list[str]) -> tuple[int, str]:
         what = f"verification of {image}: `{brief(' '.join(argv), 60)}`"
@@ -395,7 +397,6 @@ def verify_existing(
     """Verify a local image again. What it is compared with, first that exists: the recipe
     named by `recipe_ref`, the built-in recipe its labels name, the facts an earlier
     verification recorded in its labels, else its own check-build."""
-    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     info = engine.inspect(image)
     if info is None:

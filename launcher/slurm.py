@@ -8,7 +8,9 @@ has forgotten the job, from `sacct` where accounting is enabled.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -295,7 +297,6 @@ def job_from_json(record: dict[str, object], now: float) -> Job:
 def _jobs_from_json(user: str) -> list[Job] | None:
     """The user's jobs from `squeue --json`, or None where this squeue has no JSON. (Slurm
     22.05 ignores -u and -t with --json: the filtering is done here.)"""
-    import json
 
     proc = _text_of(["squeue", "--json"])
     if proc.returncode != 0:
@@ -340,7 +341,6 @@ def _jobs_from_text(user: str, finished: bool) -> list[Job]:
 
 
 def current_user() -> str:
-    import pwd
 
     return os.environ.get("USER") or pwd.getpwuid(os.getuid()).pw_name
 

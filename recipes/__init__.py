@@ -1,8 +1,12 @@
-"""Built-in recipes, shipped as package data. `path()` is the folder holding the *.yaml files."""
+"""Built-in recipes, shipped as package data: the *.yaml files (and their locks) beside this one."""
 
-from importlib.resources import files
 from pathlib import Path
 
 
 def path() -> Path:
-    return Path(str(files(__name__)))
+    return Path(__file__).parent
+
+
+def names() -> list[str]:
+    """The built-in recipes' names."""
+    return sorted(p.stem for p in path().glob("*.yaml"))

@@ -69,3 +69,19 @@ def render_blocks(recipe: Recipe) -> list[tuple[str, Block]]:
         if found is not None:
             out.append((name, found))
     return out
+
+
+def pip_requirements(recipe: Recipe) -> list[str]:
+    """What the recipe's pip steps install, as requirements (the lock resolves exactly these;
+    frameworks the base image brings, `source: image`, are not pip's to resolve)."""
+    reqs: list[str] = [*mpi_wheel.requirements(recipe), *gpu_wheels.requirements(recipe)]
+    tf = recipe.tensorflow
+    if tf is not None and tf.source == "pip":
+        reqs.append(f"{tf.package}=={tf.version}")
+    if recipe.pytorch is not None and recipe.pytorch.source == "pip":
+        reqs += pytorch.requirements(recipe)
+    if recipe.lightning is not None:
+        reqs.append(f"{recipe.lightning.package}=={recipe.lightning.version}")
+    if recipe.horovod is not None:
+        reqs += [*horovod.BUILD_PYTHON_DEPS, f"horovod=={recipe.horovod.version}"]
+    return [*reqs, *recipe.pip]

@@ -1,4 +1,4 @@
-"""The recipe's lock (NAME.lock, see containers/lock.py), installed exactly: every package at
+"""The recipe's lock (NAME.lock, see containers/lockfile.py), installed exactly: every package at
 its locked version, each file checked against its hash, nothing resolved inside the image.
 
 Horovod is the one package left out here: it is built from its sdist by the horovod block,
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hvd_container.containers.blocks import pytorch
 from hvd_container.containers.blocks._text import block, pip_install, run
 from hvd_container.containers.instructions import Copy
+from hvd_container.containers.lockfile import without
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
@@ -23,16 +25,12 @@ HOROVOD_LOCK_FILE = f"{LOCK_DIR}/horovod.lock"
 
 def parts(recipe: Recipe) -> tuple[str, str]:
     """(the lock without Horovod, Horovod's own entry); both empty without a lock."""
-    from hvd_container.containers.lock import without
-
     return without(recipe.lock, "horovod") if recipe.lock else ("", "")
 
 
 def render(recipe: Recipe) -> Block | None:
     if recipe.lock is None:
         return None
-    from hvd_container.containers.blocks import pytorch
-
     packages, _horovod = parts(recipe)
     url = pytorch.index_url(recipe)  # where the locked torch files are (hashes still checked)
     index = [f"--extra-index-url {url}"] if url else []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hvd_container.containers.convert.output import TEXT_MODE, check_output_path, creation_mode
+from hvd_container.containers.render import render_definition
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
@@ -18,7 +19,6 @@ BOOTSTRAPS = ("debootstrap", "docker")
 def definition_text(recipe: Any, bootstrap: str | None = None) -> str:
     """The recipe's definition (containers.render); bootstrap="docker" starts a debootstrap
     base from the Docker image of the same Debian suite instead (no debootstrap on the cluster)."""
-    from hvd_container.containers.render import render_definition
 
     if bootstrap is not None and bootstrap not in BOOTSTRAPS:
         raise UserError(

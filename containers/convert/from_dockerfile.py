@@ -30,6 +30,13 @@ from hvd_container.containers.printers import singularity
 
 from hvd_container.core.errors import UserError, missing_build_extra
 
+try:  # the build extra: a launch-only install renders recipes without it
+    from spython.logger import bot
+    from spython.main.parse.parsers import DockerParser
+    from spython.main.parse.writers import SingularityWriter
+except ModuleNotFoundError:
+    bot = DockerParser = SingularityWriter = None
+
 PASSTHROUGH_ARGS = ("HVD_PIP_CONFIG_URL",)
 
 RUNSCRIPT = list(singularity.RUNSCRIPT)
@@ -90,10 +97,6 @@ def hazards(dockerfile: str) -> list[str]:
 
 def _spython_convert(dockerfile: str) -> str:
     """spython's own conversion, with its console logger silenced."""
-    from spython.logger import bot
-    from spython.main.parse.parsers import DockerParser
-    from spython.main.parse.writers import SingularityWriter
-
     saved = bot.level
     bot.level = 0  # QUIET: spython warns on stdout/stderr about files it cannot see
     try:
@@ -127,8 +130,6 @@ def _sections(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
 
 def _assignments(dockerfile: str) -> dict[str, str]:
     """%post line (as spython writes it) -> the fixed line, for every ENV and ARG value."""
-    from spython.main.parse.parsers import DockerParser
-
     parse_env = DockerParser(None, load=False).parse_env
     fixed: dict[str, str] = {}
     for inst in instructions(dockerfile):
@@ -162,9 +163,7 @@ def dockerfile_to_definition(dockerfile: str) -> str:
     problems = hazards(dockerfile)
     if problems:
         raise UserError(f"Dockerfile cannot be converted faithfully: {problems[0]}")
-    import importlib.util
-
-    if importlib.util.find_spec("spython") is None:
+    if DockerParser is None:
         raise missing_build_extra("spython, which converts a Dockerfile,")
     header, sections = _sections(_spython_convert(dockerfile))
     assignments = _assignments(dockerfile)

@@ -10,6 +10,8 @@ re-pulled tag could leave the old squashed image behind, #53).
 
 from __future__ import annotations
 
+import getpass
+import os
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -68,8 +70,6 @@ def squashed(images_output: str, ref: str) -> bool:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    import getpass
-    import os
 
     # podman-hpc takes the user from os.getlogin(), else $USER: neither exists in a batch
     # job or CI without a login terminal

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
+from hvd_container.containers.engine import EngineError
+from hvd_container.containers.engine.docker_api import DockerEngine
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError
 
@@ -142,8 +145,6 @@ def _temporary_target(target: Path) -> Iterator[Path]:
 
 
 def _image_size(image: str) -> int:
-    from hvd_container.containers.engine import EngineError
-    from hvd_container.containers.engine.docker_api import DockerEngine
 
     hint = "pass --archive FILE (from `docker save`) instead"
     try:
@@ -203,7 +204,6 @@ def convert_with_apptainer(
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
     """Build target from the image with the apptainer/singularity on PATH."""
-    import shlex
 
     target = check_output_path(Path(target), ".sif")
     tool = find_tool()

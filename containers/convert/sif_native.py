@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from hvd_container.containers.convert.compression import check_compressor
 from hvd_container.containers.convert.options import check_arch_flag
 from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
+from hvd_container.containers.engine import EngineError
+from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.metadata import ImageConfig
 from hvd_container.containers.sif.writer import write_sif
@@ -61,7 +63,6 @@ def sif_labels(ref: str, image_id: str, config: ImageConfig) -> dict[str, str]:
 
 
 def _image(engine: Engine, ref: str) -> dict[str, Any]:
-    from hvd_container.containers.engine import EngineError
 
     try:
         info = engine.inspect(ref)
@@ -89,7 +90,6 @@ def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
 
 def _guarded(chunks: Iterable[bytes], ref: str) -> Iterator[bytes]:
     """The export stream, with engine failures turned into one-line errors."""
-    from hvd_container.containers.engine import EngineError
 
     try:
         yield from chunks
@@ -109,8 +109,6 @@ def convert_image_to_sif(
     on_transfer: OnTransfer | None = None,
 ) -> SifResult:
     """Convert the local Docker image ref into a SIF at target (see module docstring)."""
-    from hvd_container.containers.engine import EngineError
-    from hvd_container.containers.engine.docker_api import DockerEngine
 
     # Flags first: a wrong --arch must not be reported as a missing image or engine.
     check_compressor(compression)

@@ -7,6 +7,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hvd_container.containers import push as push_module
+from hvd_container.containers.convert.podman_hpc import pull_and_migrate
+from hvd_container.containers.convert.shifter import pull_and_lookup, shifter_image_ref
+from hvd_container.containers.engine.docker_api import engine_errors
 from hvd_container.containers.push import remote_ref
 
 from hvd_container.core.errors import UserError
@@ -69,22 +73,17 @@ def publish_to_site(
     else:
         push(image, registry)
     if runtime == "shifter":
-        from hvd_container.containers.convert.shifter import pull_and_lookup, shifter_image_ref
-
         image_id = pull_and_lookup(
             remote, login_host=login_host, on_status=lambda s: step(f"gateway: {s}")
         )
         ref = shifter_image_ref(remote)
         step(f"shifterimg lookup: {image_id}")
         return ref
-    from hvd_container.containers.convert.podman_hpc import pull_and_migrate
 
     return pull_and_migrate(remote, login_host=login_host, on_step=step)
 
 
 def _push_with_engine(image: str, registry: str, step: Callable[[str], None]) -> None:
-    from hvd_container.containers.engine.docker_api import engine_errors
-    from hvd_container.containers.push import push_image
 
     with engine_errors():
-        push_image(None, image, registry, step)
+        push_module.push_image(None, image, registry, step)

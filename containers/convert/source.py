@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hvd_container.containers.recipe import list_builtin, load_recipe
+
 
 @dataclass(frozen=True)
 class Source:
@@ -18,7 +20,6 @@ class Source:
 
 def resolve_source(ref: str) -> Source:
     """A path ending in .yaml/.yml or a built-in recipe name is a recipe; anything else an image."""
-    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     if Path(ref).suffix in (".yaml", ".yml") or ref in list_builtin():
         recipe = load_recipe(ref)

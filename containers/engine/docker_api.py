@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import tarfile
 from collections import deque
@@ -24,6 +25,15 @@ from hvd_container.containers.engine import (
     EngineError,
     EngineUnreachable,
 )
+
+try:  # the build extra: a launch-only install has neither (every entry point says so)
+    import docker
+    import docker.auth
+    import docker.errors
+    import docker.utils
+    import requests
+except ModuleNotFoundError:
+    docker = requests = None  # type: ignore[assignment]
 
 from hvd_container.core.errors import (
     StepFailed,
@@ -40,9 +50,7 @@ TAIL_LINES = 30
 
 def _require_sdk() -> None:
     """docker-py and requests come with the build extra; a launch-only install lacks them."""
-    import importlib.util
-
-    if importlib.util.find_spec("docker") is None or importlib.util.find_spec("requests") is None:
+    if docker is None or requests is None:
         raise missing_build_extra("the Docker engine's Python client (docker, requests)")
 
 
@@ -52,10 +60,6 @@ def docker_client(timeout: int = 600) -> Any:
     A missing or stopped daemon becomes one UserError line instead of a traceback.
     """
     _require_sdk()
-    import docker
-    import docker.errors
-    import requests
-
     try:
         client = docker.APIClient(version="auto", timeout=timeout, **_env_kwargs())
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -64,14 +68,10 @@ def docker_client(timeout: int = 600) -> Any:
 
 
 def _env_kwargs() -> dict[str, Any]:
-    from docker.utils import kwargs_from_env
-
-    return dict(kwargs_from_env())
+    return dict(docker.utils.kwargs_from_env())
 
 
 def _unreachable(exc: BaseException) -> str:
-    import os
-
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "No such file" in reason or "Connection refused" in reason or "FileNotFound" in reason:
@@ -91,8 +91,6 @@ def engine_errors() -> Iterator[None]:
     that stops while a build runs: the user sees one line, never docker-py's traceback.
     """
     _require_sdk()
-    import docker.errors
-    import requests
 
     try:
         yield
@@ -150,8 +148,6 @@ class DockerEngine:
         buildargs: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> Iterator[BuildEvent]:
-        import docker.errors
-        import requests
 
         try:
             stream = self.client.build(
@@ -171,7 +167,6 @@ class DockerEngine:
             raise StepFailed(f"docker build of {tag}: {_api_message(exc)}") from None
 
     def inspect(self, ref: str) -> dict[str, Any] | None:
-        import docker.errors
 
         with _neutral():
             try:
@@ -208,8 +203,6 @@ class DockerEngine:
     def run(
         self, image: str, argv: list[str], *, timeout: int, labels: Mapping[str, str]
     ) -> tuple[int, str]:
-        import docker.errors
-        import requests
 
         client = self.client
         with _neutral():
@@ -238,8 +231,6 @@ class DockerEngine:
 
     @contextlib.contextmanager
     def export(self, ref: str) -> Iterator[Iterator[bytes]]:
-        import docker.errors
-        import requests
 
         client = self.client
         with _neutral():
@@ -273,9 +264,7 @@ _NOT_FOUND = re.compile(
 
 def auth_header(auth: Mapping[str, str]) -> str:
     """The X-Registry-Auth header docker-py sends the engine for these credentials."""
-    from docker.auth import encode_header
-
-    return str(encode_header(dict(auth)).decode())
+    return str(docker.auth.encode_header(dict(auth)).decode())
 
 
 def _explanation(exc: BaseException) -> str:
@@ -285,8 +274,6 @@ def _explanation(exc: BaseException) -> str:
 @contextlib.contextmanager
 def _neutral() -> Iterator[None]:
     """docker-py's and requests' exceptions as the engine interface's."""
-    import docker.errors
-    import requests
 
     try:
         yield

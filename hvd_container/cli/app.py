@@ -7,12 +7,14 @@ a group's module is imported when one of its commands is looked up (cli/commands
 from __future__ import annotations
 
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from hvd_container import __version__
+from hvd_container.cli.commands import COMMANDS, load
+from hvd_container.cli.json_output import print_error, wants_json
 from hvd_container.cli.terminal import Interrupted, guarded
 from hvd_container.core.errors import UserError
 
@@ -21,12 +23,10 @@ class _Group(TyperGroup):
     """The root group: subcommands come from hvd_container.cli.commands when first looked up."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        from hvd_container.cli.commands import COMMANDS
 
         return list(COMMANDS)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        from hvd_container.cli.commands import COMMANDS, load
 
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.commands[cmd_name] = load(cmd_name)
@@ -55,8 +55,13 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
+    """The version has one source, pyproject.toml, read from the installed metadata."""
     if value:
-        typer.echo(f"hvd-container {__version__}")
+        try:
+            installed = version("hvd-container")
+        except PackageNotFoundError:  # a source tree that was never installed
+            installed = "0+unknown"
+        typer.echo(f"hvd-container {installed}")
         raise typer.Exit()
 
 
@@ -119,7 +124,6 @@ def _run(argv: list[str] | None) -> int:
         if not _is(exc, "NoArgsIsHelpError"):
             line = usage_error_line(exc)
             typer.echo(f"hvd-container: error: {line}", err=True)
-            from hvd_container.cli.json_output import print_error, wants_json
 
             if wants_json(argv):  # a reader of the JSON lines learns of usage errors too
                 error = UserError(line)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from hvd_container import recipes
+from hvd_container.launcher.sites import list_sites
+
 # what --image takes as a file: a SIF or squashfs image, or a directory (an unpacked image)
 IMAGE_SUFFIXES = (".sif", ".sqfs", ".squashfs")
 RECIPE_SUFFIXES = (".yaml", ".yml")
@@ -51,15 +54,11 @@ def _names_then_files(lister: Callable[[], list[str]], incomplete: str) -> list[
 
 def complete_recipe(incomplete: str) -> list[str]:
     """Built-in recipe names, then recipe files."""
-    from hvd_container.containers.recipe import list_builtin
-
-    return _names_then_files(list_builtin, incomplete)
+    return _names_then_files(recipes.names, incomplete)
 
 
 def complete_site(incomplete: str) -> list[str]:
     """Site profile names (built-in and your own), then profile files."""
-    from hvd_container.launcher.sites import list_sites
-
     return _names_then_files(list_sites, incomplete)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +31,6 @@ def emit(record: dict[str, Any]) -> None:
 
 def write_line(line: str) -> None:
     """One line on stdout; a reader that went away (`| head -1`) ends the output quietly."""
-    import os
 
     try:
         print(line, flush=True)

@@ -15,6 +15,17 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
 from hvd_container.cli.json_output import error_record
 
 if TYPE_CHECKING:
@@ -178,7 +189,6 @@ class RichReporter:
     """Log lines scroll above a live status line naming the current phase and step."""
 
     def __init__(self, starting: str = "starting build", console: Any = None) -> None:
-        from rich.console import Console
 
         # rich's Console honours NO_COLOR (styles stay, colours go)
         self.console = console or Console(highlight=False)
@@ -190,15 +200,6 @@ class RichReporter:
 
     def transfer(self, t: Transfer) -> None:
         """A bar a transfer (the export, each pushed layer): bytes, rate, ETA."""
-        from rich.markup import escape
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
 
         if self.bars is None:
             self.status.stop()  # rich shows one live display at a time
@@ -220,7 +221,6 @@ class RichReporter:
         self.bars.update(self.tasks[key], completed=t.done, total=t.total, written=written)
 
     def __call__(self, kind: str, phase: str, text: str) -> None:
-        from rich.markup import escape
 
         if phase != self.phase and phase != "done":
             self.phase = phase
@@ -241,7 +241,6 @@ class RichReporter:
             self.console.print(f"   [dim]{escape(text)}[/]")
 
     def failure(self, exc: BaseException, phase: str | None = None) -> None:
-        from rich.markup import escape
 
         self.close()
         tail = getattr(exc, "tail", None)

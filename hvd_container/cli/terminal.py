@@ -7,7 +7,9 @@ reporter is what the CLI hands to launcher code, which never prints itself.
 from __future__ import annotations
 
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +32,6 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def guarded(call: Callable[[], int]) -> int:
     """call(), with SIGTERM raised like Ctrl-C and user errors and interrupts as one line."""
-    import signal
-    import threading
 
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None

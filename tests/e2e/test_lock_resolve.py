@@ -70,12 +70,8 @@ def test_each_shipped_lock_resolves_again_here(name: str, tmp_path: Path) -> Non
     # the lock's own versions as constraints: every locked file must still be on the indexes
     # reachable here and the set must still be consistent (new releases of what the lock pins
     # do not make this fail; `lock --check` shows those)
-    from hvd_container.containers.lock import (
-        compile_argv,
-        lock_inputs,
-        parse_lock,
-        uv_command,
-    )
+    from hvd_container.containers.lock import compile_argv, lock_inputs, uv_command
+    from hvd_container.containers.lockfile import parse_lock
     from hvd_container.containers.pipconfig import read_host_pip_config
     from hvd_container.containers.recipe import load_recipe
 

@@ -3,16 +3,18 @@
 - what is special about a runtime lives in launcher/runtimes/<kind>.py: no other launch or CLI
   code compares anything with a runtime's kind;
 - what is special about a controller lives in launcher/controllers/<name>.py: no other code
-  compares anything with a controller's name.
+  compares anything with a controller's name;
+- a deferred import (inside a function) says in its comment what it saves, with a figure.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from hvd_container.launcher import controllers, runtimes
-from test_import_layers import MODULES
+from test_import_layers import MODULES, ROOT
 
 # "none" is also srun's --mpi=none and a site's gpu_request: the none runtime is told apart by
 # its attributes (runs_image), never by its name
@@ -94,3 +96,47 @@ def test_the_rule_sees_planted_branches() -> None:
         (3, "shifter"), (5, "apptainer"), (5, "singularity"), (10, "pyxis"),
     ]  # fmt: skip
     assert sorted(branches(PLANTED, CONTROLLER_NAMES)) == [(8, "gloo"), (10, "mpi")]
+
+
+# a figure: "about 110 ms", "45 ms a call"
+FIGURE = re.compile(r"\b[0-9]+(\.[0-9]+)? ?ms\b")
+
+
+def deferred_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each import inside a function whose comment (on its line, or the
+    comment lines right above it) gives no figure."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for sub in ast.walk(node):
+            if not isinstance(sub, (ast.Import, ast.ImportFrom)):
+                continue
+            comment = [lines[sub.lineno - 1]]
+            above = sub.lineno - 2
+            while above >= 0 and lines[above].strip().startswith("#"):
+                comment.append(lines[above])
+                above -= 1
+            if not any(FIGURE.search(line) for line in comment):
+                name = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
+                found.append((sub.lineno, str(name)))
+    return found
+
+
+def test_every_deferred_import_says_what_it_saves() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in MODULES.values()
+        for line, name in deferred_imports(path.read_text())
+    ]
+    assert found == [], "import it at the top, or give the figure it saves in a comment"
+
+
+def test_the_import_rule_sees_a_planted_deferred_import() -> None:
+    planted = (
+        "def f():\n    import json\n"
+        "def g():\n    # the SDK only here: about 110 ms\n    import docker\n"
+        "def h():\n    import yaml  # 12 ms\n"
+    )
+    assert deferred_imports(planted) == [(2, "json")]

@@ -6,11 +6,12 @@ import shlex
 import signal
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from hvd_container import __version__
+__version__ = version("hvd-container")  # the installed metadata, as --version reads it
 from hvd_container.cli.app import main
 
 

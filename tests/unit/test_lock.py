@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 from _json_records import error, result
 from _recipe_helpers import CPU_RECIPE, merged, write
+from hvd_container.containers.blocks import pip_requirements as requirements
 from hvd_container.containers.engine import EngineUnreachable
 from hvd_container.containers.lock import (
     LockInputs,
     chain,
     compile_argv,
     lock_recipe,
-    parse_lock,
-    platform_of,
-    requirements,
     resolved_problems,
 )
+from hvd_container.containers.lockfile import parse_lock
 from hvd_container.containers.pipconfig import HostPipConfig
 from hvd_container.containers.recipe import load_recipe
 
@@ -55,7 +54,7 @@ def test_the_target_and_indexes_reach_the_resolver(tmp_path: Path) -> None:
     from _recipe_helpers import GPU_RECIPE
 
     recipe = load_recipe(write(tmp_path, GPU_RECIPE))  # torch from the PyTorch index
-    assert platform_of(load_recipe("cpu-bookworm")) == "x86_64-manylinux_2_36"
+    assert load_recipe("cpu-bookworm").pip_platform == "x86_64-manylinux_2_36"
     from hvd_container.containers.lock import lock_inputs
 
     pip = HostPipConfig(index_url="https://mirror.example/simple", find_links=["/wheels"])
@@ -63,7 +62,7 @@ def test_the_target_and_indexes_reach_the_resolver(tmp_path: Path) -> None:
     argv = compile_argv(inputs, ["uv"])
     assert argv[:3] == ["uv", "pip", "compile"] and "--generate-hashes" in argv
     assert argv[argv.index("--python-version") + 1] == recipe.python.version == "3.10"
-    assert argv[argv.index("--python-platform") + 1] == platform_of(recipe)
+    assert argv[argv.index("--python-platform") + 1] == recipe.pip_platform
     assert argv[argv.index("--index-url") + 1] == "https://mirror.example/simple"
     assert argv[argv.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu117"
     assert argv[argv.index("--find-links") + 1] == "/wheels"
@@ -181,21 +180,12 @@ def test_failures_are_one_line(
 
 
 def test_without_uv_it_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import builtins
+    from hvd_container.containers import lock
 
-    monkeypatch.setenv("PATH", str(tmp_path))
-    real_import = builtins.__import__
-
-    def no_uv(name: str, *args: object, **kwargs: object) -> object:
-        if name == "uv":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_uv)
-    from hvd_container.containers.lock import uv_command
-
+    monkeypatch.setenv("PATH", str(tmp_path))  # no uv on PATH
+    monkeypatch.setattr(lock, "find_uv_bin", None)  # as when the uv package is not installed
     with pytest.raises(UserError, match=r"pip install 'hvd-container\[build\]'"):
-        uv_command()
+        lock.uv_command()
 
 
 def _locked_recipe(tmp_path: Path, fake_uv: Path, **changes: object) -> Path:

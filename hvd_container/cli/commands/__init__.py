@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import typer
+import typer.main
+
 # command -> the module (hvd_container.cli.commands.<module>) that registers it, in `--help` order
 COMMANDS: dict[str, str] = {
     "build": "build",
@@ -16,7 +19,7 @@ COMMANDS: dict[str, str] = {
     "push": "build",
     "lock": "lock",
     "convert": "convert",
-    "inspect": "convert",
+    "inspect": "inspect",
     "recipes": "recipes",
     "render": "render",
     "schema": "schema",
@@ -33,8 +36,6 @@ COMMANDS: dict[str, str] = {
 
 def load(name: str) -> Any:
     """The click command called name, made from the typer command its module registers."""
-    import typer
-    import typer.main
 
     module = importlib.import_module(f"hvd_container.cli.commands.{COMMANDS[name]}")
     holder = typer.Typer()

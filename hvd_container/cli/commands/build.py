@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from hvd_container.cli.commands.common import RecipeArg
 from hvd_container.cli.completion import complete_recipe
+from hvd_container.cli.progress import JsonReporter, make_reporter
+from hvd_container.containers import push as push_module
+from hvd_container.containers.build import BuildOptions, build_recipe
+from hvd_container.containers.engine.docker_api import DockerEngine, engine_errors
+from hvd_container.containers.push import auth_from_env, remote_ref
+from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.verify import verify_existing
 from hvd_container.core.errors import StepFailed, UserError
 
 
@@ -53,10 +61,6 @@ def build_cmd(
     ] = False,
 ) -> None:
     """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
-    from hvd_container.cli.progress import make_reporter
-    from hvd_container.containers.build import BuildOptions, build_recipe
-    from hvd_container.containers.engine.docker_api import engine_errors
-    from hvd_container.containers.recipe import load_recipe
 
     # Made first, so that every failure (recipe, engine, build, push) reaches reporter.failure:
     # in JSON mode each one ends the stream with an error record.
@@ -66,8 +70,6 @@ def build_cmd(
         with engine_errors():
             loaded = load_recipe(recipe)
             if push is not None:
-                from hvd_container.containers.push import auth_from_env, remote_ref
-
                 # A bad --push or half-set credentials fail now, not after the build.
                 remote_ref(loaded.image_tag, push, "--push")
                 auth_from_env()
@@ -100,10 +102,9 @@ def build_cmd(
 
 def push_with_progress(image: str, registry: str, reporter: Any) -> Any:
     """containers.push.push_image with its notes and layer bytes shown by reporter."""
-    from hvd_container.containers.push import push_image
 
     # No client passed: push_image checks --registry before it connects to the engine.
-    return push_image(
+    return push_module.push_image(
         None,
         image,
         registry,
@@ -132,8 +133,6 @@ def verify_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
-    from hvd_container.cli.progress import JsonReporter
-    from hvd_container.containers.engine.docker_api import engine_errors
 
     try:
         with engine_errors():
@@ -145,8 +144,6 @@ def verify_cmd(
 
 
 def _verify(image: str, recipe: str | None, json_output: bool) -> None:
-    from hvd_container.containers.engine.docker_api import DockerEngine
-    from hvd_container.containers.verify import verify_existing
 
     quiet = json_output
     done = verify_existing(
@@ -205,8 +202,6 @@ def push_cmd(
 
     They go only to the engine and are never printed.
     """
-    from hvd_container.cli.progress import make_reporter
-    from hvd_container.containers.engine.docker_api import engine_errors
 
     reporter = make_reporter(progress.value, json_output, starting="starting push")
     try:
@@ -223,9 +218,6 @@ def push_cmd(
 
 def _image_of(target: str) -> str:
     """A recipe path or built-in recipe name means its image tag; anything else is an image."""
-    from pathlib import Path
-
-    from hvd_container.containers.recipe import list_builtin, load_recipe
 
     if target.endswith((".yaml", ".yml")) or Path(target).is_file() or target in list_builtin():
         return load_recipe(target).image_tag

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image, complete_site
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.launcher.runtimes import charliecloud
+from hvd_container.launcher.runtimes.charliecloud import cache_dir, entries, prune
+from hvd_container.launcher.sites import select_site
 
 SiteOpt = Annotated[
     str | None,
@@ -20,7 +25,6 @@ SiteOpt = Annotated[
 
 
 def _site_dir(site: str | None) -> str | None:
-    from hvd_container.launcher.sites import select_site
 
     return select_site(site).images.cache_dir
 
@@ -40,10 +44,6 @@ def _size(n: int) -> str:
 @cache_app.command("list")
 def list_cmd(site: SiteOpt = None, json_output: JsonOpt = False) -> None:
     """List the unpacked images: key (from the SIF's digest), size, when it was unpacked."""
-    import time
-
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher.runtimes.charliecloud import cache_dir, entries
 
     with json_errors(json_output):
         site_dir = _site_dir(site)
@@ -104,12 +104,10 @@ def prune_cmd(
 ) -> None:
     """Remove unpacked images (all, all but --keep ones, or the --stale ones) and unpacks that
     never finished."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher.runtimes.charliecloud import key_of, prune
 
     with json_errors(json_output):
         site_dir = _site_dir(site)
-        keys = {key_of(image) for image in keep or []}
+        keys = {charliecloud.key_of(image) for image in keep or []}
         removed = prune(keys, site_dir, stale_only=stale)
     if json_output:
         emit({"removed": [str(p) for p in removed], "kept": sorted(keys)})

@@ -1,4 +1,4 @@
-"""CLI commands: convert (image -> SIF / Shifter / podman-hpc / definition) and inspect (SIF)."""
+"""CLI command: convert (recipe or image -> SIF / Shifter / podman-hpc / definition)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from hvd_container.cli.commands.build import Progress, push_with_progress
-from hvd_container.cli.commands.common import JsonOpt
-from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
+from hvd_container.cli.completion import complete_recipe, complete_site
+from hvd_container.cli.json_output import emit
+from hvd_container.cli.progress import make_reporter
+from hvd_container.containers.convert.site_images import SiteTarget
+from hvd_container.containers.convert.targets import ConvertRequest
+from hvd_container.containers.convert.targets import convert as run_convert
 from hvd_container.core.errors import UserError
-from hvd_container.facts import PREFIX
+from hvd_container.launcher.sites import select_site
 
 
 class Target(str, Enum):
@@ -91,22 +95,36 @@ def convert(
     ] = False,
 ) -> None:
     """Turn a built image into what a site runs."""
-    from hvd_container.cli.progress import make_reporter
 
     reporter = make_reporter(progress.value, json_output, starting="starting conversion")
+    request = ConvertRequest(
+        source=source,
+        to=to.value,  # type: ignore[arg-type]  # the enum's values are the targets
+        output=output,
+        engine=engine.value if engine else None,  # type: ignore[arg-type]
+        compression=compression,
+        threads=threads,
+        arch=arch,
+        archive=archive,
+        bootstrap=bootstrap.value if bootstrap else None,  # type: ignore[arg-type]
+        site=site,
+        registry=registry,
+        login_host=login_host,
+    )
     try:
-        result = _convert(
-            reporter, source, to, output, engine, compression, threads, arch, archive,
-            bootstrap, site, registry, login_host,
-        )  # fmt: skip
+        result = run_convert(
+            request,
+            on_step=lambda message: reporter("step", "convert", message),
+            on_transfer=reporter.transfer,
+            push=lambda image, where: push_with_progress(image, where, reporter),
+            site_lookup=_site_target,
+        )
     except (UserError, KeyboardInterrupt) as exc:
         reporter.failure(exc, "convert")
         raise
     finally:
         reporter.close()
     if json_output or progress is Progress.json:
-        from hvd_container.cli.json_output import emit
-
         emit({"to": to.value, "source": source, **result})
         return
     if result.get("note"):
@@ -123,148 +141,13 @@ def convert(
         typer.echo(f"wrote {result['path']}")
 
 
-def _convert(
-    reporter: Any,
-    source: str,
-    to: Target,
-    output: Path | None,
-    engine: Engine | None,
-    compression: str | None,
-    threads: int | None,
-    arch: str | None,
-    archive: Path | None,
-    bootstrap: Bootstrap | None,
-    site: str | None,
-    registry: str | None,
-    login_host: str | None,
-) -> dict[str, Any]:
-    """Do the conversion; the facts of what it made (json_output's `convert` record)."""
-    from hvd_container.containers.convert.options import check_flags, check_recipe_arch
-    from hvd_container.containers.convert.source import default_output, resolve_source
-
-    def step(message: str) -> None:
-        reporter("step", "convert", message)
-
-    # Flags that the target/engine would ignore are refused before anything else.
-    check_flags(
-        to.value,
-        (engine or Engine.native).value,
-        {
-            "--output": output,
-            "--engine": engine,
-            "--compression": compression,
-            "--threads": threads,
-            "--arch": arch,
-            "--archive": archive,
-            "--bootstrap": bootstrap,
-            "--site": site,
-            "--registry": registry,
-            "--login-host": login_host,
-        },
-    )
-    src = resolve_source(source)
-    check_recipe_arch(arch, src.recipe)
-    if to is Target.definition:
-        from hvd_container.containers.convert.definition import debootstrap_note, write_definition
-
-        choice = bootstrap.value if bootstrap else None
-        path = write_definition(src.recipe, output, bootstrap=choice)
-        note = debootstrap_note(src.recipe, choice)
-        return {"path": str(path), **({"note": note} if note else {})}
-    if to is Target.sif:
-        target = output or default_output(src.image, ".sif")
-        if engine is Engine.apptainer:
-            from hvd_container.containers.convert.sif_apptainer import convert_with_apptainer
-
-            convert_with_apptainer(src.image, target, archive=archive, on_step=step)
-            return {"path": str(target), "image": src.image, "engine": "apptainer"}
-        from hvd_container.containers.convert.sif_native import convert_image_to_sif
-
-        result = convert_image_to_sif(
-            src.image,
-            target,
-            compression=compression or "gzip",
-            threads=threads,
-            arch=arch,
-            on_step=step,
-            on_transfer=reporter.transfer,
-        )
-        return {
-            "path": str(result.path),
-            "image": result.image,
-            "engine": "native",
-            "size": result.size,
-            "arch": result.arch,
-            "compression": result.compression,
-            "rootfs_offset": result.rootfs_offset,
-            "seconds": round(result.seconds, 1),
-        }
-    from hvd_container.containers.convert.site_images import publish_to_site
-
-    ref = publish_to_site(
-        src.image,
-        runtime=to.value,
-        site_name=site,
-        registry=registry,
-        login_host=login_host,
-        on_step=step,
-        site_lookup=_site_target,
-        push=lambda image, where: push_with_progress(image, where, reporter),
-    )
-    return {"image": src.image, "reference": ref}
-
-
 def _site_target(name: str | None) -> Any:
     """The registry and login host of a site profile, for publishing to it."""
-    from hvd_container.containers.convert.site_images import SiteTarget
-    from hvd_container.launcher.sites import select_site
 
     site = select_site(name)
     return SiteTarget(site.name, site.images.registry, site.login_host)
 
 
-def inspect(
-    file: Annotated[Path, typer.Argument(help="A .sif file.", autocompletion=complete_image)],
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.containers.sif.reader import read_sif
-
-    with json_errors(as_json):
-        info = read_sif(file)
-    if as_json:  # emit writes ASCII: control characters and surrogates are escaped
-        emit(info.as_dict())
-        return
-    from hvd_container.cli.terminal import safe_text
-
-    def show(line: str) -> None:
-        typer.echo(safe_text(line))  # labels and names come from whoever made the file
-
-    show(f"file:   {info.path}")
-    show(f"arch:   {info.arch}")
-    show(f"id:     {info.uuid}")
-    show(f"rootfs: offset {info.rootfs_offset}, {info.rootfs_size} bytes")
-    show("descriptors:")
-    for d in info.descriptors:
-        name = f"  {d.name}" if d.name else ""
-        show(
-            f"  {d.id:<3} group {d.group or '-':<3} {d.offset:>12}-{d.offset + d.size:<12} "
-            f"{d.describe()}{name}"
-        )
-    facts = info.build_facts
-    if facts:
-        show("build facts:")
-        for key, value in facts.items():
-            show(f"  {key}: {value}")
-    others = {k: v for k, v in info.labels.items() if not k.startswith(PREFIX)}
-    if others:
-        show("labels:")
-        for key, value in sorted(others.items()):
-            show(f"  {key}: {value}")
-
-
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
     app.command("convert")(convert)
-    app.command("inspect")(inspect)

@@ -7,6 +7,10 @@ from typing import Annotated
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.terminal import TerminalReporter
+from hvd_container.core.errors import UserError
+from hvd_container.launcher import slurm
 
 
 def jobs(
@@ -19,8 +23,6 @@ def jobs(
     json_output: JsonOpt = False,
 ) -> None:
     """List your Slurm jobs, recently finished ones included."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher import slurm
 
     with json_errors(json_output):
         who = user or slurm.current_user()
@@ -52,9 +54,6 @@ def logs(
 ) -> None:
     """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
     (the stderr file to stderr) and exits with its code."""
-    from hvd_container.cli.terminal import TerminalReporter
-    from hvd_container.core.errors import UserError
-    from hvd_container.launcher import slurm
 
     reporter = TerminalReporter()
 

@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.containers.lock import lock_recipe
 
 
 def lock_cmd(
@@ -19,8 +21,6 @@ def lock_cmd(
 ) -> None:
     """Resolve the recipe's Python packages for its image (Python, platform, arch, indexes)
     with hashes, check the known incompatibilities on the resolved set, write NAME.lock."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.containers.lock import lock_recipe
 
     with json_errors(json_output):
         result = lock_recipe(recipe, check=check)

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+import yaml
 
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.containers import recipe as recipe_module
+from hvd_container.containers.recipe import builtin_path, load_recipe, recipe_file
+from hvd_container.core.errors import UserError
 
 recipes_app = typer.Typer(
     name="recipes",
@@ -19,12 +24,10 @@ recipes_app = typer.Typer(
 @recipes_app.command("list")
 def list_cmd(json_output: JsonOpt = False) -> None:
     """List the built-in recipes with their image tag and description."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.containers.recipe import builtin_path, list_builtin, load_recipe
 
     with json_errors(json_output):
         rows = []
-        for name in list_builtin():
+        for name in recipe_module.list_builtin():
             recipe = load_recipe(name)
             if not json_output:
                 typer.echo(f"{name:<26} {recipe.image_tag:<30} {recipe.description}")
@@ -49,10 +52,6 @@ def show_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
-    import yaml
-
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.containers.recipe import load_recipe, recipe_file
 
     with json_errors(json_output):
         loaded = load_recipe(recipe)
@@ -85,12 +84,9 @@ def validate_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Check recipes: prints `OK name` or every error of each, one a line; exit 2 on any error."""
-    from hvd_container.cli.json_output import emit
-    from hvd_container.containers.recipe import list_builtin, load_recipe
-    from hvd_container.core.errors import UserError
 
     rows = []
-    for ref in recipes or list_builtin():
+    for ref in recipes or recipe_module.list_builtin():
         try:
             loaded = load_recipe(ref)
         except UserError as exc:

@@ -10,6 +10,12 @@ from typing import Annotated
 import typer
 
 from hvd_container.cli.completion import complete_recipe
+from hvd_container.containers.context import write_context
+from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
+from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.render import render
+from hvd_container.core.atomic import write_text
+from hvd_container.core.errors import UserError
 
 
 class Format(str, Enum):
@@ -50,8 +56,6 @@ def render_cmd(
     ] = None,
 ) -> None:
     """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
-    from hvd_container.core.atomic import write_text
-    from hvd_container.core.errors import UserError
 
     if from_dockerfile is not None:
         if recipe is not None or context is not None or fmt is not Format.singularity:
@@ -88,8 +92,6 @@ def render_cmd(
 
 
 def _dockerfile_definition(path: Path) -> str:
-    from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
-    from hvd_container.core.errors import UserError
 
     try:
         text = path.read_text()
@@ -101,9 +103,6 @@ def _dockerfile_definition(path: Path) -> str:
 
 def _recipe_text(recipe: str, fmt: Format, context: Path | None) -> str | None:
     """The recipe rendered in fmt; None when --context wrote a build context instead."""
-    from hvd_container.containers.context import write_context
-    from hvd_container.containers.recipe import load_recipe
-    from hvd_container.containers.render import render
 
     if context is not None:
         for path in write_context(load_recipe(recipe), context):

@@ -3,11 +3,17 @@ and readers of --json)."""
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from hvd_container.cli.json_output import output_schema
+from hvd_container.containers.recipe_schema import recipe_schema
+from hvd_container.core.atomic import write_text
+from hvd_container.launcher.sites import site_schema
 
 
 class Kind(str, Enum):
@@ -18,20 +24,13 @@ class Kind(str, Enum):
 
 def schema_text(kind: str) -> str:
     """The schema of a recipe or a site profile file as JSON text (what the shipped copies hold)."""
-    import json
 
     made: dict[str, Any]
     if kind == "recipe":
-        from hvd_container.containers.recipe_schema import recipe_schema
-
         made = recipe_schema()
     elif kind == "output":
-        from hvd_container.cli.json_output import output_schema
-
         made = output_schema()
     else:
-        from hvd_container.launcher.sites import site_schema
-
         made = site_schema()
     return json.dumps(made, indent=2, ensure_ascii=False) + "\n"
 
@@ -56,7 +55,6 @@ def schema_cmd(
     if output is None:
         typer.echo(text, nl=False)
         return
-    from hvd_container.core.atomic import write_text
 
     write_text(output, text)
     typer.echo(f"wrote {output}", err=True)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import typer
+import yaml
 
 from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_site
+from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.terminal import warn
+from hvd_container.core.errors import UserError
+from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
 
 sites_app = typer.Typer(
     name="sites",
@@ -17,10 +22,6 @@ sites_app = typer.Typer(
 @sites_app.command("list")
 def list_cmd(json_output: JsonOpt = False) -> None:
     """List the available site profiles (built-in and your own) and which one is selected."""
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.cli.terminal import warn
-    from hvd_container.core.errors import UserError
-    from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
 
     warnings: list[str] = []
     rows = []
@@ -68,10 +69,6 @@ def show_cmd(
     json_output: JsonOpt = False,
 ) -> None:
     """Print a site profile as validated YAML (defaults filled in)."""
-    import yaml
-
-    from hvd_container.cli.json_output import emit, json_errors
-    from hvd_container.launcher.sites import choose_site, load_site
 
     with json_errors(json_output):
         name, why = (site, "argument") if site else choose_site(None)
