@@ -14,9 +14,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 PREFIX = "org.hvd-container."
 
 # The label names, each written in one place (below) and read in one place (facts_from_labels).
@@ -188,6 +185,10 @@ def facts_from_labels(
 
 def _pip_names(requirements: Iterable[str]) -> set[str]:
     """Normalized project names of pip requirements ("pytorch_lightning>=2" -> pytorch-lightning)."""
+    # with a recipe only (whose model loads it anyway): a dry run without one saves about 20 ms
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     names: set[str] = set()
     for req in requirements:
         try:

@@ -7,7 +7,6 @@ a group's module is imported when one of its commands is looked up (cli/commands
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import typer
@@ -57,6 +56,9 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     """The version has one source, pyproject.toml, read from the installed metadata."""
     if value:
+        # only for --version: importing it costs every other command about 40 ms
+        from importlib.metadata import PackageNotFoundError, version
+
         try:
             installed = version("hvd-container")
         except PackageNotFoundError:  # a source tree that was never installed
