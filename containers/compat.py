@@ -257,7 +257,7 @@ def pypi_torch_cuda_build(recipe: Recipe) -> Problem | None:
         ("pytorch", "cuda_tag"),
         f"PyPI's torch {torch.version} is the {built} build, not {torch.cuda_tag}: set "
         f"cuda_tag: {built}, or take {torch.cuda_tag} wheels from the PyTorch index "
-        "(wheel_index: pytorch)",
+        "(wheel_index: download.pytorch.org)",
     )
 
 

@@ -247,6 +247,23 @@ def changes(old: dict[str, Package], new: dict[str, Package]) -> list[str]:
     return out
 
 
+def _index_hint(recipe: Recipe, failure: str) -> str:
+    """Where a torch build that cannot be found was looked for, and where it is: said when the
+    recipe takes torch from the host's pip configuration alone."""
+    torch = recipe.pytorch
+    if torch is None or torch.wheel_index != "pip-config":
+        return ""
+    missing = [pin for pin in pytorch.requirements(recipe) if "+" in pin and pin in failure]
+    if not missing:
+        return ""
+    return (
+        f"; {missing[0]} was looked for only on the indexes of this machine's pip configuration "
+        "(pytorch.wheel_index: pip-config), and none of them has it: take it from PyTorch's "
+        f"index (wheel_index: download.pytorch.org), or PyPI's own build, without +{torch.cuda_tag} "
+        "(wheel_index: pypi)"
+    )
+
+
 def resolve_pin(recipe: Recipe, engine: Engine | None = None) -> BasePin:
     """Ask the registry, through the engine (its credentials and mirrors), for the digest of
     the recipe's base tag; never raises: a registry that cannot be asked gives an unpinned
@@ -309,7 +326,10 @@ def lock_recipe(
         inputs.digest(),
         pin,
     )
-    text = top + resolve(inputs, uv)
+    try:
+        text = top + resolve(inputs, uv)
+    except StepFailed as exc:
+        raise StepFailed(f"{exc}{_index_hint(recipe, str(exc))}") from None
     packages = parse_lock(text)
     raise_problems([f"{path}: {problem}" for problem in resolved_problems(recipe, packages)])
     old = parse_lock(old_text) if old_text else {}

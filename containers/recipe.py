@@ -196,6 +196,22 @@ def _label_value(value: str) -> str:
     return value
 
 
+# the wheel_index names of earlier releases, which looked alike (pip, pypi) and meant different things
+WHEEL_INDEX_ALIASES = {"pytorch": "download.pytorch.org", "pip": "pip-config"}
+WheelIndexName = Literal["download.pytorch.org", "pip-config", "pypi"]
+
+
+def _wheel_index_alias(value: Any) -> Any:
+    return WHEEL_INDEX_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def _compute_capability(value: Any) -> Any:
+    """`cuda_cc: [80, 90]` as people write it: a whole number means its digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 # versions: a string, or a whole number (editors' schemas allow both)
 Version = Annotated[str, BeforeValidator(_version_scalar, json_schema_input_type=str | int)]
 PipVersion = Annotated[Version, AfterValidator(_pip_version)]
@@ -207,6 +223,20 @@ BaseImage = Annotated[str, AfterValidator(_base_image)]
 EnvValue = Annotated[str, AfterValidator(_env_value)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
+WheelIndex = Annotated[
+    WheelIndexName,
+    BeforeValidator(
+        _wheel_index_alias,
+        json_schema_input_type=Literal[
+            "download.pytorch.org", "pip-config", "pypi", "pytorch", "pip"
+        ],
+    ),
+]
+ComputeCapability = Annotated[
+    str,
+    BeforeValidator(_compute_capability, json_schema_input_type=str | int),
+    Field(pattern=_CUDA_CC_PATTERN),
+]
 
 
 class Base(Strict):
@@ -279,11 +309,14 @@ class PyTorch(Strict):
     source: Literal["pip", "image"] = Field(
         default="pip", description="pip: installed from wheels; image: the base image has it."
     )
-    wheel_index: Literal["pytorch", "pip", "pypi"] = Field(
-        default="pytorch",
-        description="pytorch: add download.pytorch.org/whl/<cuda_tag> (versions carry +<cuda_tag>); "
-        "pip: only the pip configuration (a wheelhouse's +<cuda_tag> versions); pypi: PyPI's own "
-        "builds, plain versions (its Linux torch wheels are CUDA builds: 1.13.1 is cu117).",
+    wheel_index: WheelIndex = Field(
+        default="download.pytorch.org",
+        description="Where torch comes from. download.pytorch.org: PyTorch's own index, "
+        "download.pytorch.org/whl/<cuda_tag> (versions carry +<cuda_tag>); pip-config: only the "
+        "indexes and wheelhouses of the host's pip configuration (their +<cuda_tag> versions); "
+        "pypi: PyPI's own builds, plain versions (its Linux torch wheels are CUDA builds: 1.13.1 "
+        "is cu117). The older names pytorch (download.pytorch.org) and pip (pip-config) are "
+        "accepted.",
     )
 
 
@@ -300,7 +333,7 @@ class Horovod(Strict):
     )
     gpu_operations: Literal["nccl", "mpi"] | None = None
     nccl_link: Literal["shared", "static"] | None = None
-    cuda_cc: list[Annotated[str, Field(pattern=_CUDA_CC_PATTERN)]] = Field(
+    cuda_cc: list[ComputeCapability] = Field(
         default_factory=list,
         description="GPU architectures to build for (HOROVOD_BUILD_CUDA_CC_LIST): the site's GPUs, "
         "e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200; empty: every one "
@@ -353,6 +386,12 @@ class Recipe(Strict):
     @property
     def gpu(self) -> bool:
         return self.cuda is not None
+
+    @property
+    def parts_needing_a_lock(self) -> list[str]:
+        """The parts the build installs from the lock alone (`source: pip`, the wheels)."""
+        parts = {"mpi": self.mpi, "cuda": self.cuda, "nccl": self.nccl}
+        return [name for name, part in parts.items() if part is not None and part.source == "pip"]
 
     @property
     def pip_platform(self) -> str:
@@ -413,73 +452,28 @@ def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
     )
 
 
-def _deep_merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(parent)
-    for key, value in child.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-class _Layered(yamlconf.Document):
-    """A child document over its parents: line look-ups fall back to the file that set the key."""
-
-    def __init__(self, data: dict[str, Any], docs: list[yamlconf.Document]) -> None:
-        super().__init__(data, {}, docs[0].source)
-        self.docs = docs
-
-    def where(self, path: yamlconf.Path_) -> str:
-        for end in range(len(path), -1, -1):
-            for doc in self.docs:
-                line = doc.lines.get(tuple(path[:end]))
-                if line is not None and (end > 0 or doc is self.docs[-1]):
-                    return f"{doc.source}:{line}"
-        return self.source
-
-
-def _load_layers(
-    path: Path, seen: tuple[Path, ...]
-) -> tuple[dict[str, Any], list[yamlconf.Document]]:
-    resolved = path.resolve()
-    if resolved in seen:
-        chain = " -> ".join(str(p) for p in (*seen, resolved))
-        raise UserError(f"{path}: extends forms a cycle: {chain}")
-    doc = yamlconf.load(path)
-    data = dict(doc.data)
-    parent_ref = data.pop("extends", None)
-    if parent_ref is None:
-        return data, [doc]
-    where = doc.where(("extends",))
-    if not isinstance(parent_ref, str) or not parent_ref:
-        raise UserError(f"{where}: extends: must be a recipe name or a path")
-    try:
-        parent_path = _resolve_ref(parent_ref, relative_to=path)
-    except UserError as exc:
-        raise UserError(f"{where}: extends: {exc}") from None
-    if not parent_path.exists():
-        raise UserError(
-            f"{where}: extends: {parent_ref!r}: no such file (relative paths are looked up next "
-            f"to {path.name}, then in the current directory)"
-        )
-    parent_data, parent_docs = _load_layers(parent_path, (*seen, resolved))
-    return _deep_merge(parent_data, data), [doc, *parent_docs]
-
-
 def load_recipe(ref: str | Path, *, with_lock: bool = True) -> Recipe:
     """Load, merge (`extends:`) and validate a recipe given by path or built-in name, with the
     lock next to its file (with_lock=False: without it, as `lock` reads a recipe to lock)."""
     path = _resolve_ref(ref)
-    data, docs = _load_layers(path, ())
-    layered = _Layered(data, docs)
-    recipe = yamlconf.validate(Recipe, layered, data, PATTERN_WORDS)
+    layered = yamlconf.load_layered(path, _resolve_ref, "a recipe name or a path")
+    recipe = yamlconf.validate(Recipe, layered, layered.data, PATTERN_WORDS)
     check_compatibility(recipe, layered)
     if with_lock:
         lock_path = path.with_suffix(".lock")
         recipe._lock = read_lock(
             lock_path, recipe.lock_inputs_digest(), recipe.base.image, str(ref)
         )
+        if recipe._lock is None and recipe.parts_needing_a_lock:
+            parts = " and ".join(recipe.parts_needing_a_lock)
+            inherited = (
+                " (a recipe that extends another does not take its lock)"
+                if len(layered.docs) > 1
+                else ""
+            )
+            raise UserError(
+                f"{path}: recipe {recipe.name} takes {parts} from PyPI, which a build installs "
+                f"only from a lock, and {lock_path} does not exist{inherited}: make it with "
+                f"`hvd-container lock {ref}`"
+            )
     return recipe

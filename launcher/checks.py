@@ -115,6 +115,16 @@ class Result:
     check: str
     status: Status
     message: str
+    acknowledged: bool = False  # a warning the site's profile says its users know of
+
+
+def acknowledged(result: Result, site: Site) -> Result:
+    """The result as the site's profile wants it shown: a warning it acknowledges says so and
+    is no longer printed on every launch (a failure cannot be acknowledged)."""
+    if result.status != "warn" or result.check not in site.acknowledge:
+        return result
+    message = f"acknowledged in site {site.name}'s profile: {result.message}"
+    return Result(result.check, "warn", message, acknowledged=True)
 
 
 CheckFunction = Callable[[Launch], "Verdict | None"]
@@ -159,7 +169,7 @@ def registry() -> list[Check]:
 
 
 def run_checks(launch: Launch) -> list[Result]:
-    return [c.result(launch) for c in registry()]
+    return [acknowledged(c.result(launch), launch.site) for c in registry()]
 
 
 def refuse_on_failure(results: list[Result]) -> None:

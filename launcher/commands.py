@@ -94,3 +94,14 @@ def jupyter(
     """`jupyter`: JupyterLab in the image on one compute node, once it answers."""
     site, request = _request(reporter, "jupyter", [], options)
     return jupyter_job.start(site, request, reporter, timeout=timeout)
+
+
+def jupyter_dry_run(reporter: Reporter, **options: Any) -> Plan:
+    """`jupyter --dry-run`: the job `jupyter` would submit (its port and token chosen as a
+    launch chooses them), nothing prepared or submitted."""
+    site, request = _request(reporter, "jupyter", [], options)
+    launch = jupyter_job.jupyter_plan(
+        site, request, jupyter_job.random_port(), jupyter_job.new_token(), dry_run=True
+    )
+    reporter.warn(launch.warnings)
+    return launch

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from hvd_container.launcher import shell, slurm
 from hvd_container.launcher.execute import submitted_job
 from hvd_container.launcher.machine import ThisMachine
-from hvd_container.launcher.plan import plan
+from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes import working_directory
@@ -87,6 +87,10 @@ class JupyterSession:
         return f"http://{self.node_addr}:{self.port}/lab?token={self.token}"
 
 
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def random_port() -> int:
     return PORT_RANGE[0] + secrets.randbelow(PORT_RANGE[1] - PORT_RANGE[0])
 
@@ -129,6 +133,19 @@ def _node_addr(node: str) -> str:
     return match.group(1) if match else node
 
 
+def jupyter_plan(
+    site: Site, request: LaunchRequest, port: int, token: str, *, dry_run: bool = False
+) -> Plan:
+    """The Jupyter job's plan: one JupyterLab process on one node, listening on `port`."""
+    req = jupyter_request(
+        request, port, token, request.workdir or working_directory(), site.jupyter_interface
+    )
+    python = site.runtime_for(req.runtime).python
+    req = replace(req, script=python if python.startswith("/") else req.script)
+    machine = None if dry_run else ThisMachine()
+    return plan(site, req, "jupyter", dry_run=dry_run, machine=machine)
+
+
 def start(
     site: Site,
     request: LaunchRequest,
@@ -142,13 +159,8 @@ def start(
     Ctrl-C while waiting cancels the job (nobody has its URL yet), as does the timeout.
     """
     port = random_port()
-    token = secrets.token_urlsafe(32)
-    req = jupyter_request(
-        request, port, token, request.workdir or working_directory(), site.jupyter_interface
-    )
-    python = site.runtime_for(req.runtime).python
-    req = replace(req, script=python if python.startswith("/") else req.script)
-    launch = plan(site, req, "jupyter", machine=ThisMachine())
+    token = new_token()
+    launch = jupyter_plan(site, request, port, token)
     reporter.warn(launch.warnings)
     # private: the log shows the token
     with submitted_job(launch, reporter, private=True, ask=False) as job_id:

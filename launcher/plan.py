@@ -60,7 +60,7 @@ class Plan:
 
     @property
     def warnings(self) -> list[str]:
-        found = [r.message for r in self.results if r.status == "warn"]
+        found = [r.message for r in self.results if r.status == "warn" and not r.acknowledged]
         return list(dict.fromkeys([*found, *self.notes]))
 
     def command(self) -> list[str]:
@@ -146,18 +146,18 @@ def plan(
     gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
     bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
     container = [*wrapped.srun_flags, *wrapped.argv]
-    own_cpus = [f"--cpus-per-task={request.cpus_per_task}"] if request.cpus_per_task else []
-    # inside an allocation the step inherits GPUs and CPUs unless they were asked for
+    # inside an allocation the step inherits GPUs unless they were asked for; CPUs it does not:
+    # srun no longer reads SLURM_CPUS_PER_TASK (Slurm 22.05), so every step says its -c
+    cpus = request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
+    cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
-    step = [*head, *tasks, *step_gpus, *bind_none, *own_cpus, *container]
+    step = [*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container]
     done = dict(
         launch=launch, image=invocation.image, env=env, results=results, notes=prepared.notes
     )
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
-    cpus = request.cpus_per_task or sched.cpus_per_task
-    cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     resources = allocation_options(site, request)
     argv = [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
     job_name = layout.job_name or request.job_name or stem(request.script)

@@ -172,12 +172,15 @@ def request_from_options(
         from hvd_container.containers.recipe import load_recipe
 
         facts = facts_from_recipe(load_recipe(recipe, with_lock=False))
+    inside = bool(os.environ.get("SLURM_JOB_ID"))
+    if inside and values.get("cpus_per_task") is None:
+        # the allocation's CPUs per task, which a step no longer inherits (Slurm 22.05)
+        allocated = os.environ.get("SLURM_CPUS_PER_TASK", "")
+        values["cpus_per_task"] = (
+            int(allocated) if allocated.isascii() and allocated.isdigit() else None
+        )
     request = LaunchRequest(
-        script=script,
-        args=list(args or []),
-        facts=facts,
-        inside_allocation=bool(os.environ.get("SLURM_JOB_ID")),
-        **values,
+        script=script, args=list(args or []), facts=facts, inside_allocation=inside, **values
     )
     return site, request
 

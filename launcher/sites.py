@@ -18,7 +18,7 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from hvd_container.launcher import runtimes
+from hvd_container.launcher import checks, runtimes
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.runtimes import RuntimeProfile
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
@@ -109,6 +109,14 @@ def _abs_paths_ok(value: list[str]) -> list[str]:
     bad = [v for v in value if not v.startswith("/")]
     if bad:
         raise ValueError(f"absolute paths, not {bad[0]!r}")
+    return value
+
+
+def _check_names(value: list[str]) -> list[str]:
+    names = [c.name for c in checks.registry()]
+    unknown = [v for v in value if v not in names]
+    if unknown:
+        raise ValueError(f"{unknown[0]!r} is not a check (allowed: {', '.join(names)})")
     return value
 
 
@@ -236,6 +244,11 @@ class Site(Strict):
     binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
     images: Images = Field(default_factory=Images)
     notes: list[Line] = Field(default_factory=list)
+    acknowledge: Annotated[list[str], AfterValidator(_check_names)] = Field(
+        default_factory=list,
+        description="Warnings (by check name, as doctor lists them) this site's users know of "
+        "and cannot act on: launches no longer print them, doctor still lists them.",
+    )
     sources: list[Source] = Field(default_factory=list)
     _source: str = PrivateAttr(default="")
 
@@ -297,7 +310,7 @@ def user_sites_dir() -> Path:
 def parse_site(doc: yamlconf.Document) -> Site:
     """Validate a parsed profile document (every error a line naming FILE:LINE); `arch: host`
     becomes this machine's architecture."""
-    site = yamlconf.validate(Site, doc, words=PATTERN_WORDS)
+    site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS)
     if site.arch == "host":
         site = site.model_copy(update={"arch": host_arch()})
     site._source = doc.source
@@ -305,8 +318,27 @@ def parse_site(doc: yamlconf.Document) -> Site:
 
 
 def read_site_file(path: Path) -> Site:
-    """Load and validate a profile file."""
-    return parse_site(yamlconf.load(path))
+    """Load and validate a profile file (over the profiles it extends)."""
+    return parse_site(_load(path))
+
+
+def _load(path: Path) -> yamlconf.Layered:
+    return yamlconf.load_layered(path, _extended, "a site name or a path")
+
+
+def _extended(name: str, extending: Path) -> Path:
+    """The profile `extends: name` in the file `extending` means: a path (next to that file, or
+    as given), else the profile of that name, the built-in one when the file overrides it."""
+    if os.sep in name or name.endswith((".yaml", ".yml")):
+        beside = extending.parent / name
+        return beside if beside.exists() else Path(name)
+    files = _site_files()
+    found = files.get(name)
+    if found is not None and found.resolve() == extending.resolve():
+        found = BUILTIN_DIR / f"{name}.yaml"  # a user's own neuron.yaml extends the built-in one
+    if found is None or not found.exists():
+        raise UserError(f"unknown site {name!r} (allowed: {', '.join(sorted(files))}, or a path)")
+    return found
 
 
 def _site_files() -> dict[str, Path]:
@@ -337,12 +369,11 @@ def load_site(name_or_path: str | os.PathLike[str]) -> Site:
     text = str(name_or_path)
     looks_like_path = os.sep in text or text.endswith((".yaml", ".yml"))
     path = Path(text) if looks_like_path else site_file(text)
-    doc = yamlconf.load(path)
+    doc = _load(path)
     site = parse_site(doc)
     if not looks_like_path and site.name != path.stem:
-        line = doc.line_of(("name",)) or 1
         raise UserError(
-            f"{path}:{line}: name: must match the file name {path.stem!r} (got {site.name!r})"
+            f"{doc.where(('name',))}: name: must match the file name {path.stem!r} (got {site.name!r})"
         )
     return site
 

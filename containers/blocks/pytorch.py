@@ -16,7 +16,7 @@ WHEEL_INDEX = "https://download.pytorch.org/whl/{tag}"
 def index_url(recipe: Recipe) -> str | None:
     """The wheel index for the recipe's CUDA tag, when wheels come from download.pytorch.org."""
     torch = recipe.pytorch
-    if torch is None or torch.cuda_tag is None or torch.wheel_index != "pytorch":
+    if torch is None or torch.cuda_tag is None or torch.wheel_index != "download.pytorch.org":
         return None
     return WHEEL_INDEX.format(tag=torch.cuda_tag)
 

@@ -239,6 +239,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "warnings": _STRS,
         }
     ),
+    "jupyter-dry-run": _result({"site": _STR, "script": _STR, "warnings": _STRS}),
     "batch": _result(
         {
             "site": _STR,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -342,3 +342,73 @@ def validate(
     except ValidationError as exc:
         raise_problems(format_validation_errors(exc, model, doc, words, data))
         raise  # pragma: no cover - a ValidationError has at least one error
+
+
+# ----------------------------------------------------------------------------- extends:
+
+
+def deep_merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """child over parent: mappings merge, other values replace, null removes."""
+    merged = dict(parent)
+    for key, value in child.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class Layered(Document):
+    """A file over the files it extends: line look-ups fall back to the file that set the key."""
+
+    def __init__(self, data: dict[str, Any], docs: list[Document]) -> None:
+        super().__init__(data, {}, docs[0].source)
+        self.docs = docs
+
+    def where(self, path: Path_) -> str:
+        for end in range(len(path), -1, -1):
+            for doc in self.docs:
+                line = doc.lines.get(tuple(path[:end]))
+                if line is not None and (end > 0 or doc is self.docs[-1]):
+                    return f"{doc.source}:{line}"
+        return self.source
+
+
+Resolver = Callable[[str, Path], Path]
+
+
+def load_layered(path: Path, resolve: Resolver, what: str) -> Layered:
+    """The file at `path` over the files its `extends:` names, in turn (a chain, never a cycle):
+    `resolve(name, path)` finds the file a name in `path` means; `what` says what a name may be."""
+    data, docs = _layers(path, resolve, what, ())
+    return Layered(data, docs)
+
+
+def _layers(
+    path: Path, resolve: Resolver, what: str, seen: tuple[Path, ...]
+) -> tuple[dict[str, Any], list[Document]]:
+    resolved = path.resolve()
+    if resolved in seen:
+        chain = " -> ".join(str(p) for p in (*seen, resolved))
+        raise UserError(f"{path}: extends forms a cycle: {chain}")
+    doc = load(path)
+    data = dict(doc.data)
+    parent_ref = data.pop("extends", None)
+    if parent_ref is None:
+        return data, [doc]
+    where = doc.where(("extends",))
+    if not isinstance(parent_ref, str) or not parent_ref:
+        raise UserError(f"{where}: extends: must be {what}")
+    try:
+        parent_path = resolve(parent_ref, path)
+    except UserError as exc:
+        raise UserError(f"{where}: extends: {exc}") from None
+    if not parent_path.exists():
+        raise UserError(
+            f"{where}: extends: {parent_ref!r}: no such file (relative paths are looked up next "
+            f"to {path.name}, then in the current directory)"
+        )
+    parent_data, parent_docs = _layers(parent_path, resolve, what, (*seen, resolved))
+    return deep_merge(parent_data, data), [doc, *parent_docs]

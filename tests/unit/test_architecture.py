@@ -113,9 +113,10 @@ def deferred_imports(source: str) -> list[tuple[int, str]]:
         for sub in ast.walk(node):
             if not isinstance(sub, (ast.Import, ast.ImportFrom)):
                 continue
+            # its own line, and the comment above it or above the imports it comes right after
             comment = [lines[sub.lineno - 1]]
             above = sub.lineno - 2
-            while above >= 0 and lines[above].strip().startswith("#"):
+            while above >= 0 and lines[above].strip().startswith(("#", "from ", "import ")):
                 comment.append(lines[above])
                 above -= 1
             if not any(FIGURE.search(line) for line in comment):

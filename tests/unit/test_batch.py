@@ -152,8 +152,9 @@ def test_sbatch_lines_carry_the_allocation() -> None:
     ]
     assert "export SLURM_CPU_BIND=cores" in text.splitlines()
     srun = text.rstrip().splitlines()[-1]
+    # srun reads no SLURM_CPUS_PER_TASK since Slurm 22.05: the step says its CPUs itself
     assert srun.startswith(
-        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 shifter --module=gpu,nccl-2.15,mpich "
+        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich "
     )
     assert "--account" not in srun  # the allocation is the job's, not the step's
 
@@ -189,3 +190,22 @@ def test_render_is_pure() -> None:
     site, fields = CASES["zih-alpha"]
     first = render_batch(load_site(site), request(fields))
     assert render_batch(load_site(site), request(fields)) == first
+
+
+def test_every_srun_says_its_cpus_per_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm 22.05's release notes: srun no longer reads SLURM_CPUS_PER_TASK, so a step
+    without -c gets one CPU per task whatever the allocation asked for."""
+    site = load_site("perlmutter")
+    req = request(CASES["perlmutter"][1])
+    planned = plan_launch(site, req, "batch")
+    assert "--cpus-per-task=32" in planned.allocation and "--cpus-per-task=32" in planned.step
+    # inside an allocation, the step takes the allocation's CPUs per task from the environment
+    from hvd_container.launcher.request import request_from_options
+
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "16")
+    _site, inside = request_from_options("t.py", site="perlmutter", image="u/i:t", ntasks="4")
+    assert inside.inside_allocation and "--cpus-per-task=16" in plan_launch(site, inside).argv
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    _site, bare = request_from_options("t.py", site="perlmutter", image="u/i:t", ntasks="4")
+    assert not any(a.startswith("--cpus-per-task") for a in plan_launch(site, bare).argv)

@@ -259,5 +259,7 @@ def test_lightning_recipe_with_a_script_only_on_the_cluster(
     assert (
         out.rstrip()
         .splitlines()[-1]
-        .startswith("srun --job-name=pl_train -N 2 --ntasks-per-node=4 singularity run --nv ")
+        .startswith(
+            "srun --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity run --nv "
+        )
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _json_records import result
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
@@ -379,3 +381,25 @@ def test_the_tunnel_goes_to_the_address_jupyter_reports(job_dir: Path) -> None:
         "9", "nid0001", "10.1.2.3", 23456, "t", "login x", "al'ice", "10.1.2.3"
     )
     assert session.ssh_line == "ssh -L localhost:23456:10.1.2.3:23456 'al'\"'\"'ice@login x'"
+
+
+def test_jupyter_dry_run_prints_the_job_and_submits_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path
+) -> None:
+    """Like run and batch: the script the job would be, with a port and a token chosen as a
+    launch chooses them; nothing is prepared, asked of Slurm or submitted."""
+    monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
+    code, out, err = cli(capsys, "jupyter", "--site", "local", "--image", str(image), "--dry-run")
+    assert code == 0, err
+    assert out.startswith("#!/bin/bash\n#SBATCH --job-name=jupyter\n")
+    step = out.rstrip().splitlines()[-1]
+    assert step.startswith("srun --mpi=none --job-name=jupyter -N 1 --ntasks-per-node=1 ")
+    port = re.search(r"--port=(\d+)", step)
+    assert port is not None and 20000 <= int(port[1]) < 60000
+    token = re.search(r"^export JUPYTER_TOKEN=(\S+)$", out, re.M)
+    assert token is not None and len(token[1]) >= 40 and token[1] not in step
+    code, out, _ = cli(
+        capsys, "jupyter", "--site", "local", "--image", str(image), "--dry-run", "--json"
+    )
+    record = result("jupyter-dry-run", out)
+    assert code == 0 and record["script"].startswith("#!/bin/bash\n")

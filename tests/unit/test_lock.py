@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _json_records import error, result
-from _recipe_helpers import CPU_RECIPE, merged, write
+from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
 from hvd_container.containers.blocks import pip_requirements as requirements
 from hvd_container.containers.engine import EngineUnreachable
 from hvd_container.containers.lock import (
@@ -323,7 +323,9 @@ def test_a_registry_out_of_reach_leaves_the_base_unpinned_or_keeps_the_pin(
     (tmp_path / "mine.lock").unlink()
     assert main(["lock", str(path)]) == 0
     err = capsys.readouterr().err
-    assert err.startswith(f"warning: base {BASE} not pinned: the registry could not be asked:")
+    assert err.startswith(
+        f"hvd-container: warning: base {BASE} not pinned: the registry could not be asked:"
+    )
     assert len(err.strip().splitlines()) == 1
 
 
@@ -364,3 +366,46 @@ def test_the_build_notes_a_base_that_no_digest_pins(fake_uv: Path, tmp_path: Pat
     lock_recipe(str(path), pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
     assert unpinned_base(load_recipe(path)) is None
     assert unpinned_base(load_recipe(write(tmp_path, CPU_RECIPE, "deb.yaml"))) is None
+
+
+def test_a_torch_build_missing_from_the_pip_configuration_names_the_index_and_the_fix(
+    tmp_path: Path, fake_uv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wheel_index: pip` (now pip-config) looks like pypi but means the host's indexes: uv's
+    'no version of torch==2.4.1+cu121' becomes where it was looked for and where it is."""
+    monkeypatch.setenv(
+        "FAKE_UV_FAIL",
+        "  × No solution found when resolving dependencies:\n  ╰─▶ Because there is no version "
+        "of torch==2.4.1+cu121 and you require torch==2.4.1+cu121, we can conclude that your "
+        "requirements are unsatisfiable.",
+    )
+    data = merged(
+        GPU_RECIPE,
+        base={"image": "nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04"},
+        cuda={"version": "12.1"},
+        pytorch={"version": "2.4.1", "cuda_tag": "cu121", "wheel_index": "pip"},
+        tensorflow=None,
+        horovod={**GPU_RECIPE["horovod"], "frameworks": ["pytorch"], "patches": ["cxx17"]},
+    )
+    recipe = write(tmp_path, data, "cu.yaml")
+    assert load_recipe(recipe, with_lock=False).pytorch.wheel_index == "pip-config"  # the old name
+    with pytest.raises(StepFailed) as info:
+        lock_recipe(str(recipe), pip=HostPipConfig())
+    message = str(info.value)
+    assert "\n" not in message
+    assert "no version of torch==2.4.1+cu121" in message
+    assert message.endswith(
+        "; torch==2.4.1+cu121 was looked for only on the indexes of this machine's pip "
+        "configuration (pytorch.wheel_index: pip-config), and none of them has it: take it from "
+        "PyTorch's index (wheel_index: download.pytorch.org), or PyPI's own build, without "
+        "+cu121 (wheel_index: pypi)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [("pip", "pip-config"), ("pytorch", "download.pytorch.org"), ("pypi", "pypi")]
+)
+def test_the_old_wheel_index_names_are_accepted(tmp_path: Path, old: str, new: str) -> None:
+    data = merged(CPU_RECIPE, pytorch={"version": "2.13.0", "cuda_tag": "cpu", "wheel_index": old})
+    recipe = load_recipe(write(tmp_path, data), with_lock=False)
+    assert recipe.pytorch is not None and recipe.pytorch.wheel_index == new

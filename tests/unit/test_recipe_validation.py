@@ -423,3 +423,39 @@ def test_an_error_about_an_extended_file_names_that_file(tmp_path: Path) -> None
     with pytest.raises(UserError) as info:
         load_recipe(child)
     assert str(info.value).startswith(f"{other}:2: password: unknown key")
+
+
+def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README tour's pattern on the GPU recipe: the parent's lock does not carry over, and
+    CUDA and NCCL from PyPI are installed from a lock alone, so validate and render say so
+    with the command that makes the lock, and render writes no Dockerfile that cannot build."""
+    from hvd_container.cli.app import main
+
+    derived = write(tmp_path, "extends: gpu-bookworm\nname: g2\n", "g2.yaml")
+    message = error_of(derived)
+    assert message == (
+        f"{derived}: recipe g2 takes cuda and nccl from PyPI, which a build installs only from "
+        f"a lock, and {tmp_path / 'g2.lock'} does not exist (a recipe that extends another does "
+        f"not take its lock): make it with `hvd-container lock {derived}`"
+    )
+    assert main(["recipes", "validate", str(derived)]) == 2
+    assert "make it with `hvd-container lock" in capsys.readouterr().err
+    assert main(["render", str(derived)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "hvd-container lock" in err
+    # `lock` reads it without one: that is how the lock is made
+    assert load_recipe(derived, with_lock=False).name == "g2"
+
+
+def test_compute_capabilities_as_people_write_them(tmp_path: Path) -> None:
+    """The schema's own example, `cuda_cc: [80]`, and the quoted form mean the same."""
+    for written in ([80, 90], ["80", "90"]):
+        data = merged(CPU_RECIPE, horovod={**CPU_RECIPE["horovod"], "cuda_cc": written})
+        recipe = load_recipe(write(tmp_path, data), with_lock=False)
+        assert recipe.horovod is not None and recipe.horovod.cuda_cc == ["80", "90"]
+    bad = merged(CPU_RECIPE, horovod={**CPU_RECIPE["horovod"], "cuda_cc": [8]})
+    assert "not allowed (allowed: a compute capability without the dot" in error_of(
+        write(tmp_path, bad)
+    )

@@ -95,7 +95,7 @@ def test_name_must_match_file_name(isolated: Path) -> None:  # noqa: F811
 INVALID = [
     (
         MINIMAL + "color: red\n",
-        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, gpu_driver, shared_paths, modules, env, binds, images, notes, sources\)",
+        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, gpu_driver, shared_paths, modules, env, binds, images, notes, acknowledge, sources\)",
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
@@ -359,3 +359,56 @@ def test_every_error_of_a_profile_at_once_sorted_by_line(tmp_path: Path) -> None
     assert keys == ["arch", "scheduler.colour", "scheduler.time", "modules.0"], problems
     lines = [int(p.split(": ")[0].rsplit(":", 1)[1]) for p in problems]
     assert lines == sorted(lines)
+
+
+def test_a_user_override_of_a_builtin_acknowledges_warnings_it_cannot_act_on(
+    isolated: Path,  # noqa: F811
+) -> None:
+    """The built-in neuron profile warns on every multi-node GPU launch (no NCCL interface or
+    network known); a user's own neuron.yaml extends it and acknowledges those two by name."""
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+
+    request = LaunchRequest(script="t.py", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=2, comment="pytorch")  # fmt: skip
+    builtin = plan_launch(load_site("neuron"), request)
+    noisy = {r.check for r in builtin.results if r.status == "warn"}
+    assert {"nccl-interface", "nccl-network"} <= noisy
+    write(
+        isolated / "config" / "hvd-container" / "sites" / "neuron.yaml",
+        "extends: neuron\nacknowledge: [nccl-interface, nccl-network]\n",
+    )
+    site = load_site("neuron")
+    assert site.scheduler.comment.required  # the built-in's values, from the file it extends
+    quiet = plan_launch(site, request)
+    assert not any("NCCL" in w for w in quiet.warnings)  # launches no longer print them
+    shown = {r.check: r for r in quiet.results}
+    assert shown["nccl-network"].status == "warn" and shown["nccl-network"].acknowledged
+    assert shown["nccl-network"].message.startswith("acknowledged in site neuron's profile: ")
+
+
+def test_only_checks_can_be_acknowledged_and_a_failure_never_is(tmp_path: Path) -> None:
+    bad = write(tmp_path / "s.yaml", MINIMAL + "acknowledge: [nccl-netwrok]\n")
+    with pytest.raises(
+        UserError,
+        match=r"s\.yaml:4: acknowledge: 'nccl-netwrok' is not a check \(allowed: image, facts, ",
+    ):
+        load_site(str(bad))
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+
+    strict = write(tmp_path / "n.yaml", "extends: neuron\nname: n\nacknowledge: [comment]\n")
+    with pytest.raises(UserError, match=r"^site n requires --comment"):
+        plan_launch(load_site(str(strict)), LaunchRequest(script="t.py", image="u/i:t", ntasks=8))
+
+
+def test_extends_names_a_profile_or_a_path_and_refuses_cycles(tmp_path: Path) -> None:
+    write(tmp_path / "a.yaml", "extends: b.yaml\nname: a\n")
+    write(tmp_path / "b.yaml", "extends: a.yaml\nname: b\nruntime: {kind: none}\n")
+    with pytest.raises(UserError, match=r"extends forms a cycle"):
+        load_site(str(tmp_path / "a.yaml"))
+    write(tmp_path / "c.yaml", "extends: nosuchsite\nname: c\n")
+    with pytest.raises(UserError, match=r"c\.yaml:1: extends: unknown site 'nosuchsite'"):
+        load_site(str(tmp_path / "c.yaml"))
+    write(tmp_path / "d.yaml", "extends: perlmutter\nname: d\nscheduler: {account: m1_g}\n")
+    derived = load_site(str(tmp_path / "d.yaml"))
+    assert derived.scheduler.account == "m1_g" and derived.runtime.kind == "shifter"

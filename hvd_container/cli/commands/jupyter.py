@@ -27,6 +27,10 @@ def jupyter(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the server to start.")
     ] = 300.0,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the batch script the job would be and exit."),
+    ] = False,
     json_output: JsonOpt = False,
     **options: Any,
 ) -> None:
@@ -38,8 +42,19 @@ def jupyter(
     with json_errors(json_output):
         if stop is not None:
             jupyter_job.stop(stop)
+        elif dry_run:
+            planned = commands.jupyter_dry_run(TerminalReporter(), **options)
         else:
             session = commands.jupyter(TerminalReporter(), timeout=timeout, **options)
+    if dry_run and stop is None:
+        assert planned.script is not None
+        if json_output:
+            emit(
+                {"site": planned.site.name, "script": planned.script, "warnings": planned.warnings}
+            )
+        else:
+            typer.echo(planned.script, nl=False)
+        return
     if stop is not None:
         if json_output:
             emit({"job_id": stop, "cancelled": True})

@@ -8,6 +8,7 @@ import typer
 
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.terminal import warn
 from hvd_container.containers.lock import lock_recipe
 
 
@@ -41,7 +42,7 @@ def lock_cmd(
         emit(record)
     else:
         if base is not None and base.digest is None:
-            typer.echo(f"warning: base {base.image} not pinned: {base.reason}", err=True)
+            warn([f"base {base.image} not pinned: {base.reason}"])
         for change in result.changes:
             typer.echo(f"  {change}")
         if check:

@@ -51,7 +51,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-arm64"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="f3189eed2dfe2d77e74e9f92f0bb15e5a34ed2b88aedafdbbb6b3955fb280bd4"
+LABEL org.hvd-container.recipe.digest="c86af3cb595b95ef6fdde4b9db3985bfbbcca45dad9819fb7661611f0cfefe4f"
 LABEL org.hvd-container.arch="arm64"
 
 # hvd-container phase: checks

@@ -52,7 +52,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="e2900d3e01d23a0a0e2a1a1e16f3456fb25eda75ec83fc7202faceceea4a35f1"
+LABEL org.hvd-container.recipe.digest="7fa9b829fb01c90261229053e7d9ca2e3127e26d47d4f85dd2ee8ca07c6ad4a0"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks
