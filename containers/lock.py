@@ -30,6 +30,7 @@ from hvd_container.containers.lockfile import (
     Package,
     header,
     inputs_digest,
+    lock_digest,
     parse_lock,
 )
 from hvd_container.containers.pipconfig import HostPipConfig
@@ -292,21 +293,27 @@ def lock_recipe(
     ref: str,
     *,
     check: bool = False,
+    upgrade: bool = False,
     pip: HostPipConfig | None = None,
     uv: list[str] | None = None,
     engine: Engine | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> LockResult:
     """Resolve ref's recipe and write NAME.lock next to it (check: only say what would change).
 
-    Raises UserError for every known incompatibility in the resolved set, and StepFailed when
-    the packages cannot be resolved together.
+    A lock made from the recipe's current inputs (its header's digest) is current: it comes
+    back at once, with `check` after asking the registry whether the base tag moved; `upgrade`
+    resolves again all the same. Raises UserError for every known incompatibility in the
+    resolved set, and StepFailed when the packages cannot be resolved together.
     """
+    step = on_step or (lambda _message: None)
+    started = time.monotonic()
+    step(f"reading recipe {ref}")
     recipe = load_recipe(ref, with_lock=False)  # a stale lock is what this replaces
     path = recipe_file(ref).with_suffix(".lock")
     inputs = lock_inputs(recipe, pip if pip is not None else pipconfig.read_host_pip_config())
     if not inputs.requirements:
         raise UserError(f"recipe {recipe.name}: nothing to lock (it installs no pip packages)")
-    started = time.monotonic()
     try:
         old_text = path.read_text()
     except FileNotFoundError:
@@ -314,9 +321,23 @@ def lock_recipe(
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
     old_pin = read_pin(old_text)
-    pin = resolve_pin(recipe, engine) if needs_pin(recipe) else None
+    current = bool(old_text) and lock_digest(old_text) == inputs.digest() and not upgrade
+    if current and not check:
+        step(
+            f"{path} is current: the recipe asks for what it was locked for (--upgrade resolves again)"
+        )
+        return LockResult(
+            path, parse_lock(old_text), [], False, time.monotonic() - started, old_pin
+        )
+    pin = None
+    if needs_pin(recipe):
+        step(f"asking the registry for the digest of {recipe.base.image}")
+        pin = resolve_pin(recipe, engine)
     if pin and pin.digest is None and old_pin and old_pin.image == pin.image and old_pin.digest:
         pin = old_pin  # a registry out of reach does not undo a pin
+    if current:
+        found = base_changes(old_pin, pin)
+        return LockResult(path, parse_lock(old_text), found, False, time.monotonic() - started, pin)
     top = header(
         recipe.name,
         recipe.version,
@@ -325,6 +346,10 @@ def lock_recipe(
         inputs.platform,
         inputs.digest(),
         pin,
+    )
+    step(
+        f"resolving {len(inputs.requirements)} requirements with uv for python "
+        f"{inputs.python_version} on {inputs.platform}"
     )
     try:
         text = top + resolve(inputs, uv)
@@ -336,5 +361,6 @@ def lock_recipe(
     found = base_changes(old_pin, pin) + changes(old, packages)
     write = not check and (found or not path.exists() or path.read_text() != text)
     if write:
+        step(f"writing {path}")
         write_text(path, text)
     return LockResult(path, packages, found, bool(write), time.monotonic() - started, pin)

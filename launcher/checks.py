@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from hvd_container.launcher import controllers, runtimes
+from hvd_container.launcher.verdict import Status, Verdict, fail, passed, skip, warn
 
 from hvd_container.core.errors import UserError
 
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
     from hvd_container.facts import ImageFacts
 
-Status = Literal["pass", "warn", "fail", "skip"]
 Need = Literal["facts", "image", "allocation", "slurm", "gpus", "nodes"]
 Mode = Literal["run", "batch", "jupyter", "smoke"]
 
@@ -84,28 +84,6 @@ class Launch:
     @property
     def asks_allocation(self) -> bool:
         return not self.request.inside_allocation
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: Status
-    message: str
-
-
-def passed(message: str) -> Verdict:
-    return Verdict("pass", message)
-
-
-def warn(message: str) -> Verdict:
-    return Verdict("warn", message)
-
-
-def fail(message: str) -> Verdict:
-    return Verdict("fail", message)
-
-
-def skip(reason: str) -> Verdict:
-    return Verdict("skip", reason)
 
 
 @dataclass(frozen=True)
@@ -311,8 +289,7 @@ def arch(launch: Launch) -> Verdict | None:
 
 @check("controller", "the image has what the controller needs", needs=("facts",))
 def controller_in_image(launch: Launch) -> Verdict | None:
-    problem = launch.controller.missing_in_image(launch)
-    return fail(problem) if problem else None
+    return launch.controller.missing_in_image(launch)
 
 
 @check("task-env", "the runtime passes srun's per-task variables to the program")
@@ -323,11 +300,7 @@ def task_env(launch: Launch) -> Verdict | None:
 
 @check("modules", "the runtime's modules")
 def modules(launch: Launch) -> Verdict | None:
-    found = launch.runtime.module_problem(launch)
-    if found is None:
-        return None
-    status, message = found
-    return fail(message) if status == "fail" else warn(message)
+    return launch.runtime.module_problem(launch)
 
 
 @check("mpi-abi", "the MPI a runtime injects can replace the image's", needs=("facts",))
@@ -400,11 +373,7 @@ def gpu_request(launch: Launch) -> Verdict | None:
 
 @check("gpu-operations", "GPU tensors are reduced with NCCL", needs=("facts", "gpus"))
 def gpu_operations(launch: Launch) -> Verdict | None:
-    found = launch.controller.gpu_problem(launch)
-    if found is None:
-        return None
-    status, message = found
-    return fail(message) if status == "fail" else warn(message)
+    return launch.controller.gpu_problem(launch)
 
 
 # The oldest driver each CUDA major runs on (CUDA's minor-version compatibility: any driver of

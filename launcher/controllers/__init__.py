@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from hvd_container.launcher.checks import Launch
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import Site
+    from hvd_container.launcher.verdict import Verdict
 
     from hvd_container.facts import ImageFacts
 
@@ -90,12 +91,13 @@ class Controller:
 
     # What the launch checks ask of a controller (launcher/checks.py): None means all is well.
 
-    def missing_in_image(self, launch: Launch) -> str | None:
-        """What the image lacks for this controller, with the fix."""
+    def missing_in_image(self, launch: Launch) -> Verdict | None:
+        """What the image lacks for this controller (a failure, or a warning where the job may
+        bring it), with the fix."""
         return None
 
-    def gpu_problem(self, launch: Launch) -> tuple[str, str] | None:
-        """(fail | warn, message) about reducing GPU tensors with this controller."""
+    def gpu_problem(self, launch: Launch) -> Verdict | None:
+        """What is wrong with reducing GPU tensors with this controller."""
         return None
 
     def available(self, facts: ImageFacts | None) -> bool:

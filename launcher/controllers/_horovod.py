@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hvd_container.launcher.checks import Verdict, warn
 from hvd_container.launcher.controllers import Controller
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class HorovodController(Controller):
     def available(self, facts: ImageFacts | None) -> bool:
         return facts is None or self.built(facts) is not False
 
-    def gpu_problem(self, launch: Launch) -> tuple[str, str] | None:
+    def gpu_problem(self, launch: Launch) -> Verdict | None:
         """A GPU launch of an image whose Horovod has no NCCL: GPU tensors are reduced through
         host memory by MPI or Gloo, far slower (check-build's facts, recorded at build)."""
         facts = launch.facts
@@ -80,7 +81,7 @@ class HorovodController(Controller):
         if "nccl" in facts.tensor_ops:
             return None
         ops = ", ".join(facts.tensor_ops) or "none"
-        return "warn", (
+        return warn(
             f"{facts.source} has Horovod without NCCL (tensor operations: {ops}): GPU tensors "
             "are reduced through host memory; build with horovod.gpu_operations: nccl"
         )

@@ -174,12 +174,14 @@ class Gloo(HorovodController):
         inner = super().program(python, script, args)
         return ["/bin/sh", "-c", WRAPPER, "hvd-gloo", SERVER_CODE, IFACE_CODE, python, *inner]
 
-    def missing_in_image(self, launch: Launch) -> str | None:
+    def missing_in_image(self, launch: Launch) -> Verdict | None:
         facts = launch.facts
         if facts is None or self.built(facts) is not False:
             return None
         has = ", ".join(facts.controllers or ()) or "none"
-        return f"{facts.source} builds Horovod without the Gloo controller (it has {has}): pass --controller mpi, or add gloo to horovod.controllers and rebuild"
+        return fail(
+            f"{facts.source} builds Horovod without the Gloo controller (it has {has}): pass --controller mpi, or add gloo to horovod.controllers and rebuild"
+        )
 
 
 def layout_problem(

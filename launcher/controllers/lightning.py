@@ -60,11 +60,14 @@ class Lightning(Controller):
         job_name = request.job_name or stem(request.script)
         return Shape(request.ntasks, request.nodes or 1, per_node, job_name)
 
-    def missing_in_image(self, launch: Launch) -> str | None:
+    def missing_in_image(self, launch: Launch) -> Verdict | None:
         facts = launch.facts
         if facts is None or facts.lightning is not False:
             return None
-        return f"{facts.source} has no PyTorch Lightning: add `lightning:` to the recipe, or pass the --controller the script is written for"
+        # a job may bring it on its own (PYTHONPATH, a bound virtualenv): said, not refused
+        return warn(
+            f"{facts.source} has no PyTorch Lightning: the script finds it only if the job brings it (PYTHONPATH, a bound virtualenv); add `lightning:` to the recipe, or pass the --controller the script is written for"
+        )
 
 
 @check("lightning", "Lightning gets -N, --ntasks-per-node and a job name it accepts")

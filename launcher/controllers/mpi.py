@@ -42,7 +42,7 @@ class Mpi(HorovodController):
             f"{', '.join(facts.mpi_pmi)} only: using --mpi={chosen} (pass --mpi to choose)"
         )
 
-    def missing_in_image(self, launch: Launch) -> str | None:
+    def missing_in_image(self, launch: Launch) -> Verdict | None:
         """The image must have MPI, and Horovod's MPI controller, for more than one rank."""
         facts = launch.facts
         if (
@@ -58,9 +58,11 @@ class Mpi(HorovodController):
                 if "gloo" in facts.controllers
                 else "add `mpi:` to the recipe and rebuild"
             )
-            return f"{facts.source} has no MPI: under srun every rank would be an independent size-1 Horovod job; {fix}"
+            return fail(
+                f"{facts.source} has no MPI: under srun every rank would be an independent size-1 Horovod job; {fix}"
+            )
         if self.built(facts) is False:
-            return (
+            return fail(
                 f"{facts.source} builds Horovod without the MPI controller: pass --controller gloo"
             )
         return None

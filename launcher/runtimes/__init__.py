@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from hvd_container.launcher.binds import source_of, split_binds
+from hvd_container.launcher.verdict import Verdict, fail
 from pydantic import AfterValidator, Field
 
 from hvd_container.core.errors import UserError
@@ -177,13 +178,13 @@ class Runtime:
         """Why srun's per-task variables (SLURM_*, PMI_*) do not reach the program."""
         return None
 
-    def module_problem(self, launch: Launch) -> tuple[str, str] | None:
-        """(fail | warn, message) about --module for this runtime."""
+    def module_problem(self, launch: Launch) -> Verdict | None:
+        """What is wrong with --module for this runtime."""
         if launch.request.modules:
             takers = ", ".join(
                 k for cls in _classes().values() if cls.accepts_modules for k in cls.kinds
             )
-            return "fail", (
+            return fail(
                 f"--module is a {takers} option; runtime {self.kind} has no modules (allowed with: {takers})"
             )
         return None

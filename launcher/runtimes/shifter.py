@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.checks import Launch, Verdict, warn
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,
@@ -90,10 +90,10 @@ class Shifter(Runtime):
             return False
         return launch.facts is None or launch.facts.mpi_pmi != ()  # an image without MPI needs none
 
-    def module_problem(self, launch: Launch) -> tuple[str, str] | None:
+    def module_problem(self, launch: Launch) -> Verdict | None:
         merged, repeated = self._merged(launch)
         if repeated:
-            return "warn", (
+            return warn(
                 f"shifter module(s) {', '.join(repeated)} given twice: a second --module replaces the first, so they are joined once: --module={','.join(merged)}"
             )
         return None

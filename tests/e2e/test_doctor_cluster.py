@@ -35,9 +35,10 @@ def cluster(slurm_cluster: str, charliecloud_runtime: None) -> None:  # noqa: F8
 
 
 def checks(stdout: str) -> dict[str, list[dict[str, str]]]:
+    """The registry's checks and what the smoke job found, by name."""
     record = json.loads(stdout.splitlines()[-1])
     out: dict[str, list[dict[str, str]]] = {}
-    for row in record["checks"]:
+    for row in [*record["checks"], *record["smoke"]]:
         out.setdefault(row["check"], []).append(row)
     return out
 

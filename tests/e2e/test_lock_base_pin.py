@@ -70,5 +70,8 @@ def test_lock_pins_the_registry_base_and_check_sees_the_tag_move(
     assert check.returncode == 1, check.stdout + check.stderr
     assert f"base {BASE} {first} -> {second}" in check.stdout
     assert f"FROM {BASE}@{first}\n" in cli("render", str(recipe)).stdout  # until re-locked
+    # the recipe asks for what it was locked for: the lock is current until --upgrade
     assert cli("lock", str(recipe)).returncode == 0
+    assert f"FROM {BASE}@{first}\n" in cli("render", str(recipe)).stdout
+    assert cli("lock", str(recipe), "--upgrade").returncode == 0
     assert f"FROM {BASE}@{second}\n" in cli("render", str(recipe)).stdout

@@ -4,6 +4,7 @@ stand-in here; tests/e2e/test_lock_resolve.py resolves for real against PyPI).""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -143,13 +144,44 @@ def test_lock_writes_then_checks_then_reports_changes(
     text = first.path.read_text()
     assert text.startswith("# hvd-container lock of recipe") and "inputs sha256:" in text
     assert lock_recipe(str(recipe), check=True, pip=HostPipConfig()).changes == []
+    # a newer release upstream: the lock is still current for the recipe; --upgrade takes it
     fake_uv.write_text(fake_uv.read_text().replace("filelock==3.0.0", "filelock==3.1.0"))
-    assert main(["lock", str(recipe), "--check", "--json"]) == 1  # stale: nothing written
+    assert main(["lock", str(recipe), "--check", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["lock", str(recipe), "--check", "--upgrade", "--json"]) == 1  # nothing written
     record = result("lock", capsys.readouterr().out)
     assert record["changes"] == ["filelock 3.0.0 -> 3.1.0"] and not record["written"]
     assert first.path.read_text() == text
-    assert main(["lock", str(recipe)]) == 0
+    assert main(["lock", str(recipe), "--upgrade"]) == 0
     assert "filelock==3.1.0" in first.path.read_text()
+
+
+def test_a_current_lock_comes_back_at_once_and_says_each_step(
+    fake_uv: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A lock made for the recipe's current inputs is not resolved again (lock was silent for
+    3-15 s and resolved anyway); what it does is shown as it goes."""
+    recipe = write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4"]), "mine.yaml")
+    steps: list[str] = []
+    lock_recipe(str(recipe), pip=HostPipConfig(), on_step=steps.append)
+    assert [s.split()[0] for s in steps] == ["reading", "resolving", "writing"]
+    assert re.fullmatch(
+        r"resolving \d+ requirements with uv for python 3\.11 on x86_64-manylinux_2_36", steps[1]
+    )
+    monkeypatch.setenv("FAKE_UV_FAIL", "uv must not run for a current lock")
+    steps.clear()
+    again = lock_recipe(str(recipe), pip=HostPipConfig(), on_step=steps.append)
+    assert not again.written and again.changes == [] and len(again.packages) == 3
+    assert steps[-1].endswith(
+        "is current: the recipe asks for what it was locked for (--upgrade resolves again)"
+    )
+    assert main(["lock", str(recipe)]) == 0
+    assert "[lock] => " in capsys.readouterr().out  # plain lines where there is no terminal
+    with pytest.raises(StepFailed, match="uv must not run"):
+        lock_recipe(str(recipe), upgrade=True, pip=HostPipConfig())
 
 
 def test_failures_are_one_line(
@@ -291,7 +323,9 @@ def test_lock_pins_the_base_by_digest_and_the_build_uses_it(fake_uv: Path, tmp_p
     check = lock_recipe(str(path), check=True, pip=HostPipConfig(), engine=moved)  # type: ignore[arg-type]
     assert check.changes == [f"base {BASE} {DIGEST_A} -> {DIGEST_B}"] and not check.written
     assert f"@{DIGEST_A}" in build_context(load_recipe(path))["Dockerfile"].decode()
-    lock_recipe(str(path), pip=HostPipConfig(), engine=moved)  # type: ignore[arg-type]
+    # the recipe asks for the same: a plain lock keeps the pin, --upgrade takes the new digest
+    assert not lock_recipe(str(path), pip=HostPipConfig(), engine=moved).written  # type: ignore[arg-type]
+    lock_recipe(str(path), upgrade=True, pip=HostPipConfig(), engine=moved)  # type: ignore[arg-type]
     relocked = load_recipe(path)
     assert f"@{DIGEST_B}" in build_context(relocked)["Dockerfile"].decode()
     assert relocked.digest() != recipe.digest()  # a new base is a new image tag's content
@@ -315,8 +349,8 @@ def test_a_registry_out_of_reach_leaves_the_base_unpinned_or_keeps_the_pin(
     assert line in done.path.read_text()  # one line, whatever the engine said
     assert f"FROM {BASE}\n" in build_context(load_recipe(path))["Dockerfile"].decode()
     # once pinned, a later lock without the registry keeps the pin
-    lock_recipe(str(path), pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
-    again = lock_recipe(str(path), pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]
+    lock_recipe(str(path), upgrade=True, pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
+    again = lock_recipe(str(path), upgrade=True, pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]
     assert again.base is not None and again.base.digest == DIGEST_A and again.changes == []
     # the CLI (no engine answers at this DOCKER_HOST) warns on stderr and still writes the lock
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")

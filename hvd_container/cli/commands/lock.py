@@ -7,9 +7,11 @@ from typing import Annotated
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
-from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.json_output import emit
+from hvd_container.cli.progress import make_reporter
 from hvd_container.cli.terminal import warn
 from hvd_container.containers.lock import lock_recipe
+from hvd_container.core.errors import UserError
 
 
 def lock_cmd(
@@ -18,13 +20,32 @@ def lock_cmd(
         bool,
         typer.Option("--check", help="Only say what would change; exit 1 if the lock is stale."),
     ] = False,
+    upgrade: Annotated[
+        bool,
+        typer.Option(
+            "--upgrade",
+            help="Resolve again even when the lock is current (newer releases, a moved base tag).",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Resolve the recipe's Python packages for its image (Python, platform, arch, indexes)
-    with hashes, check the known incompatibilities on the resolved set, write NAME.lock."""
+    with hashes, check the known incompatibilities on the resolved set, write NAME.lock.
 
-    with json_errors(json_output):
-        result = lock_recipe(recipe, check=check)
+    A lock made for the recipe as it is now is current and comes back at once."""
+    reporter = make_reporter("auto", json_output)
+    try:
+        result = lock_recipe(
+            recipe,
+            check=check,
+            upgrade=upgrade,
+            on_step=lambda message: reporter("step", "lock", message),
+        )
+    except (UserError, KeyboardInterrupt) as exc:
+        reporter.failure(exc, "lock")
+        raise
+    finally:
+        reporter.close()
     stale = check and bool(result.changes)
     base = result.base
     if json_output:

@@ -1,0 +1,32 @@
+"""What a check says: pass, warn, fail or skip, and the message (with the fix, or the reason
+it could not judge). Checks (launcher/checks.py) return these, and so do the runtimes' and
+controllers' answers to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Status = Literal["pass", "warn", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    message: str
+
+
+def passed(message: str) -> Verdict:
+    return Verdict("pass", message)
+
+
+def warn(message: str) -> Verdict:
+    return Verdict("warn", message)
+
+
+def fail(message: str) -> Verdict:
+    return Verdict("fail", message)
+
+
+def skip(reason: str) -> Verdict:
+    return Verdict("skip", reason)
