@@ -8,9 +8,12 @@ and any index credentials never land in an image layer. This module reads the ho
 HTTP server bound to the Docker bridge gateway, which build containers can reach.
 
 Anyone on the host who reaches that address while a build runs could ask it too, so it serves
-only what the build needs: pip.conf, the CA, the exact wheelhouse and index directories (not
-their parents), and the files an index page it served links to (simple indexes link to
-../../files/<wheel>). Every URL sits under a secret path: 128 random bits kept owner-only in the
+only what the build needs: pip.conf, the CA, and files below the served roots: each wheelhouse
+directory, and each index's tree (the index directory, or the folder holding it when it is
+named `simple`, as PEP 503 indexes keep their files in ../../files/ beside it). Nothing outside
+them, whatever an index page links to or a symbolic link in them points at (paths are
+resolved first); a path with a NUL byte is a 400. Every URL sits under a secret path: 128
+random bits kept owner-only in the
 user's config directory. It is the same from build to build on purpose: the URL is a build arg,
 and a changed build arg makes the classic builder rebuild every later layer (torch, Horovod).
 The URL shows in `docker history` of the built image, so the secret keeps out other users of the
@@ -23,7 +26,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import errno
-import html.parser
 import http.server
 import os
 import secrets
@@ -34,7 +36,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlparse
+from urllib.parse import unquote, urlparse
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
@@ -142,35 +144,31 @@ class ServedConfig:
     pip_conf: str
     ca_pem: bytes | None
     directories: dict[str, Path]  # served roots (absolute), keyed by their path
-    indexes: set[Path] = field(default_factory=set)  # roots whose pages may link out
-    linked: set[Path] = field(default_factory=set)  # files such pages linked to, once served
 
 
 def serve_plan(config: HostPipConfig, base_url: str, host: str) -> ServedConfig:
     """Rewrite local paths in config to URLs under base_url; pure apart from reading the CA."""
     directories: dict[str, Path] = {}
-    indexes: set[Path] = set()
 
-    def rewrite(location: str, kind: str) -> str | None:
+    def rewrite(location: str, index: bool) -> str | None:
         local = _local_dir(location)
         if local is None:
             return location
         if not local.is_dir():
             return None  # pip would skip a missing path too; leave it out
         local = local.resolve()
-        directories[str(local)] = local
-        if kind == "index":
-            indexes.add(local)
+        root = local.parent if index and local.name == "simple" else local
+        directories[str(root)] = root
         return f"{base_url}/fs{local}/"
 
     lines = ["[global]"]
-    index_url = rewrite(config.index_url, "index") if config.index_url else None
+    index_url = rewrite(config.index_url, index=True) if config.index_url else None
     if index_url:
         lines.append(f"index-url = {index_url}")
-    extra = [u for u in (rewrite(x, "index") for x in config.extra_index_urls) if u]
+    extra = [u for u in (rewrite(x, index=True) for x in config.extra_index_urls) if u]
     if extra:
         lines.append("extra-index-url =\n" + "".join(f"    {u}\n" for u in extra).rstrip("\n"))
-    links = [u for u in (rewrite(x, "links") for x in config.find_links) if u]
+    links = [u for u in (rewrite(x, index=False) for x in config.find_links) if u]
     if links:
         lines.append("find-links =\n" + "".join(f"    {u}\n" for u in links).rstrip("\n"))
     trusted = config.other.get("trusted-host", "").split()
@@ -184,25 +182,12 @@ def serve_plan(config: HostPipConfig, base_url: str, host: str) -> ServedConfig:
     ca = None
     if config.cert and Path(config.cert).is_file():
         ca = Path(config.cert).read_bytes()
-    return ServedConfig("\n".join(lines) + "\n", ca, directories, indexes)
-
-
-class _Links(html.parser.HTMLParser):
-    """The href targets of one index page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.hrefs += [v for k, v in attrs if k == "href" and v]
+    return ServedConfig("\n".join(lines) + "\n", ca, directories)
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     served: ServedConfig
     prefix: str  # "/<secret>": nothing is served outside it
-    lock: threading.Lock
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - base signature
         pass  # build output is the user's log; requests are noise
@@ -222,46 +207,33 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         return None
 
     def translate_path(self, path: str) -> str:
+        """A file or directory below one of the served roots (links on an index page are
+        followed only there too: a page someone could write never leads elsewhere)."""
         local = self._local(path)
-        if local is None or not local.startswith("/fs/"):
+        if local is None or not local.startswith("/fs/") or "\x00" in local:
             return "/nonexistent"
         target = Path(local[len("/fs") :]).resolve()
         for root in self.served.directories.values():
             if target == root or root in target.parents:
                 return str(target) + ("/" if local.endswith("/") else "")
-        with self.lock:
-            if target in self.served.linked:
-                return str(target)
         return "/nonexistent"  # only the configured wheelhouses and indexes are served
 
-    def _learn_links(self, local: str, served_path: str) -> None:
-        """An index page about to be served: the files it links to may be fetched next."""
-        page = Path(served_path)
-        if page.is_dir():
-            page = page / "index.html"
-        if page.suffix != ".html" or not page.is_file():
-            return
-        if not any(root in page.parents for root in self.served.indexes):
-            return
-        parser = _Links()
-        parser.feed(page.read_text(errors="replace")[: 16 << 20])
-        base = local if local.endswith("/") else local.rsplit("/", 1)[0] + "/"
-        found = set()
-        for href in parser.hrefs:
-            ref = urlparse(urljoin(base, href))
-            if ref.scheme or ref.netloc or not ref.path.startswith("/fs/"):
-                continue  # links to other hosts are pip's business, not this server's
-            target = Path(unquote(ref.path)[len("/fs") :]).resolve()
-            if target.is_file():
-                found.add(target)
-        with self.lock:
-            self.served.linked |= found
-
-    def do_GET(self) -> None:
+    def _refused(self) -> bool:
+        """A request no file can answer: outside the secret prefix (404), or naming a path
+        with a NUL byte (400, which no file system has)."""
         local = self._local(self.path)
         if local is None:
             self.send_error(404)
+            return True
+        if "\x00" in local:
+            self.send_error(400, "a NUL byte in the path")
+            return True
+        return False
+
+    def do_GET(self) -> None:
+        if self._refused():
             return
+        local = self._local(self.path)
         if local in ("/pip.conf", "/ca.pem"):
             data = self._memory(local)
             if data is None:
@@ -272,14 +244,10 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
-        served = self.translate_path(self.path)
-        if served != "/nonexistent":
-            self._learn_links(local, served)
         super().do_GET()
 
     def do_HEAD(self) -> None:
-        if self._local(self.path) is None:
-            self.send_error(404)
+        if self._refused():
             return
         super().do_HEAD()
 
@@ -338,9 +306,7 @@ def serve_host_pip_config(
     # A subclass per server: the plan (it holds the URL, known once bound) is a class attribute,
     # as the HTTP server creates a handler per request, and two servers must not share one.
     secret = server_secret()
-    handler: type[_Handler] = type(
-        "PipConfigHandler", (_Handler,), {"prefix": f"/{secret}", "lock": threading.Lock()}
-    )
+    handler: type[_Handler] = type("PipConfigHandler", (_Handler,), {"prefix": f"/{secret}"})
     server = _bind(host, port, handler)
     actual = server.server_address[1]
     url = f"http://{host}:{actual}/{secret}"

@@ -29,6 +29,7 @@ from hvd_container.containers.engine import EngineError
 from hvd_container.containers.engine.docker_api import DockerEngine
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError
+from hvd_container.core.files import not_a_file
 
 TOOLS = ("apptainer", "singularity")
 # How long an interrupted build may take to clean up its temp dir before it is killed.
@@ -206,13 +207,14 @@ def convert_with_apptainer(
     """Build target from the image with the apptainer/singularity on PATH."""
 
     target = check_output_path(Path(target), ".sif")
-    tool = find_tool()
-    if archive is not None:
-        if not archive.is_file():
+    if archive is not None:  # asked before the tool: a pipe or a device would hang or fill it
+        if not archive.exists():
             raise UserError(f"--archive {archive}: no such file")
-        size = archive.stat().st_size
-    else:
-        size = _image_size(image)
+        problem = not_a_file(archive, "a `docker save` tar file")
+        if problem:
+            raise UserError(f"--archive {archive}: {problem}")
+    tool = find_tool()
+    size = archive.stat().st_size if archive is not None else _image_size(image)
     tmpdir = choose_tmpdir(tool, target, os.environ, 3 * size)
     env = build_env(tool, tmpdir, os.environ)
     with _temporary_target(target) as tmp:

@@ -30,7 +30,9 @@ def open_regular(path: str | os.PathLike[str], expected: str) -> tuple[BinaryIO,
     except IsADirectoryError:
         raise UserError(f"{p}: is a directory, expected {expected}") from None
     except OSError as exc:
-        raise UserError(f"{p}: cannot open: {exc.strerror or exc}") from None
+        # A socket cannot be opened at all (ENXIO): say what it is rather than the errno.
+        problem = not_a_file(p, expected)
+        raise UserError(f"{p}: {problem or 'cannot open: ' + (exc.strerror or str(exc))}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -41,6 +43,22 @@ def open_regular(path: str | os.PathLike[str], expected: str) -> tuple[BinaryIO,
     except BaseException:
         os.close(fd)
         raise
+
+
+def not_a_file(
+    path: str | os.PathLike[str], expected: str, *, directory: bool = False
+) -> str | None:
+    """What `path` is when it is not a regular file (nor, with `directory`, a directory):
+    "is a named pipe, expected ..."; None for one that is, or that does not exist. Asked with
+    stat, which never opens it (opening a named pipe blocks until someone writes to it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or (directory and stat.S_ISDIR(mode)):
+        return None
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return f"is {kind}, expected {expected}"
 
 
 def user_path(text: str) -> Path:

@@ -25,7 +25,7 @@ from hvd_container.launcher.verdict import Verdict, fail
 from pydantic import AfterValidator, Field
 
 from hvd_container.core.errors import UserError
-from hvd_container.core.files import user_path
+from hvd_container.core.files import not_a_file, user_path
 from hvd_container.core.model import Line, Strict
 
 if TYPE_CHECKING:
@@ -135,8 +135,11 @@ class Runtime:
         )
 
     def unusable_image(self, ref: str) -> str | None:
-        """Why this runtime cannot run `ref` at all (a file where it takes registry images)."""
-        return None
+        """Why this runtime cannot run `ref` at all: a named pipe, a device or a socket where
+        it takes an image file or directory (a file where it takes registry images)."""
+        path = self.image_path(ref)
+        problem = not_a_file(path, "an image file or directory", directory=True) if path else None
+        return f"--image {ref}: {problem}" if problem else None
 
     def needs_image_here(self, launch: Launch) -> bool:
         """Whether preparing the launch reads the image file on this machine."""

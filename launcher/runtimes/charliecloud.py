@@ -49,7 +49,7 @@ from hvd_container.launcher.slurm import current_user
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
-from hvd_container.core.files import user_path
+from hvd_container.core.files import not_a_file, user_path
 
 
 class CharliecloudProfile(RuntimeProfile):
@@ -65,9 +65,10 @@ class Charliecloud(Runtime):
         return os.path.abspath(os.path.expanduser(ref))  # a directory or a file, always
 
     def unusable_image(self, ref: str) -> str | None:
+        problem = super().unusable_image(ref)
         path = user_path(ref)
-        if not path.is_file():
-            return None  # a directory, or missing (said by missing_image)
+        if problem or not path.is_file():
+            return problem  # a directory is an image, a missing one is said by missing_image
         try:
             _file_kind(path, ref)
         except UserError as exc:
@@ -394,6 +395,9 @@ def entries(site_dir: str | None = None) -> list[CacheEntry]:
 def key_of(image: str) -> str:
     """The cache key of a SIF file (what `cache prune --keep` keeps)."""
     path = _image_path(image)
+    problem = not_a_file(path, "a SIF file")
+    if problem:
+        raise UserError(f"--keep {image}: {problem}")
     try:
         sif = path.is_file() and has_sif_magic(path)
     except OSError as exc:

@@ -163,20 +163,41 @@ def _status(url: str) -> int:
 
 
 def test_only_what_the_build_needs_is_served(host_dirs: HostPipConfig, tmp_path: Path) -> None:
-    (tmp_path / "pypi" / "files" / "other-2.0.tar.gz").write_bytes(b"not linked")
+    (tmp_path / "pypi" / "files" / "other-2.0.tar.gz").write_bytes(b"in the index's tree")
     with serve_host_pip_config("127.0.0.1", 0, host_dirs) as url:
         root, _, secret = url.rpartition("/")
         # nothing without the secret path, not even pip.conf
         assert _status(f"{root}/pip.conf") == 404
         assert _status(f"{root}/fs{tmp_path}/wheels/") == 404
-        linked = f"{url}/fs{tmp_path}/pypi/files/demo-1.0.tar.gz"
-        # the index's parent is not served: a linked file only once its page was
-        assert _status(f"{url}/fs{tmp_path}/pypi/") == 404
-        assert _status(linked) == 404
-        urllib.request.urlopen(f"{url}/fs{tmp_path}/pypi/simple/demo/").read()
-        assert _status(linked) == 200
-        assert _status(f"{url}/fs{tmp_path}/pypi/files/other-2.0.tar.gz") == 404
+        # the index's tree (the folder holding simple/, where its ../../files/ are) is served
+        assert _status(f"{url}/fs{tmp_path}/pypi/files/demo-1.0.tar.gz") == 200
+        assert _status(f"{url}/fs{tmp_path}/pypi/files/other-2.0.tar.gz") == 200
+        # and nothing outside the served roots
         assert _status(f"{url}/fs{tmp_path}/secret.txt") == 404
+        assert _status(f"{url}/fs{tmp_path}/") == 404
+
+
+def test_an_index_page_or_a_link_in_it_never_leads_outside_the_served_roots(
+    host_dirs: HostPipConfig, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Someone who can write a shared index (and knows the secret) plants a page linking to a
+    file of the building user, and a symbolic link to another: neither is served; a %00 in a
+    path is a 400, not a traceback on the build's stderr."""
+    evil = tmp_path / "pypi" / "simple" / "evil"
+    evil.mkdir()
+    (evil / "index.html").write_text(
+        f'<a href="/fs{tmp_path}/secret.txt">x</a><a href="../../../secret.txt">y</a>'
+    )
+    (evil / "key.whl").symlink_to(tmp_path / "secret.txt")
+    with serve_host_pip_config("127.0.0.1", 0, host_dirs) as url:
+        assert _status(f"{url}/fs{tmp_path}/pypi/simple/evil/") == 200  # the page itself
+        assert _status(f"{url}/fs{tmp_path}/secret.txt") == 404  # what it links to
+        assert _status(f"{url}/fs{tmp_path}/pypi/simple/evil/../../../secret.txt") == 404
+        assert _status(f"{url}/fs{tmp_path}/pypi/simple/evil/key.whl") == 404  # resolved first
+        assert _status(f"{url}/fs{tmp_path}/pypi/files/demo-1.0.tar.gz%00.txt") == 400
+        assert _status(f"{url}/fs{tmp_path}/pypi/%00") == 400
+        assert _status(f"{url}/pip.conf") == 200  # and it still answers
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_the_secret_is_kept_owner_only_and_reused(tmp_path: Path) -> None:

@@ -209,5 +209,5 @@ def test_render_from_a_missing_dockerfile_is_one_line(
     missing = tmp_path / "nope"
     assert main(["render", "--from-dockerfile", str(missing), "-f", "singularity"]) == 2
     assert capsys.readouterr().err == (
-        f"hvd-container: error: --from-dockerfile {missing}: cannot read: No such file or directory\n"
+        f"hvd-container: error: --from-dockerfile {missing}: no such file\n"
     )

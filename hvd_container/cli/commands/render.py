@@ -16,6 +16,10 @@ from hvd_container.containers.recipe import load_recipe
 from hvd_container.containers.render import render
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import read_limited_text
+
+# A Dockerfile is text people write; a bigger file is not one (and would only fill memory).
+MAX_DOCKERFILE_BYTES = 1024 * 1024
 
 
 class Format(str, Enum):
@@ -92,12 +96,14 @@ def render_cmd(
 
 
 def _dockerfile_definition(path: Path) -> str:
-
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise UserError(f"--from-dockerfile {path}: cannot read: {reason}") from None
+        text = read_limited_text(path, "a Dockerfile", MAX_DOCKERFILE_BYTES, "a Dockerfile")
+    except UserError as exc:  # the message starts with the path: name the option too
+        raise UserError(f"--from-dockerfile {exc}") from None
+    if not text.strip():
+        raise UserError(
+            f"--from-dockerfile {path}: is empty, expected a Dockerfile with a FROM line"
+        )
     return dockerfile_to_definition(text)
 
 
