@@ -213,7 +213,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             },
         }
     ),
-    "cache-prune": _result({"removed": _STRS, "kept": _STRS}),
+    "cache-prune": _result({"removed": _STRS, "kept": _STRS, "not_ours": _INT}),
     "doctor": _result(
         {
             "site": _STR,

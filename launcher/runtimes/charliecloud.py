@@ -16,7 +16,9 @@ directory is bound in. It has no GPU option (`ch-fromhost --nvidia` injects the 
 A dry run names the directory and env file a launch will use without touching anything (the
 SIF header is enough); a launch or a batch script makes them exist. Each unpack records the
 SIF it came from (KEY.source): converting again overwrites that SIF, its old copy can never be
-used again, and `cache prune --stale` removes exactly those.
+used again, and `cache prune --stale` removes exactly those. The cache directory comes from a
+profile or the environment and may hold other things: every name the tool makes there is
+recorded first (RECORDS), and prune removes nothing else, never following a link.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -49,7 +53,7 @@ from hvd_container.launcher.slurm import current_user
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
-from hvd_container.core.files import not_a_file, user_path
+from hvd_container.core.files import not_a_file, read_limited_text, user_path
 
 
 class CharliecloudProfile(RuntimeProfile):
@@ -141,6 +145,61 @@ def cache_dir(site_dir: str | None = None) -> Path:
     return Path(base) / "hvd-container" / "images"
 
 
+# The names this tool made in the cache, an empty file each in this directory of it: prune
+# removes only those (a cache_dir from a profile or $HVD_CONTAINER_CACHE may name a directory
+# that holds other things), and only what is still a real directory or file there.
+RECORDS = ".hvd-container-made"
+# KEY (an unpacked image), KEY.env, KEY.source, KEY.part-PID-TOKEN (an unpack under way) and
+# dir-KEY.env (an image directory's environment)
+_OWN_NAME = re.compile(r"(dir-)?[0-9a-f]{24}(\.env|\.source|\.part-[0-9]+-[0-9a-f]{8})?")
+
+
+def _record(base: Path, name: str) -> None:
+    """Say that `name` in the cache is this tool's, before it is made (a process that dies
+    between the two leaves a record of nothing, which prune drops)."""
+    try:
+        (base / RECORDS).mkdir(parents=True, exist_ok=True)
+        fd = os.open(base / RECORDS / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        os.close(fd)
+    except OSError as exc:
+        raise _cache_problem(base, exc) from None
+
+
+def _recorded(base: Path) -> set[str]:
+    """The names the tool recorded as its own in the cache (none when the record directory is
+    missing, or is a link: a record elsewhere says nothing about this directory)."""
+    records = base / RECORDS
+    try:
+        if not stat.S_ISDIR(os.lstat(records).st_mode):
+            return set()
+        return {name for name in os.listdir(records) if _OWN_NAME.fullmatch(name)}
+    except OSError:
+        return set()
+
+
+def _forget(base: Path, name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(base / RECORDS / name)
+
+
+def _remove(path: Path) -> bool:
+    """Remove a directory tree or a file the tool made; a link (even to a directory), or
+    anything else put in its place, is left. rmtree never follows links inside the tree."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(path)  # raises, without removing anything, if swapped for a link
+        elif stat.S_ISREG(mode):
+            path.unlink()
+        else:
+            return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return not os.path.lexists(path)
+    return True
+
+
 def sif_digest(path: Path) -> str:
     """A cache key that changes whenever the SIF's root filesystem does."""
     info = read_sif(path)
@@ -173,6 +232,7 @@ def _unpack_sif(sif: Path, target: Path) -> None:
         raise _cache_problem(target.parent, PermissionError(13, "Permission denied"))
     # Concurrent runs each unpack into their own directory; the first rename wins.
     partial = target.with_name(f"{target.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
+    _record(target.parent, partial.name)
     argv = ["unsquashfs", "-q", "-n", "-o", str(info.rootfs_offset), "-d", str(partial), str(sif)]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True)
@@ -191,6 +251,7 @@ def _unpack_sif(sif: Path, target: Path) -> None:
         raise _cache_problem(target.parent, exc) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+        _forget(target.parent, partial.name)
 
 
 def _write_source(base: Path, key: str, sif: Path) -> None:
@@ -198,7 +259,8 @@ def _write_source(base: Path, key: str, sif: Path) -> None:
     where = str(sif.resolve())
     if "\n" in where:  # one path per file, read back as one line
         return
-    with contextlib.suppress(OSError):  # only a hint: the copy itself is fine without it
+    with contextlib.suppress(OSError, UserError):  # only a hint: the copy is fine without it
+        _record(base, f"{key}.source")
         write_text(base / f"{key}.source", where + "\n")
 
 
@@ -217,16 +279,16 @@ def _older_copies(base: Path, key: str, sif: Path) -> int:
 
 def _recorded_source(record: Path) -> str | None:
     """The SIF path in a KEY.source file, or None when there is none to read."""
-    try:
-        return record.read_text().rstrip("\n")
-    except (OSError, UnicodeDecodeError):
+    try:  # a pipe or a huge file planted under its name is not read
+        return read_limited_text(record, "a record file", 4096, "a path").rstrip("\n")
+    except UserError:
         return None
 
 
 def _write_env_file(target: Path, env: dict[str, str]) -> None:
     lines = "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v)
+    _record(target.parent, target.name)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         write_text(target, lines)
     except OSError as exc:
         raise _cache_problem(target.parent, exc) from None
@@ -318,6 +380,7 @@ def prepare_image(
         _write_env_file(plan.env_file, image_env(plan.root, warnings))
     else:
         if not plan.root.is_dir():
+            _record(plan.root.parent, plan.root.name)
             _unpack_sif(user_path(image), plan.root)
             _write_source(plan.root.parent, plan.root.name, user_path(image))
             older = _older_copies(plan.root.parent, plan.root.name, user_path(image))
@@ -368,26 +431,29 @@ def _tree_size(path: Path) -> int:
 
 
 def entries(site_dir: str | None = None) -> list[CacheEntry]:
-    """The cache's unpacked images, newest first."""
+    """The cache's unpacked images that the tool recorded as its own, newest first."""
     base = cache_dir(site_dir)
-    if not base.is_dir():
-        return []
     found = []
-    for entry in base.iterdir():
-        if not entry.is_dir() or entry.is_symlink():
+    for name in _recorded(base):
+        entry = base / name
+        try:
+            info = os.lstat(entry)
+        except OSError:
             continue
-        key, _, rest = entry.name.partition(".part-")
+        if not stat.S_ISDIR(info.st_mode) or name.endswith((".env", ".source")):
+            continue
+        key, _, rest = name.partition(".part-")
         source, stale = (None, False) if rest else _source_of(base, key)
         found.append(
             CacheEntry(
                 key,
                 entry,
                 _tree_size(entry),
-                entry.stat().st_mtime,
+                info.st_mtime,
                 partial=bool(rest),
                 source=source,
                 stale=stale,
-            )
+            )  # fmt: skip
         )
     return sorted(found, key=lambda e: e.modified, reverse=True)
 
@@ -411,29 +477,40 @@ def key_of(image: str) -> str:
 PARTIAL_GRACE_S = 3600
 
 
+@dataclass(frozen=True)
+class Pruned:
+    removed: list[Path]
+    not_ours: int  # names in the cache directory that the tool did not record: left alone
+
+
 def prune(
     keep: set[str] | None = None, site_dir: str | None = None, *, stale_only: bool = False
-) -> list[Path]:
+) -> Pruned:
     """Remove cached unpacked images (all, all but the given keys, or with `stale_only` those
-    whose SIF is gone or was replaced) and unpacks that never finished; return what went."""
-    removed: list[Path] = []
+    whose SIF is gone or was replaced) and unpacks that never finished. Only what the tool
+    recorded as its own goes; anything else in the directory is counted and left."""
     base = cache_dir(site_dir)
-    if not base.is_dir():
-        return removed
+    own = _recorded(base)
     stale = {e.key for e in entries(site_dir) if e.stale} if stale_only else set()
     now = time.time()
-    for entry in base.iterdir():
-        key = entry.name.split(".", 1)[0]
-        if ".part-" in entry.name:
+    removed: list[Path] = []
+    for name in sorted(own):
+        entry = base / name
+        key = name.split(".", 1)[0]
+        if ".part-" in name:
+            # an unpack may still be running (its record comes before its directory)
+            made = next((p for p in (entry, base / RECORDS / name) if os.path.lexists(p)), None)
             with contextlib.suppress(OSError):
-                if now - entry.stat().st_mtime < PARTIAL_GRACE_S:
+                if made and now - os.lstat(made).st_mtime < PARTIAL_GRACE_S:
                     continue
         elif (keep and key in keep) or (stale_only and key not in stale):
             continue
-        if entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                entry.unlink()
-        removed.append(entry)
-    return removed
+        if _remove(entry):
+            removed.append(entry)
+        if not os.path.lexists(entry):
+            _forget(base, name)
+    try:
+        names = set(os.listdir(base)) - {RECORDS}
+    except OSError:
+        names = set()
+    return Pruned(removed, len(names - own))

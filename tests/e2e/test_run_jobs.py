@@ -208,8 +208,12 @@ def test_sif_image_runs_unpacked_with_its_env_and_labels(
     assert result.returncode == 0, result.stderr
     # the SIF writer keeps Docker's ENV: GREETING="hello world" from the imported image
     assert "task 1 on node2 in " + str(job_dir) + ": hello world" in result.stdout
-    unpacked = [p for p in (cache / "images").iterdir() if p.is_dir()]
+    unpacked = [p for p in (cache / "images").iterdir() if p.is_dir() and p.name[0] != "."]
     assert len(unpacked) == 1 and (unpacked[0] / "bin" / "sh").exists()
+    # recorded as the tool's own, so prune takes it (and only what was recorded)
+    pruned = cli("cache", "prune", env=env)
+    assert pruned.returncode == 0 and f"removed {unpacked[0]}\n" in pruned.stdout, pruned.stdout
+    assert not unpacked[0].exists()
 
 
 def test_preflight_refuses_a_missing_image(cluster: None, job_dir: Path) -> None:  # noqa: F811

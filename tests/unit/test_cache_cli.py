@@ -14,20 +14,28 @@ from hvd_container.launcher.runtimes import charliecloud as cc
 
 from hvd_container.cli.app import main
 
+A, B, C, D = ("a" * 24, "b" * 24, "c" * 24, "d" * 24)
+
+
+def _made(base: Path, name: str) -> Path:
+    """A name in the cache as the tool makes it: recorded first."""
+    cc._record(base, name)
+    return base / name
+
 
 @pytest.fixture()
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path))
     base = tmp_path / "images"
-    for key in ("aaa", "bbb"):
-        (base / key / "etc").mkdir(parents=True)
+    for key in (A, B):
+        (_made(base, key) / "etc").mkdir(parents=True)
         (base / key / "etc" / "f").write_bytes(b"x" * 1000)
-        (base / f"{key}.env").write_text("A=1\n")
-    old = base / "ccc.part-1-ab"  # an unpack whose process died two hours ago
+        _made(base, f"{key}.env").write_text("A=1\n")
+    old = _made(base, f"{C}.part-1-abababab")  # an unpack whose process died two hours ago
     old.mkdir()
     two_hours_ago = time.time() - 7200
     os.utime(old, (two_hours_ago, two_hours_ago))
-    (base / "ddd.part-2-cd").mkdir()  # an unpack running now
+    _made(base, f"{D}.part-2-cdcdcdcd").mkdir()  # an unpack running now
     return base
 
 
@@ -37,9 +45,9 @@ def test_list_shows_sizes_and_unfinished_unpacks(
     assert main(["cache", "list", "--json"]) == 0
     record = result("cache-list", capsys.readouterr().out)
     by_key = {row["key"]: row for row in record["images"]}
-    assert set(by_key) == {"aaa", "bbb", "ccc", "ddd"}
-    assert by_key["aaa"]["bytes"] >= 1000 and not by_key["aaa"]["partial"]
-    assert by_key["ccc"]["partial"] is True
+    assert set(by_key) == {A, B, C, D}
+    assert by_key[A]["bytes"] >= 1000 and not by_key[A]["partial"]
+    assert by_key[C]["partial"] is True
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
     assert "(unfinished unpack)" in out and out.rstrip().endswith(f"in {cache}")
@@ -48,11 +56,21 @@ def test_list_shows_sizes_and_unfinished_unpacks(
 def test_prune_keeps_what_is_asked_and_running_unpacks(
     cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cc, "key_of", lambda image: "aaa")
+    monkeypatch.setattr(cc, "key_of", lambda image: A)
     assert main(["cache", "prune", "--keep", "a.sif", "--json"]) == 0
     record = result("cache-prune", capsys.readouterr().out)
-    assert sorted(Path(p).name for p in record["removed"]) == ["bbb", "bbb.env", "ccc.part-1-ab"]
-    assert sorted(p.name for p in cache.iterdir()) == ["aaa", "aaa.env", "ddd.part-2-cd"]
+    assert sorted(Path(p).name for p in record["removed"]) == [
+        B,
+        f"{B}.env",
+        f"{C}.part-1-abababab",
+    ]
+    left = sorted(p.name for p in cache.iterdir())
+    assert left == [".hvd-container-made", A, f"{A}.env", f"{D}.part-2-cdcdcdcd"]
+    assert sorted(os.listdir(cache / ".hvd-container-made")) == [
+        A,
+        f"{A}.env",
+        f"{D}.part-2-cdcdcdcd",
+    ]
 
 
 def test_keep_must_be_a_sif(
@@ -62,7 +80,7 @@ def test_keep_must_be_a_sif(
     other.write_text("hello")
     assert main(["cache", "prune", "--keep", str(other)]) == 2
     assert "not a SIF file (only SIFs are unpacked into the cache)" in capsys.readouterr().err
-    assert (cache / "bbb").is_dir()  # nothing removed on bad input
+    assert (cache / B).is_dir()  # nothing removed on bad input
 
 
 def test_a_site_profile_moves_the_cache_off_home(
@@ -119,7 +137,7 @@ def test_a_copy_without_a_recorded_source_is_never_called_stale(cache: Path) -> 
     # unpacked before sources were recorded, or the record could not be written
     assert not any(e.stale for e in cc.entries())
     cc.prune(stale_only=True)
-    assert {p.name for p in cache.iterdir()} >= {"aaa", "bbb"}
+    assert {p.name for p in cache.iterdir()} >= {A, B}
 
 
 def test_unpacking_a_reconverted_sif_points_at_prune_stale(
@@ -136,3 +154,106 @@ def test_unpacking_a_reconverted_sif_points_at_prune_stale(
         f"1 older unpacked copy of {sif} (converted again since) is still in {tmp_path / 'cache' / 'images'}: "
         "`hvd-container cache prune --stale` removes them"
     )
+
+
+# --- deleting only what the tool made ----------------------------------------------------------
+
+
+def _victim(root: Path) -> dict[Path, bytes]:
+    """Someone's files where a hostile profile points the cache: names like the tool's too."""
+    files = {
+        root / "images" / A / "thesis.tex": b"chapter 1",
+        root / "images" / f"{B}.env": b"PATH=/mine\n",
+        root / "images" / "photos" / "cat.jpg": b"\xff\xd8",
+        root / "notes.txt": b"keep me",
+    }
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return files
+
+
+def _intact(files: dict[Path, bytes]) -> None:
+    for path, data in files.items():
+        assert path.read_bytes() == data, path
+
+
+def test_a_profile_that_points_the_cache_at_someones_files_removes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("HVD_CONTAINER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    files = _victim(tmp_path / "home")
+    profile = tmp_path / "hostile.yaml"
+    profile.write_text(
+        "name: hostile\nextends: local\nimages:\n  cache_dir: " + str(tmp_path / "home") + "\n"
+    )
+    assert main(["cache", "prune", "--site", str(profile)]) == 0
+    out = capsys.readouterr().out
+    assert "0 removed" in out and "left 3 other names" in out, out
+    _intact(files)
+    assert main(["cache", "list", "--site", str(profile), "--json"]) == 0
+    assert result("cache-list", capsys.readouterr().out)["images"] == []
+
+
+def test_hvd_container_cache_at_someones_files_removes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _victim(tmp_path / "home")
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "home"))
+    assert main(["cache", "prune", "--json"]) == 0
+    record = result("cache-prune", capsys.readouterr().out)
+    assert record["removed"] == [] and record["not_ours"] == 3
+    _intact(files)
+
+
+def test_links_planted_in_the_cache_are_never_followed(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _victim(tmp_path / "home")
+    victim = tmp_path / "home" / "images"
+    # a recorded image replaced by a link to someone's directory, and one to their file
+    (cache / A / "etc" / "f").unlink()
+    for path in sorted(cache.joinpath(A).rglob("*"), reverse=True):
+        path.rmdir()
+    cache.joinpath(A).rmdir()
+    (cache / A).symlink_to(victim)
+    (cache / f"{A}.env").unlink()
+    (cache / f"{A}.env").symlink_to(victim / f"{B}.env")
+    # a link inside a recorded image, to someone's directory
+    (cache / B / "data").symlink_to(victim / "photos")
+    # a name like the tool's that it never recorded, and a link named like one
+    (cache / ("e" * 24)).mkdir()
+    (cache / ("f" * 24)).symlink_to(victim)
+    assert main(["cache", "prune", "--json"]) == 0
+    record = result("cache-prune", capsys.readouterr().out)
+    removed = sorted(Path(p).name for p in record["removed"])
+    assert removed == [B, f"{B}.env", f"{C}.part-1-abababab"]
+    assert (cache / A).is_symlink() and (cache / f"{A}.env").is_symlink()  # left, not followed
+    assert (cache / ("e" * 24)).is_dir() and record["not_ours"] == 2
+    _intact(files)
+
+
+def test_a_records_directory_that_is_a_link_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _victim(tmp_path / "home")
+    elsewhere = tmp_path / "records"
+    elsewhere.mkdir()
+    (elsewhere / A).touch()  # "A is ours", said from outside the cache
+    (tmp_path / "home" / "images" / cc.RECORDS).symlink_to(elsewhere)
+    monkeypatch.setenv("HVD_CONTAINER_CACHE", str(tmp_path / "home"))
+    assert main(["cache", "prune", "--json"]) == 0
+    assert result("cache-prune", capsys.readouterr().out)["removed"] == []
+    _intact(files)
+
+
+def test_a_pipe_planted_as_a_source_record_does_not_hang_list(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.mkfifo(_made(cache, f"{A}.source"))
+    assert main(["cache", "list", "--json"]) == 0  # would block reading the pipe
+    rows = {r["key"]: r for r in result("cache-list", capsys.readouterr().out)["images"]}
+    assert rows[A]["source"] is None and rows[A]["stale"] is False
+    assert main(["cache", "prune", "--json"]) == 0
+    assert (cache / f"{A}.source").is_fifo()  # not the file the tool wrote: left as it is

@@ -108,13 +108,24 @@ def prune_cmd(
     with json_errors(json_output):
         site_dir = _site_dir(site)
         keys = {charliecloud.key_of(image) for image in keep or []}
-        removed = prune(keys, site_dir, stale_only=stale)
+        pruned = prune(keys, site_dir, stale_only=stale)
     if json_output:
-        emit({"removed": [str(p) for p in removed], "kept": sorted(keys)})
+        emit(
+            {
+                "removed": [str(p) for p in pruned.removed],
+                "kept": sorted(keys),
+                "not_ours": pruned.not_ours,
+            }
+        )
         return
-    for path in removed:
+    for path in pruned.removed:
         typer.echo(f"removed {path}")
-    typer.echo(f"{len(removed)} removed")
+    typer.echo(f"{len(pruned.removed)} removed")
+    if pruned.not_ours:
+        typer.echo(
+            f"left {pruned.not_ours} other names in {cache_dir(site_dir)}: hvd-container did "
+            "not make them (it removes only what it recorded as its own)"
+        )
 
 
 def register(app: typer.Typer) -> None:
