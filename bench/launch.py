@@ -13,7 +13,7 @@ Prints, for the same 2-rank Horovod job (examples/pytorch_synthetic.py, one rank
     an allocation (srun directly) and outside one (sbatch, then following the job).
 
 Needs the CPU image as a SIF (`make sif`). Usage:
-    python bench/launch.py [--image out/cpu-bookworm_1.sif] [--repeat 3] [--max-ratio 1.05]
+    python bench/launch.py [--image out/demo/cpu-bookworm_1.sif] [--repeat 3] [--max-ratio 1.05]
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cluster import ROOT, clean_env, hvd, sh  # bench/: the script's folder, on sys.path
+from _cluster import (  # bench/: the script's folder, on sys.path
+    ROOT,
+    clean_env,
+    default_image,
+    hvd,
+    image_or_exit,
+    sh,
+)
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
 TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
@@ -112,14 +119,11 @@ def shlex_join(argv: list[str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm_1.sif"))
+    parser.add_argument("--image", default=default_image())
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--max-ratio", type=float, default=1.05)
     opts = parser.parse_args()
-    image = Path(opts.image).resolve()
-    if not image.is_file():
-        print(f"bench/launch.py: {image} not found: build it with `make sif`", file=sys.stderr)
-        return 2
+    image = image_or_exit(opts.image, "bench/launch.py")
     sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")
     sh("sh", str(ROOT / "testbed" / "charliecloud.sh"), "up")
     venv = host_venv(image)

@@ -26,7 +26,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from _cluster import ROOT, clean_env, sh  # bench/: the script's folder, on sys.path
+from _cluster import (  # bench/: the script's folder, on sys.path
+    ROOT,
+    clean_env,
+    default_image,
+    image_or_exit,
+    sh,
+)
 
 # at the top of the script: Python is running; after hvd.init(): every rank found the others
 FIRST = """\
@@ -77,14 +83,11 @@ def one_launch(image: Path, nodes: int, script: Path, env: dict[str, str]) -> tu
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", default=str(ROOT / "out" / "cpu-bookworm_1.sif"))
+    parser.add_argument("--image", default=default_image())
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--repeat", type=int, default=3)
     opts = parser.parse_args()
-    sif = Path(opts.image).resolve()
-    if not sif.is_file():
-        print(f"bench/startup.py: {sif} not found: build it with `make sif`", file=sys.stderr)
-        return 2
+    sif = image_or_exit(opts.image, "bench/startup.py")
     sh("sh", str(ROOT / "testbed" / "charliecloud.sh"), "up")
     env = clean_env()
     # The script lies in /tmp, which exists in the image: ch-run binds the working directory,
