@@ -104,4 +104,7 @@ def execute(
     path = slurm.output_path(job)
     if path is not None:
         reporter.status(f"job {job_id} output: {path}")
+    failure = slurm.failure_summary(job)
+    if failure:
+        reporter.status(failure)
     return job.exit_code

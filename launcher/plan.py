@@ -141,7 +141,10 @@ def plan(
     wrapped = runtime.wrap(invocation)
 
     sched = site.scheduler
-    head = ["srun", *([f"--mpi={mpi}"] if mpi else []), *sched.srun_options]
+    # one rank that dies ends the step: its peers would otherwise wait in an allreduce (or in
+    # hvd.init()) until the time limit
+    kill = [] if _says_kill_on_bad_exit(sched.srun_options) else ["--kill-on-bad-exit=1"]
+    head = ["srun", *([f"--mpi={mpi}"] if mpi else []), *kill, *sched.srun_options]
     tasks = ([f"--job-name={layout.job_name}"] if layout.job_name else []) + layout_options(layout)
     gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
     bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
@@ -186,6 +189,11 @@ def plan(
         )
     )
     return Plan(argv=argv, allocation=allocation, step=step, script=script, **done)  # type: ignore[arg-type]
+
+
+def _says_kill_on_bad_exit(options: list[str]) -> bool:
+    """Whether a site's srun options choose --kill-on-bad-exit themselves (-K, -K0, ...)."""
+    return any(o == "-K" or o.startswith(("-K", "--kill-on-bad-exit")) for o in options)
 
 
 def allocation_options(site: Site, request: LaunchRequest) -> list[str]:

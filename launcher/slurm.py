@@ -447,6 +447,33 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
         time.sleep(poll)
 
 
+# srun's line for each task that failed: "srun: error: node2: task 1: Exited with exit code 3",
+# "srun: error: node1: tasks 0-3: Killed", "... task 5: Segmentation fault (core dumped)"
+_TASK_FAILED = re.compile(r"^srun: error: ([^\s:]+): (tasks? [0-9,-]+): (.+)$", re.MULTILINE)
+
+
+def failed_tasks(text: str) -> list[str]:
+    """What srun said of each failed task in a job's stderr: "task 1 on node2: Exited with
+    exit code 3", in its order, once each."""
+    found = (f"{m[2]} on {m[1]}: {m[3].strip()}" for m in _TASK_FAILED.finditer(text))
+    return list(dict.fromkeys(found))
+
+
+def failure_summary(job: Job) -> str | None:
+    """One line naming the job's failed tasks and their nodes (from srun's lines in its
+    stderr file); None for a job that did not fail, or whose log names no task."""
+    if job.exit_code == 0:
+        return None
+    tasks: list[str] = []
+    for path in log_paths(job):
+        with contextlib.suppress(OSError):
+            tasks += failed_tasks(path.read_text(errors="replace"))
+    if not tasks:
+        return None
+    more = f" (and {len(tasks) - 3} more)" if len(tasks) > 3 else ""
+    return f"job {job.job_id} {job.state}: " + "; ".join(tasks[:3]) + more
+
+
 def print_log(job_id: str, reporter: Reporter) -> Job:
     """The job's output as it is now, to `reporter.job_output`: its stdout file, then its
     stderr file (both as stdout: a snapshot reads as one text)."""

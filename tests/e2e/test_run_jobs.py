@@ -74,6 +74,35 @@ def test_run_outside_an_allocation_submits_follows_and_returns_the_exit_code(
     assert _state(job_id) == "FAILED"
 
 
+# rank 1 dies at once (exit 3, or SIGKILL as the OOM killer does); rank 0 stands for the
+# ranks that would wait for it in an allreduce
+DYING_RANK = {
+    "exits": 'if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; sleep 300',
+    "is killed": 'if [ "$SLURM_PROCID" = 1 ]; then kill -9 $$; fi; sleep 300',
+}
+
+
+@pytest.mark.parametrize("how", DYING_RANK)
+def test_a_rank_that_dies_ends_the_step_and_is_named(
+    how: str,
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    started = time.monotonic()
+    result = cli(
+        "run", "--site", "local", "--image", str(shell_dir_image), "-N", "2",
+        "--ntasks-per-node", "1", "sh", "-c", DYING_RANK[how], cwd=job_dir, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert took < 30, f"the step ran {took:.0f} s after rank 1 died: {result.stderr}"
+    assert result.returncode != 0
+    job_id = _job_id(result.stderr)
+    named = re.search(rf"^job {job_id} FAILED: task 1 on node2: (.+)$", result.stderr, re.M)
+    assert named, result.stderr
+    assert ("exit code 3" if how == "exits" else "Killed") in named[1]
+
+
 def test_run_inside_an_allocation_runs_srun_directly(
     cluster: None,
     shell_dir_image: Path,  # noqa: F811

@@ -154,7 +154,7 @@ def test_sbatch_lines_carry_the_allocation() -> None:
     srun = text.rstrip().splitlines()[-1]
     # srun reads no SLURM_CPUS_PER_TASK since Slurm 22.05: the step says its CPUs itself
     assert srun.startswith(
-        "srun --mpi=pmi2 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich "
+        "srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich "
     )
     assert "--account" not in srun  # the allocation is the job's, not the step's
 

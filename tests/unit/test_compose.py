@@ -216,7 +216,10 @@ def test_neuron_guide_line() -> None:
         load_site("neuron"),
         LaunchRequest(script="train_hvd.py", image=NGC, ntasks=8, inside_allocation=True),
     )
-    assert shlex.join(argv) == f"srun -n 8 singularity run --nv {NGC} python train_hvd.py"
+    assert (
+        shlex.join(argv)
+        == f"srun --kill-on-bad-exit=1 -n 8 singularity run --nv {NGC} python train_hvd.py"
+    )
 
 
 def test_perlmutter_guide_line() -> None:
@@ -227,7 +230,7 @@ def test_perlmutter_guide_line() -> None:
     )
     # the guide's line, with mpich named again: a --module list replaces Shifter's defaults
     assert shlex.join(result.argv) == (
-        f"srun --mpi=pmi2 -n 8 shifter --module=gpu,nccl-2.15,mpich --image=docker:{QUALIS} python {script}"
+        f"srun --mpi=pmi2 --kill-on-bad-exit=1 -n 8 shifter --module=gpu,nccl-2.15,mpich --image=docker:{QUALIS} python {script}"
     )
     assert result.env["SLURM_CPU_BIND"] == "cores"
 
@@ -249,7 +252,7 @@ def test_lightning_guide_line(tmp_path: Path) -> None:
         ),
     )
     assert shlex.join(argv) == (
-        f"srun --job-name=pytorch_mnist_lightning -N 2 --ntasks-per-node=4 python {script} --num_nodes 2"
+        f"srun --kill-on-bad-exit=1 --job-name=pytorch_mnist_lightning -N 2 --ntasks-per-node=4 python {script} --num_nodes 2"
     )
 
 
@@ -531,7 +534,7 @@ def test_explicit_gpus_per_node_inside_an_allocation() -> None:
         (
             "neuron",
             dict(image="x.sif", ntasks=8, ntasks_per_node=4, inside_allocation=True),
-            "srun -N 2 -n 8 --ntasks-per-node=4 singularity ",
+            "srun --kill-on-bad-exit=1 -N 2 -n 8 --ntasks-per-node=4 singularity ",
         ),
     ],
 )
@@ -547,7 +550,11 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH --n")]
     assert sbatch == ["#SBATCH --nodes=2", "#SBATCH --ntasks=8", "#SBATCH --ntasks-per-node=4"]
     assert "#SBATCH --gres=gpu:4" in text.splitlines()
-    assert text.rstrip().splitlines()[-1].startswith("srun -N 2 -n 8 --ntasks-per-node=4 ")
+    assert (
+        text.rstrip()
+        .splitlines()[-1]
+        .startswith("srun --kill-on-bad-exit=1 -N 2 -n 8 --ntasks-per-node=4 ")
+    )
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert argv[:4] == [
         "env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric", "NCCL_SOCKET_IFNAME=hsn"
     ]  # fmt: skip
-    assert argv[4:7] == ["srun", "--mpi=pmi2", "--account=m1_g"]
+    assert argv[4:8] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--account=m1_g"]
     # everything after the script belongs to the script, even options of ours
     assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
     assert err == ""
@@ -57,7 +57,7 @@ def test_dry_run_inside_an_allocation(
         capsys, "--site", "neuron", "--image", "x.sif", "-n", "8", "--dry-run", "train.py"
     )
     assert code == 0
-    assert out == "srun -n 8 singularity run --nv x.sif python train.py\n"
+    assert out == "srun --kill-on-bad-exit=1 -n 8 singularity run --nv x.sif python train.py\n"
 
 
 def test_site_from_env_var(
@@ -260,6 +260,6 @@ def test_lightning_recipe_with_a_script_only_on_the_cluster(
         out.rstrip()
         .splitlines()[-1]
         .startswith(
-            "srun --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity run --nv "
+            "srun --kill-on-bad-exit=1 --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity run --nv "
         )
     )

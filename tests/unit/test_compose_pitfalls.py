@@ -526,7 +526,7 @@ def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None
     assert "--gres=gpu:8" in shared.argv and "--ntasks-per-node=16" in shared.argv
     # a site without GPUs, and -n alone inside an allocation (ranks per node unknown)
     assert plan("local", image="i.sqfs", nodes=1, ntasks_per_node=4).layout.gpus_per_node == 0
-    assert plan("neuron", image="x.sif", ntasks=16, inside_allocation=True).argv[1:3] == [
+    assert plan("neuron", image="x.sif", ntasks=16, inside_allocation=True).argv[2:4] == [
         "-n",
         "16",
     ]

@@ -395,7 +395,9 @@ def test_jupyter_dry_run_prints_the_job_and_submits_nothing(
     assert code == 0, err
     assert out.startswith("#!/bin/bash\n#SBATCH --job-name=jupyter\n")
     step = out.rstrip().splitlines()[-1]
-    assert step.startswith("srun --mpi=none --job-name=jupyter -N 1 --ntasks-per-node=1 ")
+    assert step.startswith(
+        "srun --mpi=none --kill-on-bad-exit=1 --job-name=jupyter -N 1 --ntasks-per-node=1 "
+    )
     port = re.search(r"--port=(\d+)", step)
     assert port is not None and 20000 <= int(port[1]) < 60000
     token = re.search(r"^export JUPYTER_TOKEN=(\S+)$", out, re.M)

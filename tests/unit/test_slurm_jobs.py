@@ -498,3 +498,49 @@ def test_list_jobs_reads_json_filters_by_user_and_falls_back_to_text(
     (job,) = slurm.list_jobs("me", finished=False)
     assert (job.name, job.nodes, job.elapsed) == (ODD_NAME, "n[1-2]-ib", "1:02:03")
     assert calls[-1][-1] != "all"  # --active: squeue's own default states
+
+
+def test_srun_lines_of_failed_tasks_name_the_task_and_node() -> None:
+    from hvd_container.launcher.slurm import failed_tasks
+
+    text = (
+        "epoch 1\n"
+        "srun: error: node2: task 1: Exited with exit code 3\n"
+        "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+        "slurmstepd: error: *** STEP 60.0 ON node1 CANCELLED AT 2026-11-24T22:40:01 ***\n"
+        "srun: error: node1: tasks 0,2-3: Killed\n"
+        "srun: error: node2: task 1: Exited with exit code 3\n"  # said twice: once here
+        "srun: error: node3: task 5: Segmentation fault (core dumped)\n"
+    )
+    assert failed_tasks(text) == [
+        "task 1 on node2: Exited with exit code 3",
+        "tasks 0,2-3 on node1: Killed",
+        "task 5 on node3: Segmentation fault (core dumped)",
+    ]
+    assert failed_tasks("srun: error: Unable to create step\nsrun: error: x: y\n") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ([], "--kill-on-bad-exit=1"),
+        (["--kill-on-bad-exit=0"], None),  # a site that chose otherwise keeps its choice
+        (["-K0"], None),
+        (["-K"], None),
+    ],
+)
+def test_every_srun_line_ends_the_step_when_a_rank_dies(
+    options: list[str], expected: str | None
+) -> None:
+    from hvd_container.launcher.plan import plan
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import load_site
+
+    site = load_site("local")
+    site = site.model_copy(
+        update={"scheduler": site.scheduler.model_copy(update={"srun_options": options})}
+    )
+    request = LaunchRequest(script="t.py", image="x.sqfs", nodes=2, ntasks_per_node=1)
+    done = plan(site, request, "run", dry_run=True)
+    kill = [o for o in done.step if o.startswith(("-K", "--kill-on-bad-exit"))]
+    assert kill == ([expected] if expected else options)

@@ -11,4 +11,4 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export HOROVOD_LOG_LEVEL=info
 export USER=u
 
-srun --mpi=pmix -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job cpu_1.sif -- /opt/venv/bin/python train.py
+srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job cpu_1.sif -- /opt/venv/bin/python train.py

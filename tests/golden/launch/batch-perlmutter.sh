@@ -16,4 +16,4 @@ export SLURM_CPU_BIND=cores
 export NCCL_NET='AWS Libfabric'
 export NCCL_SOCKET_IFNAME=hsn
 
-srun --mpi=pmi2 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich --image=docker:u/hvd:tf2.10 python tf_keras_fashion_mnist.py
+srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich --image=docker:u/hvd:tf2.10 python tf_keras_fashion_mnist.py

@@ -10,4 +10,4 @@
 #SBATCH --error=%x_%j.err
 # hvd-container: site zih-alpha, runtime singularity
 
-srun -N 2 -n 16 --cpus-per-task=6 singularity exec --nv hvd.sif python train.py
+srun --kill-on-bad-exit=1 -N 2 -n 16 --cpus-per-task=6 singularity exec --nv hvd.sif python train.py

@@ -10,4 +10,4 @@
 #SBATCH --error=%x_%j.err
 # hvd-container: site zih-ml, runtime singularity
 
-srun -N 1 --ntasks-per-node=6 --cpus-per-task=7 singularity exec --nv hvd-ppc64le.sif python train.py
+srun --kill-on-bad-exit=1 -N 1 --ntasks-per-node=6 --cpus-per-task=7 singularity exec --nv hvd-ppc64le.sif python train.py
