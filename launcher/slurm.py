@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hvd_container.launcher.report import Reporter
 
-from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
+from hvd_container.core.errors import StepFailed, Terminated, UserError, source_checkout_hint
 
 TERMINAL_STATES = frozenset(
     {
@@ -502,8 +502,10 @@ def cancel_on_interrupt(job_id: str, reporter: Reporter, *, ask: bool = True) ->
     cancel the job."""
     try:
         yield
-    except KeyboardInterrupt:
-        answer = reporter.confirm(f"cancel job {job_id} with scancel?") if ask else None
+    except KeyboardInterrupt as exc:
+        # SIGTERM (a batch system or a session ending) has nobody to answer a question
+        asking = ask and not isinstance(exc, Terminated)
+        answer = reporter.confirm(f"cancel job {job_id} with scancel?") if asking else None
         if answer is False:
             reporter.status(
                 f"job {job_id} keeps running; follow it with `hvd-container logs -f {job_id}`"

@@ -196,7 +196,10 @@ def test_jobs_and_logs_read_a_job_name_with_pipes_spaces_and_unicode(
     assert (job["name"], job["state"], job["nodes"]) == (name, "COMPLETED", "node[1-2]")
 
 
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_cancels_the_job(
+    signum: int,
+    code: int,
     cluster: None,
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
@@ -214,12 +217,16 @@ def test_interrupt_cancels_the_job(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.stdout.readline().strip() != "started":
         pass
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     job_id = _job_id(err)
     assert f"job {job_id} cancelled" in err
     assert _state(job_id) == "CANCELLED"
+    queue = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-t", "all"], capture_output=True, text=True
+    )
+    assert "sleep" not in queue.stdout and " R " not in queue.stdout, queue.stdout
 
 
 def test_sif_image_runs_unpacked_with_its_env_and_labels(

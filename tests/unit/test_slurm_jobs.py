@@ -544,3 +544,30 @@ def test_every_srun_line_ends_the_step_when_a_rank_dies(
     done = plan(site, request, "run", dry_run=True)
     kill = [o for o in done.step if o.startswith(("-K", "--kill-on-bad-exit"))]
     assert kill == ([expected] if expected else options)
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_sigterm_cancels_the_job_without_asking(
+    answer: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher import slurm
+    from hvd_container.launcher.report import Reporter
+
+    from hvd_container.core.errors import Terminated
+
+    cancelled: list[str] = []
+    asked: list[str] = []
+    monkeypatch.setattr(slurm, "cancel", cancelled.append)
+
+    class Asking(Reporter):
+        def confirm(self, question: str) -> bool | None:
+            asked.append(question)
+            return answer
+
+    with pytest.raises(Terminated), slurm.cancel_on_interrupt("42", Asking()):
+        raise Terminated
+    assert cancelled == ["42"] and asked == []
+    with pytest.raises(KeyboardInterrupt), slurm.cancel_on_interrupt("43", Asking()):
+        raise KeyboardInterrupt  # Ctrl-C at a terminal: the user is asked
+    assert asked == ["cancel job 43 with scancel?"]
+    assert cancelled == (["42", "43"] if answer else ["42"])
