@@ -11,11 +11,11 @@ by listing this package (helpers start with `_`): adding a controller is adding 
 from __future__ import annotations
 
 import functools
-import importlib
 import math
-import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
+
+from hvd_container.launcher.rooms import classes_in
 
 from hvd_container.core.errors import UserError
 
@@ -108,18 +108,7 @@ class Controller:
 @functools.cache
 def _classes() -> dict[str, type[Controller]]:
     """name -> Controller class, from the modules of this package."""
-    found: list[type[Controller]] = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, Controller)
-                and value.__module__ == module.__name__
-            ):
-                found.append(value)
+    found = classes_in(__name__, __path__, Controller)
     # the default first, then by name: the order --controller's help and errors list them in
     return {c.name: c for c in sorted(found, key=lambda c: (not c.default, c.name))}
 

@@ -12,15 +12,14 @@ is adding a file (and its golden launch lines).
 from __future__ import annotations
 
 import functools
-import importlib
 import os
-import pkgutil
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from hvd_container.launcher.binds import source_of, split_binds
+from hvd_container.launcher.rooms import classes_in
 from hvd_container.launcher.verdict import Verdict, fail
 from pydantic import AfterValidator, Field
 
@@ -196,17 +195,7 @@ class Runtime:
 @functools.cache
 def _classes() -> dict[str, type[Runtime]]:
     """kind -> the Runtime class serving it, from the modules of this package."""
-    found: dict[str, type[Runtime]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, Runtime)
-                and value.__module__ == module.__name__
-            ):
-                found.update(dict.fromkeys(value.kinds, value))
-    return found
+    return {kind: cls for cls in classes_in(__name__, __path__, Runtime) for kind in cls.kinds}
 
 
 def kinds() -> list[str]:

@@ -89,7 +89,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     perlmutter = ["run", "--site", "perlmutter", "--image", "u/i:t", "-n", "8", "--dry-run", "t.py"]
     expected = (
         "env SLURM_CPU_BIND=cores 'NCCL_NET=AWS Libfabric' NCCL_SOCKET_IFNAME=hsn srun --mpi=pmi2 "
-        "--qos=regular --constraint=gpu -N 2 -n 8 --gpus-per-node=4 --cpus-per-task=32 "
+        "--kill-on-bad-exit=1 --qos=regular --constraint=gpu -N 2 -n 8 --gpus-per-node=4 --cpus-per-task=32 "
         "shifter --module=gpu,nccl-2.15,mpich --image=docker:u/i:t python t.py\n"
     )
     assert cli(*perlmutter) == expected
@@ -114,7 +114,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     )
     line = cli("run", "--site", "neuron", "--image", "x.sif", "--comment", "pytorch", "-n", "8",
                "--dry-run", "t.py")  # fmt: skip
-    assert line == "srun --partition=amd_a100nv_8 --comment=pytorch -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
+    assert line == "srun --kill-on-bad-exit=1 --partition=amd_a100nv_8 --comment=pytorch -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
     assert "--ntasks-per-node" in cli("run", "--help")
     assert cli("--version").startswith("hvd-container ")
 

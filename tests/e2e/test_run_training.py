@@ -86,6 +86,30 @@ def test_two_node_training_over_gloo(cluster: None, cpu_sif: Path, job_dir: Path
     assert not list((job_dir / ".hvd-container").glob("gloo-*"))  # rendezvous file removed
 
 
+# not a .py file: a shell line, `python -m`, a script of another kind all find their peers
+GLOO_PROGRAMS = {
+    "sh -c": ["sh", "-c", 'exec /opt/venv/bin/python -c "{code}"'],
+    "python -c": ["/opt/venv/bin/python", "-c", "{code}"],
+}
+HVD_SIZE = "import horovod.torch as hvd; hvd.init(); print('rank', hvd.rank(), 'of', hvd.size())"
+
+
+@pytest.mark.parametrize("program", GLOO_PROGRAMS)
+def test_gloo_finds_its_peers_for_any_program(
+    program: str,
+    cluster: None,
+    cpu_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    argv = [word.format(code=HVD_SIZE) for word in GLOO_PROGRAMS[program]]
+    result = cli(
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        "--controller", "gloo", *argv, cwd=job_dir, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rank 0 of 2" in result.stdout and "rank 1 of 2" in result.stdout, result.stdout
+
+
 def test_two_node_training_through_batch_submit_with_the_recipes_sif(
     cluster: None,
     cpu_sif: Path,  # noqa: F811
