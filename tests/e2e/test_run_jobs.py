@@ -103,6 +103,27 @@ def test_a_rank_that_dies_ends_the_step_and_is_named(
     assert ("exit code 3" if how == "exits" else "Killed") in named[1]
 
 
+def test_every_rank_gets_the_cpus_it_asked_for(cluster: None, job_dir: Path) -> None:  # noqa: F811
+    """-c reaches the step, not only the allocation: Slurm 22.05's srun stopped reading
+    SLURM_CPUS_PER_TASK, so a step without its own -c gave each rank one CPU there. (This
+    testbed's slurm-wlm 22.05.8 still hands the step the allocation's -c, so the test passes
+    without the tool's -c too; the batch script's line is checked for it as well.)"""
+    probe = (
+        'echo "task $SLURM_PROCID: $(scontrol show step $SLURM_JOB_ID.$SLURM_STEP_ID'
+        ' | grep -o "CPUs=[0-9]*" | head -n 1)"'
+    )
+    launch = ["--site", "local", "--runtime", "none", "-N", "1", "--ntasks-per-node", "2",
+              "-c", "2", "sh", "-c", probe]  # fmt: skip
+    script = cli("batch", *launch, cwd=job_dir)
+    assert script.returncode == 0, script.stderr
+    step = next(line for line in script.stdout.splitlines() if line.startswith("srun "))
+    assert " --cpus-per-task=2 " in step, step
+    result = cli("run", *launch, cwd=job_dir)
+    assert result.returncode == 0, result.stderr
+    for rank in (0, 1):
+        assert f"task {rank}: CPUs=4" in result.stdout, result.stdout  # 2 ranks x 2 CPUs
+
+
 def test_run_inside_an_allocation_runs_srun_directly(
     cluster: None,
     shell_dir_image: Path,  # noqa: F811
