@@ -193,7 +193,7 @@ def plan(
 
 def _says_kill_on_bad_exit(options: list[str]) -> bool:
     """Whether a site's srun options choose --kill-on-bad-exit themselves (-K, -K0, ...)."""
-    return any(o == "-K" or o.startswith(("-K", "--kill-on-bad-exit")) for o in options)
+    return any(o.startswith(("-K", "--kill-on-bad-exit")) for o in options)
 
 
 def allocation_options(site: Site, request: LaunchRequest) -> list[str]:

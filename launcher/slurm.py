@@ -24,6 +24,7 @@ from pathlib import Path
 from hvd_container.launcher.report import Reporter
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError, source_checkout_hint
+from hvd_container.core.files import open_regular
 
 TERMINAL_STATES = frozenset(
     {
@@ -459,6 +460,17 @@ def failed_tasks(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# srun's lines on failed tasks come last: a training log of gigabytes is not read again
+FAILURE_TAIL = 64 * 1024
+
+
+def _last_bytes(path: Path, count: int) -> str:
+    fh, size = open_regular(path, "a job log")  # a pipe in its place is not waited on
+    with fh:
+        fh.seek(max(0, size - count))
+        return fh.read().decode(errors="replace")
+
+
 def failure_summary(job: Job) -> str | None:
     """One line naming the job's failed tasks and their nodes (from srun's lines in its
     stderr file); None for a job that did not fail, or whose log names no task."""
@@ -466,8 +478,8 @@ def failure_summary(job: Job) -> str | None:
         return None
     tasks: list[str] = []
     for path in log_paths(job):
-        with contextlib.suppress(OSError):
-            tasks += failed_tasks(path.read_text(errors="replace"))
+        with contextlib.suppress(OSError, UserError):
+            tasks += failed_tasks(_last_bytes(path, FAILURE_TAIL))
     if not tasks:
         return None
     more = f" (and {len(tasks) - 3} more)" if len(tasks) > 3 else ""

@@ -92,6 +92,8 @@ def hazards(dockerfile: str) -> list[str]:
             found.append(f"{inst}: several keys in one LABEL become one label")
         if re.match(r"^(COPY|ADD)\s", inst, re.I) and _COPY_RELATIVE.match(inst):
             found.append(f"{inst}: relative COPY destination")
+    if froms == 0:  # spython would exit the process on it
+        found.append("no FROM instruction: the definition needs the image it starts from")
     return found
 
 

@@ -491,7 +491,9 @@ def prune(
     recorded as its own goes; anything else in the directory is counted and left."""
     base = cache_dir(site_dir)
     own = _recorded(base)
-    stale = {e.key for e in entries(site_dir) if e.stale} if stale_only else set()
+    # an unpacked copy is a recorded name without a suffix; asking its source is enough
+    # (entries() would also walk every tree for its size)
+    stale = {n for n in own if "." not in n and _source_of(base, n)[1]} if stale_only else set()
     now = time.time()
     removed: list[Path] = []
     for name in sorted(own):

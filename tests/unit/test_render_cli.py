@@ -211,3 +211,14 @@ def test_render_from_a_missing_dockerfile_is_one_line(
     assert capsys.readouterr().err == (
         f"hvd-container: error: --from-dockerfile {missing}: no such file\n"
     )
+
+
+@pytest.mark.parametrize("text", ["", "\n", "RUN echo hi\n"])
+def test_a_dockerfile_without_from_is_one_line(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(text)  # spython exits the process on these
+    assert main(["render", "--from-dockerfile", str(dockerfile), "-f", "singularity"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no FROM instruction" in err, err

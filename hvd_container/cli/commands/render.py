@@ -100,10 +100,6 @@ def _dockerfile_definition(path: Path) -> str:
         text = read_limited_text(path, "a Dockerfile", MAX_DOCKERFILE_BYTES, "a Dockerfile")
     except UserError as exc:  # the message starts with the path: name the option too
         raise UserError(f"--from-dockerfile {exc}") from None
-    if not text.strip():
-        raise UserError(
-            f"--from-dockerfile {path}: is empty, expected a Dockerfile with a FROM line"
-        )
     return dockerfile_to_definition(text)
 
 
