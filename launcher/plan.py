@@ -179,6 +179,9 @@ def plan(
                 *allocation,
                 f"--output={request.job_output or OUTPUT_PATTERN}",
                 f"--error={request.job_error or ERROR_PATTERN}",
+                # Slurm's default requeues a batch job whose node fails and runs it again from
+                # the start, its log truncated; a requeue is asked for (and then keeps the log)
+                *(["--requeue", "--open-mode=append"] if request.requeue else ["--no-requeue"]),
                 *sched.sbatch_options,
             ],
             site=site.name,

@@ -55,6 +55,7 @@ class LaunchRequest:
     env: dict[str, str] = field(default_factory=dict)
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
+    requeue: bool = False  # a job a node failure or preemption ends is queued again
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
@@ -68,7 +69,7 @@ class Option(NamedTuple):
     """One launch parameter on the command line: its flags, its kind of value, its help."""
 
     flags: tuple[str, ...]
-    type: Literal["str", "int", "list"]
+    type: Literal["str", "int", "list", "flag"]
     help: str
     panel: str
 
@@ -107,6 +108,7 @@ OPTIONS: dict[str, Option] = {
     "comment": Option(("--comment",), "str", "Job comment (mandatory on some sites).", SCHEDULER),
     "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
+    "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
 }  # fmt: skip
 
 
@@ -163,6 +165,7 @@ def request_from_options(
         if option.type == "int" and values.get(name) is not None:
             values[name] = plain_count(values[name], name)
     values["env"] = parse_env(values.get("env"))
+    values["requeue"] = bool(values.get("requeue"))
     for name in ("binds", "modules"):
         values[name] = list(values.get(name) or [])
     recipe = values.get("recipe")

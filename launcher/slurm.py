@@ -453,6 +453,32 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
 _TASK_FAILED = re.compile(r"^srun: error: ([^\s:]+): (tasks? [0-9,-]+): (.+)$", re.MULTILINE)
 
 
+# srun's line when a node of the step stops answering: "srun: error: Node failure on node2"
+_NODE_FAILED = re.compile(r"^srun: error: Node failure on ([^\s]+)$", re.MULTILINE)
+
+
+def failed_nodes(text: str) -> list[str]:
+    """The nodes srun said failed, in its order, once each."""
+    return list(dict.fromkeys(m[1] for m in _NODE_FAILED.finditer(text)))
+
+
+def down_nodes(nodes: str) -> list[str]:
+    """Which of `nodes` (a Slurm hostlist) Slurm now counts as down, failed or not answering;
+    [] where sinfo cannot tell."""
+    if not nodes or nodes in ("(null)", "None"):
+        return []
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-N", "-n", nodes, "-t", "down,fail,no_respond", "-o", "%N"],
+            capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
 def failed_tasks(text: str) -> list[str]:
     """What srun said of each failed task in a job's stderr: "task 1 on node2: Exited with
     exit code 3", in its order, once each."""
@@ -472,18 +498,30 @@ def _last_bytes(path: Path, count: int) -> str:
 
 
 def failure_summary(job: Job) -> str | None:
-    """One line naming the job's failed tasks and their nodes (from srun's lines in its
-    stderr file); None for a job that did not fail, or whose log names no task."""
+    """One line naming what failed: the nodes that went down (NODE_FAIL), then the failed tasks
+    and their nodes (from srun's lines in the job's stderr); None for a job that did not fail,
+    or whose log and Slurm name nothing."""
     if job.exit_code == 0:
         return None
+    nodes: list[str] = []
     tasks: list[str] = []
     for path in log_paths(job):
         with contextlib.suppress(OSError, UserError):
-            tasks += failed_tasks(_last_bytes(path, FAILURE_TAIL))
-    if not tasks:
+            text = _last_bytes(path, FAILURE_TAIL)
+            nodes += failed_nodes(text)
+            tasks += failed_tasks(text)
+    if job.state == "NODE_FAIL" and not nodes:
+        # the batch host itself went down: nobody was left to write srun's line
+        nodes = down_nodes(job.nodes)
+    parts = [f"node {n} went down" for n in dict.fromkeys(nodes)]
+    if nodes:
+        # the tasks the node failure took with it say nothing more
+        tasks = [t for t in tasks if not t.endswith(": Terminated")]
+    parts += list(dict.fromkeys(tasks))
+    if not parts:
         return None
-    more = f" (and {len(tasks) - 3} more)" if len(tasks) > 3 else ""
-    return f"job {job.job_id} {job.state}: " + "; ".join(tasks[:3]) + more
+    more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
+    return f"job {job.job_id} {job.state}: " + "; ".join(parts[:3]) + more
 
 
 def print_log(job_id: str, reporter: Reporter) -> Job:

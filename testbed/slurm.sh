@@ -6,6 +6,9 @@
 #                     restarts with N)
 #   testbed/slurm.sh down     stop only what `up` started, remove its namespaces and bridge
 #   testbed/slurm.sh status   daemons and node states; exit 0 only when every node is usable
+#   testbed/slurm.sh crash NODE   the node goes away as a crashed machine does: every process in
+#                     its namespace (slurmd, slurmstepd, the tasks) is SIGKILLed; Slurm counts it
+#                     down after SlurmdTimeout, and `up` brings it back
 #
 # Each node is a network namespace with its own hostname and address (veth pair to a host
 # bridge); one slurmd per node, slurmctld on the host at the bridge address, munge shared.
@@ -79,6 +82,9 @@ write_conf() {
         # Finished jobs stay visible to scontrol/squeue for an hour (no accounting daemon here).
         echo "MinJobAge=3600"
         echo "KillWait=5"
+        # A node whose slurmd stops answering is DOWN (its jobs NODE_FAIL) after 10 s, not 5 min:
+        # the end-to-end suite makes a node go away mid-job.
+        echo "SlurmdTimeout=10"
         echo "StateSaveLocation=$STATE"
         echo "SlurmctldPidFile=$RUN/slurmctld.pid"
         echo "SlurmctldLogFile=$RUN/log/slurmctld.log"
@@ -293,7 +299,21 @@ cmd_status() {
     return "$ok"
 }
 
+cmd_crash() { # $1 = node name
+    case "$1" in
+    node[1-9] | node[1-9][0-9]) ;;
+    *) die "crash: a node name such as node2, not '$1'" ;;
+    esac
+    ns="$NS_PREFIX${1#node}"
+    [ -e "/run/netns/$ns" ] || die "crash: $1 has no namespace (is the cluster up?)"
+    pids=$(ip netns pids "$ns")
+    # shellcheck disable=SC2086 # one word per pid
+    [ -z "$pids" ] || kill -9 $pids
+    log "$1 crashed (killed: $(echo $pids | wc -w) processes)"
+}
+
 case "${1:-}" in
+crash) cmd_crash "${2:-}" ;;
 up)
     if [ "${2:-}" = "--nodes" ]; then
         case "${3:-}" in
@@ -308,7 +328,7 @@ up)
 down) cmd_down ;;
 status) cmd_status ;;
 *)
-    echo "usage: $0 up|down|status" >&2
+    echo "usage: $0 up|down|status|crash NODE" >&2
     exit 2
     ;;
 esac

@@ -250,6 +250,56 @@ def test_interrupt_cancels_the_job(
     assert "sleep" not in queue.stdout and " R " not in queue.stdout, queue.stdout
 
 
+def test_a_node_that_goes_down_ends_the_job_as_node_fail_and_is_named(
+    cluster: None,
+    shell_dir_image: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """node2 goes away mid-job as a crashed machine does (its slurmd, slurmstepd and tasks
+    SIGKILLed): the job ends NODE_FAIL rather than being requeued to start again, `run` says
+    which node and exits non-zero, and `jobs` names the node."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
+         str(shell_dir_image), "-N", "2", "--ntasks-per-node", "1", "sh", "-c",
+         'echo "started on $SLURMD_NODENAME"; sleep 300'],
+        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        started: set[str] = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(started) < 2:
+            line = proc.stdout.readline()
+            if line.startswith("started on "):
+                started.add(line.split()[-1])
+        assert started == {"node1", "node2"}, started
+        crash = subprocess.run(
+            ["sh", str(ROOT / "testbed" / "slurm.sh"), "crash", "node2"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert crash.returncode == 0, crash.stderr
+        _out, err = proc.communicate(timeout=120)  # SlurmdTimeout=10 s, then a ping round
+        assert proc.returncode != 0, err
+        job_id = _job_id(err)
+        assert re.search(rf"^job {job_id} NODE_FAIL", err, re.M), err
+        assert f"job {job_id} NODE_FAIL: node node2 went down" in err, err
+        listed = cli("jobs", cwd=job_dir)
+        row = next(r for r in listed.stdout.splitlines() if r.startswith(job_id + " "))
+        assert "NODE_FAIL" in row and "(down: node2)" in row, row
+        queue = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        )
+        assert queue.stdout.strip() in ("", "NODE_FAIL"), queue.stdout  # not requeued
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # node2 back for the tests after this one (its slurmd starts, the node resumes)
+        subprocess.run(["sh", str(ROOT / "testbed" / "slurm.sh"), "up"], capture_output=True)
+
+
 def test_sif_image_runs_unpacked_with_its_env_and_labels(
     cluster: None,
     shell_sif: Path,  # noqa: F811

@@ -149,6 +149,7 @@ def test_sbatch_lines_carry_the_allocation() -> None:
         "#SBATCH --time=2:00:00",
         "#SBATCH --output=%x_%j.out",
         "#SBATCH --error=%x_%j.err",
+        "#SBATCH --no-requeue",
     ]
     assert "export SLURM_CPU_BIND=cores" in text.splitlines()
     srun = text.rstrip().splitlines()[-1]

@@ -548,7 +548,12 @@ def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
     req = LaunchRequest(script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python")
     text = plan_launch(load_site("neuron"), req, "batch").script
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH --n")]
-    assert sbatch == ["#SBATCH --nodes=2", "#SBATCH --ntasks=8", "#SBATCH --ntasks-per-node=4"]
+    assert sbatch == [
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks=8",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --no-requeue",
+    ]
     assert "#SBATCH --gres=gpu:4" in text.splitlines()
     assert (
         text.rstrip()

@@ -571,3 +571,59 @@ def test_sigterm_cancels_the_job_without_asking(
         raise KeyboardInterrupt  # Ctrl-C at a terminal: the user is asked
     assert asked == ["cancel job 43 with scancel?"]
     assert cancelled == (["42", "43"] if answer else ["42"])
+
+
+# what a batch job's stderr holds when node2 stops answering mid-step (slurm-wlm 22.05.8)
+NODE_FAIL_LOG = (
+    "srun: error: Node failure on node2\n"
+    "slurmstepd-node1: error: *** JOB 205 ON node1 CANCELLED AT 2026-11-24T23:37:14 DUE TO NODE"
+    " FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+    "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+    "srun: error: node1: task 0: Terminated\n"
+)
+
+
+def test_a_node_failure_names_the_node_not_the_tasks_it_took_along(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher import slurm
+
+    (tmp_path / "t.err").write_text(NODE_FAIL_LOG)
+    job = Job("205", "t", "NODE_FAIL", 0, 15, nodes="node[1-2]", stderr="t.err",
+              workdir=str(tmp_path))  # fmt: skip
+    monkeypatch.setattr(slurm, "down_nodes", lambda nodes: pytest.fail("srun named it"))
+    assert slurm.failure_summary(job) == "job 205 NODE_FAIL: node node2 went down"
+    assert job.exit_code != 0
+
+
+def test_a_batch_host_that_went_down_is_found_by_asking_slurm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher import slurm
+
+    (tmp_path / "t.err").write_text("epoch 1\n")  # node1 ran srun: nobody wrote its line
+    job = Job("206", "t", "NODE_FAIL", 0, 15, nodes="node[1-2]", stderr="t.err",
+              workdir=str(tmp_path))  # fmt: skip
+    asked: list[str] = []
+    monkeypatch.setattr(slurm, "down_nodes", lambda nodes: asked.append(nodes) or ["node1"])
+    assert slurm.failure_summary(job) == "job 206 NODE_FAIL: node node1 went down"
+    assert asked == ["node[1-2]"]
+
+
+@pytest.mark.parametrize(
+    ("requeue", "lines"),
+    [
+        (False, ["#SBATCH --no-requeue"]),
+        (True, ["#SBATCH --requeue", "#SBATCH --open-mode=append"]),
+    ],
+)
+def test_a_job_is_requeued_only_when_asked_and_then_keeps_its_log(
+    requeue: bool, lines: list[str]
+) -> None:
+    from hvd_container.launcher.plan import plan
+
+    request = LaunchRequest(script="t.py", image="x.sqfs", nodes=2, ntasks_per_node=1,
+                            requeue=requeue)  # fmt: skip
+    script = plan(load_site("local"), request, "batch", dry_run=True).script or ""
+    sbatch = [line for line in script.splitlines() if "requeue" in line or "open-mode" in line]
+    assert sbatch == lines

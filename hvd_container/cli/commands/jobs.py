@@ -29,21 +29,35 @@ def jobs(
         rows = slurm.list_jobs(who, finished=not active)
     if json_output:
         fields = ("job_id", "name", "state", "user", "elapsed", "nodes", "reason")
-        emit({"user": who, "jobs": [{f: getattr(j, f) for f in fields} for j in rows]})
+        records = [
+            {
+                **{f: getattr(j, f) for f in fields},
+                "down_nodes": slurm.down_nodes(j.nodes) if j.state == "NODE_FAIL" else [],
+            }
+            for j in rows
+        ]
+        emit({"user": who, "jobs": records})
         return
     if not rows:
         typer.echo("no jobs")
         return
     header = ("JOBID", "NAME", "STATE", "TIME", "NODES/REASON")
-    table = [header] + [
-        (j.job_id, j.name, j.state, j.elapsed, j.nodes or (f"({j.reason})" if j.reason else ""))
-        for j in rows
-    ]
+    table = [header] + [(j.job_id, j.name, j.state, j.elapsed, _where(j)) for j in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
     for row in table:
         typer.echo(
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1]
         )
+
+
+def _where(job: slurm.Job) -> str:
+    """The job's nodes (a job that a node failure ended names the node that went down), or
+    why it waits."""
+    if job.state == "NODE_FAIL":
+        down = slurm.down_nodes(job.nodes)
+        if down:
+            return f"{job.nodes} (down: {','.join(down)})"
+    return job.nodes or (f"({job.reason})" if job.reason else "")
 
 
 def logs(

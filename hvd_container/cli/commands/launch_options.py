@@ -32,7 +32,12 @@ CONTEXT = {"allow_interspersed_args": False}
 # values only hvd-container knows how to complete
 _COMPLETERS = {"site": complete_site, "recipe": complete_recipe, "image": complete_image}
 # counts arrive as text: the library reads them as Slurm does (decimal digits only)
-_TYPES: dict[str, Any] = {"str": str | None, "int": str | None, "list": list[str] | None}
+_TYPES: dict[str, Any] = {
+    "str": str | None,
+    "int": str | None,
+    "list": list[str] | None,
+    "flag": bool | None,
+}
 
 EVERY = tuple(OPTIONS)
 

@@ -4,6 +4,7 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
 # hvd-container: site local, runtime charliecloud
 
 export PMIX_MCA_gds=hash

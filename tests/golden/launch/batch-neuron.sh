@@ -9,6 +9,7 @@
 #SBATCH --time=24:00:00
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
 # hvd-container: site neuron, runtime singularity
 
 module load gcc/10.2.0 cuda/11.4 cudampi/openmpi-4.1.1 singularity

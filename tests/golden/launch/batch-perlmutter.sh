@@ -10,6 +10,7 @@
 #SBATCH --time=2:00:00
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
 # hvd-container: site perlmutter, runtime shifter
 
 export SLURM_CPU_BIND=cores

@@ -8,6 +8,7 @@
 #SBATCH --time=08:00:00
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
 # hvd-container: site zih-alpha, runtime singularity
 
 srun --kill-on-bad-exit=1 -N 2 -n 16 --cpus-per-task=6 singularity exec --nv hvd.sif python train.py

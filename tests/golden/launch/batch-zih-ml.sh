@@ -8,6 +8,7 @@
 #SBATCH --time=08:00:00
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
 # hvd-container: site zih-ml, runtime singularity
 
 srun --kill-on-bad-exit=1 -N 1 --ntasks-per-node=6 --cpus-per-task=7 singularity exec --nv hvd-ppc64le.sif python train.py
