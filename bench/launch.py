@@ -39,6 +39,7 @@ from _cluster import (  # bench/: the script's folder, on sys.path
 )
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+CHECKPOINT = "checkpoint.pt"  # the example's default, in the run's directory
 TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
 STEP = re.compile(
     r"^\[rank 0\] done: (\d+) steps, mean step time [0-9.]+ ms, median ([0-9.]+) ms", re.M
@@ -75,6 +76,7 @@ def apt_install(*packages: str) -> None:
 
 def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     """Rank 0's median step time of one run (ms)."""
+    (cwd / CHECKPOINT).unlink(missing_ok=True)  # the example would resume from it, not train
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
     match = STEP.search(done.stdout)
     if done.returncode != 0 or not match:
@@ -96,6 +98,7 @@ def image_env(image: Path) -> dict[str, str]:
 
 
 def first_line_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    (cwd / CHECKPOINT).unlink(missing_ok=True)
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True

@@ -6,7 +6,11 @@ The five Horovod steps, as the site guides teach them:
   3. scale the learning rate by the number of processes
   4. wrap the optimizer in hvd.DistributedOptimizer (gradients averaged by allreduce)
   5. broadcast the initial model and optimizer state from rank 0
-and only rank 0 writes checkpoints.
+and only rank 0 writes checkpoints: one after every epoch, written whole or not at all (a
+temporary file in the same directory, flushed to disk, then renamed over the last one), so a
+job killed at any moment leaves the last whole checkpoint. Run the same command again and it
+resumes after that epoch (with `hvd-container batch --submit --requeue`, Slurm reruns it for
+you after a node failure).
 
 The data is made here (a fixed random "teacher" network labels random inputs), so nothing is
 downloaded and the loss has something real to learn.  Launch with e.g.
@@ -39,7 +43,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--classes", type=int, default=4)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--checkpoint", default="checkpoint.pt", help="written by rank 0")
+    p.add_argument(
+        "--checkpoint", default="checkpoint.pt", help="written by rank 0; resumed from if present"
+    )
     p.add_argument("--no-cuda", action="store_true")
     return p.parse_args()
 
@@ -51,6 +57,46 @@ def synthetic_dataset(args: argparse.Namespace) -> TensorDataset:
     teacher = torch.randn(args.features, args.classes, generator=gen)
     y = (x @ teacher + 0.1 * torch.randn(args.samples, args.classes, generator=gen)).argmax(1)
     return TensorDataset(x, y)
+
+
+# Fault drills only: the epoch whose checkpoint stays half-written for 10 minutes, so that a
+# test can kill the job in the middle of the write.
+DRILL = "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT"
+
+
+def save_checkpoint(state: dict, path: str) -> None:
+    """Write the checkpoint whole or not at all: the previous one stays until the new one is
+    on disk (rename within one directory is atomic)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        if os.environ.get(DRILL) == str(state["epoch"]):
+            fh.flush()
+            print(f"[rank 0] drill: checkpoint of epoch {state['epoch']} half-written", flush=True)
+            time.sleep(600)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash of the node
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: str) -> dict | None:
+    """The last whole checkpoint, or None; what a killed writer left behind is removed."""
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = os.path.basename(path) + ".tmp-"
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.startswith(prefix):
+                os.remove(os.path.join(directory, name))
+    if not os.path.exists(path):
+        return None
+    return torch.load(path, map_location="cpu")
 
 
 def main() -> None:
@@ -83,11 +129,22 @@ def main() -> None:
     optimizer = hvd.DistributedOptimizer(  # 4
         optimizer, named_parameters=model.named_parameters()
     )
+    resumed = load_checkpoint(args.checkpoint) if hvd.rank() == 0 else None
+    if resumed is not None:
+        model.load_state_dict(resumed["model"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        print(
+            f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch "
+            f"{resumed['epoch']}",
+            flush=True,
+        )
+    done = hvd.broadcast_object(resumed["epoch"] if resumed else 0, root_rank=0)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # 5
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
     step_times: list[float] = []
-    for epoch in range(1, args.epochs + 1):
+    mean_loss = float("nan")
+    for epoch in range(done + 1, args.epochs + 1):
         sampler.set_epoch(epoch)
         model.train()
         total, count = 0.0, 0
@@ -109,13 +166,14 @@ def main() -> None:
             flush=True,
         )
 
-    if hvd.rank() == 0:
-        # Only rank 0 writes, so ranks never race on the same file.
-        os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
-        torch.save(
-            {"epoch": args.epochs, "model": model.state_dict(), "loss": mean_loss},
-            args.checkpoint,
-        )
+        if hvd.rank() == 0:
+            # Only rank 0 writes, so ranks never race on the same file.
+            save_checkpoint(
+                {"epoch": epoch, "model": model.state_dict(),
+                 "optimizer": optimizer.state_dict(), "loss": mean_loss},
+                args.checkpoint,
+            )  # fmt: skip
+    if hvd.rank() == 0 and done < args.epochs:
         print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
     steps = len(step_times)
     print(

@@ -35,6 +35,8 @@ step "convert it to a SIF in $(pwd)"
 $HVD convert "$RECIPE" --to sif
 
 step "train on 2 nodes x 1 rank: $HVD run --site local --recipe $RECIPE -N 2 --ntasks-per-node 1 examples/pytorch_synthetic.py"
+# each demo trains from the start: the example resumes from a checkpoint it finds
+rm -f checkpoints/model.pt
 $HVD run --site local --recipe "$RECIPE" -N 2 --ntasks-per-node 1 \
     "$EXAMPLE" --epochs "$EPOCHS" --checkpoint checkpoints/model.pt
 

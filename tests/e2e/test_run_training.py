@@ -128,6 +128,60 @@ def test_two_node_training_through_batch_submit_with_the_recipes_sif(
     assert (job_dir / f"pytorch_synthetic_{job_id}.out").is_file()
 
 
+def test_a_killed_training_resumes_from_its_last_whole_checkpoint(
+    cluster: None,
+    cpu_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """Killed in its third epoch while that epoch's checkpoint is half-written (the example's
+    fault drill holds the write open), the job leaves epoch 2's checkpoint whole; the same
+    command again resumes after epoch 2 and trains on from there."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    checkpoint = job_dir / "ckpt" / "model.pt"
+    launch = ["run", "--site", "local", "--image", str(cpu_sif), "-N", "2",
+              "--ntasks-per-node", "1"]  # fmt: skip
+    train = [str(EXAMPLE), "--epochs", "5", "--checkpoint", str(checkpoint)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", *launch,
+         "-e", "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT=3", *train],
+        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first: list[str] = []
+    try:
+        while not any("drill: checkpoint of epoch 3 half-written" in line for line in first):
+            line = proc.stdout.readline()
+            assert line, "".join(first) + (proc.stderr.read() if proc.stderr else "")
+            first.append(line)
+        proc.send_signal(signal.SIGTERM)  # run cancels the job: its ranks are killed
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert list(checkpoint.parent.glob("model.pt.tmp-*")), "the drill left no half-written file"
+    before = _losses("".join(first), 0)
+    assert len(before) == 3, first  # epochs 1-3 trained, epoch 3's checkpoint not whole
+
+    result = cli(*launch, *train, cwd=job_dir, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert f"[rank 0] resumed from {checkpoint} after epoch 2" in out, out
+    epochs = re.findall(r"^\[rank 0\] epoch (\d+) loss", out, re.M)
+    assert epochs == ["3", "4", "5"], out
+    after = _losses(out, 0)
+    assert after[0] < before[0] * 0.8, (before, after)  # trained on, not from the start
+    assert f"[rank 0] checkpoint written to {checkpoint}" in out
+    assert not list(checkpoint.parent.glob("model.pt.tmp-*"))
+
+
 @pytest.fixture(scope="session")
 def lightning_packages() -> Path:
     """Lightning for the CPU image (which has torch but not Lightning), bound in at run time."""
