@@ -15,6 +15,7 @@ import io
 import os
 import re
 import tarfile
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -41,6 +42,17 @@ from hvd_container.core.errors import (
     brief,
     missing_build_extra,
     source_checkout_hint,
+)
+
+# the fix when the engine stops or restarts in the middle of a build
+ENGINE_WENT_AWAY = (
+    "the Docker engine stopped during the build: start it (`systemctl start docker`) and run "
+    "the same build again; the steps that finished come from its cache"
+)
+RESTART_WAIT = 30.0  # seconds a stopping engine gets to come back before it counts as stopped
+ENGINE_RESTARTED = (
+    "the Docker engine restarted during this step: run the same build again; the steps that "
+    "finished come from its cache"
 )
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -149,6 +161,7 @@ class DockerEngine:
         labels: Mapping[str, str] | None = None,
     ) -> Iterator[BuildEvent]:
 
+        started = int(time.time())
         try:
             stream = self.client.build(
                 fileobj=io.BytesIO(context_tar(context)),
@@ -163,8 +176,57 @@ class DockerEngine:
                 nocache=self.nocache,
             )
             yield from parse_build_stream(stream)
+        except BuildFailed as failed:
+            if not failed.message.endswith("non-zero code: 137"):
+                raise
+            why = self._why_killed(started)
+            if why is None:
+                raise
+            raise BuildFailed(
+                f"{failed.message}: {why}", failed.step, failed.total, failed.instruction,
+                failed.tail,
+            ) from None  # fmt: skip
         except (docker.errors.APIError, requests.exceptions.ConnectionError) as exc:
-            raise StepFailed(f"docker build of {tag}: {_api_message(exc)}") from None
+            raise StepFailed(
+                f"docker build of {tag}: {_api_message(exc)}: {ENGINE_WENT_AWAY}"
+            ) from None
+
+    def _answers_within(self, seconds: float) -> bool:
+        """Whether the engine answers a ping, now or (a restart under way) within seconds."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                self.client.ping()
+                return True
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.5)
+
+    def _why_killed(self, since: int) -> str | None:
+        """Who SIGKILLed a build step (exit 137), with the fix; None where the engine cannot
+        tell (someone else's kill). The engine keeps its events in memory only: a restarted
+        engine has none of the step's container left."""
+        if not self._answers_within(RESTART_WAIT):
+            return ENGINE_WENT_AWAY
+        try:
+            events = list(
+                self.client.events(
+                    since=since, until=int(time.time()) + 1, filters={"type": "container"},
+                    decode=True,
+                )
+            )  # fmt: skip
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return ENGINE_RESTARTED  # it answered a ping, then went away again
+        actions = {str(e.get("Action") or e.get("status") or "") for e in events}
+        if "oom" in actions:
+            return (
+                "the step ran out of memory (the kernel's OOM killer ended it): give the Docker "
+                "engine more memory, or make the step use less (fewer parallel compile jobs)"
+            )
+        if "start" not in actions:
+            return ENGINE_RESTARTED
+        return None
 
     def inspect(self, ref: str) -> dict[str, Any] | None:
 

@@ -1,5 +1,6 @@
 """Failures give one clear line and leave nothing half-made: a failing step, an interrupted
-build, a refused push. (A missing daemon needs no engine: tests/unit/test_build_cli_errors.py.)"""
+build, a refused push, a registry that stops in the middle of a push, a Docker engine that
+restarts in the middle of a build. (A missing daemon needs no engine: tests/unit/test_build_cli_errors.py.)"""
 
 from __future__ import annotations
 
@@ -132,3 +133,85 @@ def test_a_missing_base_image_says_how_to_get_it(
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("hvd-container: error:")]
     assert line.startswith(f"hvd-container: error: base image {base} cannot be pulled (")
     assert "set base.image to a newer tag" in line and f"`docker pull {base}`" in line
+
+
+def test_a_dockerd_restart_mid_build_is_one_line_naming_the_fix(
+    api: Any, cpu_image: str, tmp_path: Path
+) -> None:
+    marker = f"sleep 419 && echo {uuid.uuid4().hex[:12]}"  # a step no cache can hold
+    recipe = child_recipe(tmp_path, "hvd-test-restart", [marker])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", "build", str(recipe), "--progress", "plain"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if f"RUN {marker}" in line:
+                break
+        time.sleep(3)  # the step's container is running now
+        for action in ("down", "up"):
+            done = subprocess.run(["sh", str(ROOT / "testbed" / "docker.sh"), action],
+                                  capture_output=True, text=True)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("hvd-container: error: build failed at step "), err
+    assert lines[0].endswith(
+        "the Docker engine restarted during this step: run the same build again; the steps "
+        "that finished come from its cache"
+    ), err
+    assert not image_exists(api, "hvd-test-restart:1")
+
+
+def test_a_registry_that_stops_mid_push_is_one_line_and_the_next_push_completes(
+    api: Any, base_image: str, local_registry: str, tmp_path: Path
+) -> None:
+    """The registry goes away while a layer is on its way; once it is back, the same push
+    completes and the registry serves the digest."""
+    seed = uuid.uuid4().hex  # a layer the registry cannot have yet
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_image}\nRUN head -c 160M /dev/urandom > /blob && echo {seed} > /seed\n"
+    )
+    tag = f"hvd-test/push-stop:{seed[:8]}"
+    for _ in api.build(path=str(tmp_path), tag=tag, rm=True, decode=True):
+        pass
+    registry = ROOT / "testbed" / "registry.sh"
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hvd_container", "push", tag, "--registry", local_registry,
+             "--progress", "plain"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                if " of " in line and "MB" in line:  # bytes are going out
+                    break
+            stopped = subprocess.run(["sh", str(registry), "down"], capture_output=True)
+            assert stopped.returncode == 0
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 1
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"hvd-container: error: push of {local_registry}/{tag} "
+        ), err
+        subprocess.run(["sh", str(registry), "up"], capture_output=True, check=True)
+        again = hvd("push", tag, "--registry", local_registry, "--progress", "plain")
+        assert again.returncode == 0, again.stderr
+        assert f"pushed {local_registry}/{tag} (sha256:" in again.stdout
+    finally:
+        subprocess.run(["sh", str(registry), "up"], capture_output=True)
+        for ref in (tag, f"{local_registry}/{tag}"):
+            if image_exists(api, ref):
+                api.remove_image(ref)

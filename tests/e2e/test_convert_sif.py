@@ -203,6 +203,41 @@ def test_full_disk_leaves_nothing_behind(shell_image: str, sif_tools: None, tmp_
         subprocess.run(["umount", str(small)], check=True)
 
 
+def test_a_disk_that_fills_in_the_middle_of_a_conversion_leaves_no_partial_sif(
+    docker_client: Any,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Some megabytes of the SIF are written before the disk is full (an 8 MiB tmpfs, an
+    image of 64 MiB that does not compress)."""
+    image = import_image(docker_client, "hvd-test/sif-fill:1", shell_rootfs(extra_bytes=64 << 20))
+    request.addfinalizer(lambda: docker_client.images.remove(image, force=True))
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)], check=True)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hvd_container", "convert", image, "--to", "sif",
+             "-o", str(small / "x.sif")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        most = 0
+        while proc.poll() is None:
+            fs = os.statvfs(small)
+            most = max(most, (fs.f_blocks - fs.f_bfree) * fs.f_frsize)
+            time.sleep(0.005)
+        _, err = proc.communicate()
+        assert proc.returncode == 2, err
+        assert most > 1 << 20, f"only {most} bytes were written before it failed"
+        lines = err.strip().splitlines()
+        assert lines[-1].startswith("hvd-container: error: no space left on the device"), lines
+        assert "nothing was left behind" in lines[-1]
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
 def test_truncated_sif_is_a_clear_error(shell_sif: Path, tmp_path: Path) -> None:
     cut = tmp_path / "cut.sif"
     cut.write_bytes(shell_sif.read_bytes()[: read_sif(shell_sif).rootfs_offset + 1000])

@@ -141,3 +141,41 @@ def test_base_image_skips_from_flags() -> None:
         == "debian:bookworm"
     )
     assert base_image_of("FROM hvd-base/debian:bookworm\n") == "hvd-base/debian:bookworm"
+
+
+class _EngineAfterAKill:
+    """A stand-in for docker-py's APIClient after a build step exited 137 (a real engine
+    cannot be made to OOM-kill a step or to stay stopped here): its ping and its events."""
+
+    def __init__(self, answers: bool, actions: list[str]) -> None:
+        self.answers, self.actions = answers, actions
+
+    def ping(self) -> bool:
+        if not self.answers:
+            import requests
+
+            raise requests.exceptions.ConnectionError("connection refused")
+        return True
+
+    def events(self, **_: object) -> list[dict[str, str]]:
+        return [{"Type": "container", "Action": a} for a in self.actions]
+
+
+@pytest.mark.parametrize(
+    ("answers", "actions", "says"),
+    [
+        (False, [], "the Docker engine stopped during the build: start it"),
+        (True, [], "the Docker engine restarted during this step: run the same build again"),
+        (True, ["create", "start", "oom", "die"], "the step ran out of memory"),
+        (True, ["create", "start", "kill", "die"], None),  # someone else's kill: not guessed
+    ],
+)
+def test_a_killed_step_says_who_killed_it(
+    answers: bool, actions: list[str], says: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.containers.engine import docker_api
+
+    monkeypatch.setattr(docker_api, "RESTART_WAIT", 0.0)
+    engine = docker_api.DockerEngine(client=_EngineAfterAKill(answers, actions))
+    why = engine._why_killed(since=0)
+    assert (why is None) if says is None else (why or "").startswith(says)
