@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from hvd_container.launcher import controllers, runtimes
+from hvd_container.launcher.slurm import slurm_seconds
 from hvd_container.launcher.verdict import Status, Verdict, fail, passed, skip, warn
 
 from hvd_container.core.errors import UserError
@@ -231,9 +232,13 @@ def image_facts(launch: Launch) -> Verdict | None:
 
 @check("comment", "the site's --comment rule", needs=("allocation",))
 def comment(launch: Launch) -> Verdict | None:
-    """Neuron rejects jobs without --comment=<application>."""
+    """Neuron refuses jobs without --comment: one application name before 2026-08-12,
+    `field=<field>;appl=<application>` since."""
     rule = launch.site.scheduler.comment
-    value = launch.request.comment or rule.default
+    appl = launch.controller.application(launch.facts)
+    value = rule.compose(launch.request.comment, appl)
+    if rule.form == "field-appl":
+        return _field_appl_problem(launch, value, appl)
     allowed = ", ".join(rule.allowed)
     if value is None:
         if not rule.required:
@@ -247,6 +252,71 @@ def comment(launch: Launch) -> Verdict | None:
         return warn(
             f"--comment {value!r} is not in site {launch.site.name}'s list (allowed: {allowed}); use one of them, e.g. --comment pytorch"
         )
+    return None
+
+
+def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> Verdict | None:
+    rule = launch.site.scheduler.comment
+    site = launch.site.name
+    allowed = ", ".join(rule.allowed)
+    fields = ", ".join(rule.fields) or "those `showappl` lists on the site"
+    example_appl = (
+        appl if appl in rule.allowed else (rule.allowed[0] if rule.allowed else "pytorch")
+    )
+    example = f'--comment "field={rule.field or "<your field>"};appl={example_appl}"'
+    form = f"site {site} takes --comment in the form field=<field>;appl=<application>"
+    if value is None:
+        if not rule.required:
+            return None
+        return fail(
+            f"{form}, and requires it (appl allowed: {allowed}; field: {fields}): pass {example}, or set scheduler.comment.field in your own profile"
+        )
+    parts = rule.split(value)
+    if parts is None or set(parts) != {"field", "appl"}:
+        old = value if "=" not in value else None
+        if old is not None:
+            appl_now = old if old in rule.allowed else example_appl
+            return fail(
+                f'--comment {value!r} is the old form, which site {site} refuses: {form}; use --comment "field={rule.field or "<your field>"};appl={appl_now}"'
+            )
+        return fail(f"--comment {value!r}: {form}; use {example}")
+    if parts["appl"] not in rule.allowed:
+        gone = " (no longer accepted)" if parts["appl"] in rule.retired else ""
+        return fail(
+            f"--comment {value!r}: appl={parts['appl']}{gone} is not an application of site {site} (allowed: {allowed})"
+        )
+    if rule.fields and parts["field"] not in rule.fields:
+        return fail(
+            f"--comment {value!r}: field={parts['field']} is not a field of site {site} (allowed: {fields})"
+        )
+    if not parts["field"]:
+        return fail(f"--comment {value!r}: field= is empty; use {example}")
+    return None
+
+
+@check("time-limit", "the time limit fits the partition's", needs=("allocation",))
+def time_limit(launch: Launch) -> Verdict | None:
+    sched = launch.site.scheduler
+    value = launch.request.time or sched.time
+    interactive = launch.mode == "jupyter"
+    limit = sched.max_time_for(launch.partition, interactive)
+    if not value or not limit:
+        return None
+    if slurm_seconds(value) <= slurm_seconds(limit):
+        return passed(f"{value}, within {limit}")
+    info = sched.partition_info(launch.partition)
+    own = info is not None and limit == info.max_time
+    where = f"partition {launch.partition}" if own else f"site {launch.site.name}"
+    kind = "interactive jobs" if interactive and sched.interactive_max_time else "jobs"
+    return fail(
+        f"--time {value}: {where} runs {kind} of at most {limit}: ask for --time {limit} or less (and checkpoint, to go on in a new job)"
+    )
+
+
+@check("gpus-per-rank", "one GPU per rank on each node")
+def gpus_per_rank(launch: Launch) -> Verdict | None:
+    if launch.layout.crowded:
+        return warn(launch.layout.crowded)
     return None
 
 

@@ -5,7 +5,7 @@ One rank per GPU is the default model (the controller may say otherwise: Lightni
 and --ntasks-per-node): without an explicit layout a node's worth of GPUs gets a node's worth
 of ranks, and `-n` alone outside an allocation gets enough nodes for that. A layout that
 cannot be run (more GPUs than a node has, more ranks than GPUs, more CPUs than a node has)
-is a one-line error with the fix.
+is a one-line error with the fix; more ranks than GPUs on a node is a warning (checks.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Layout:
     gpus_per_node: int  # 0: request none
     gpu_bind_none: bool
     job_name: str | None
+    crowded: str | None = None  # why more ranks than GPUs share a node, with the fix
 
     @property
     def ranks(self) -> int:
@@ -57,6 +58,7 @@ def resolve_layout(
         tasks_on_node = math.ceil(n / nodes)
 
     gpu_bind_none = False
+    crowded = None
     if request.gpus_per_task is not None:
         # every rank would see only "GPU 0" (the gpus-per-task check says so): per node instead
         gpus = request.gpus_per_node or request.gpus_per_task * tasks_on_node
@@ -78,9 +80,7 @@ def resolve_layout(
     elif request.gpus_per_node is None and (per_node is not None or nodes is not None):
         # like CPUs: more ranks than GPUs on a node is refused (set_device(local_rank) fails);
         # an explicit --gpus-per-node is the way to share GPUs on purpose
-        problem = _too_many_ranks(site, partition, site_gpus, tasks_on_node, n, nodes, per_node)
-        if problem:
-            raise UserError(problem)
+        crowded = _too_many_ranks(site, partition, site_gpus, tasks_on_node, n, nodes, per_node)
     info = site.scheduler.partition_info(partition)
     node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
     cpus = request.cpus_per_task or (
@@ -91,7 +91,7 @@ def resolve_layout(
         raise UserError(
             f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
         )
-    return Layout(nodes, n, per_node, gpus, gpu_bind_none, shape.job_name)
+    return Layout(nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded)
 
 
 def _where(site: Site, partition: str | None) -> str:
@@ -111,13 +111,14 @@ def _too_many_ranks(
     if tasks_on_node <= site_gpus:
         return None
     where = _where(site, partition)
-    share = "or pass --gpus-per-node to share GPUs between ranks"
+    share = "or pass --gpus-per-node to share GPUs between ranks on purpose"
+    said = f"--ntasks-per-node {per_node}" if per_node is not None else f"-n {n} on -N {nodes}"
     if per_node is not None:
         total = n or per_node * (nodes or 1)
         fix = f"-N {math.ceil(total / site_gpus)} --ntasks-per-node {site_gpus}"
-        return f"--ntasks-per-node {per_node}: {where} has {site_gpus} GPUs per node, one rank each (allowed: 1..{site_gpus}): use {fix}, {share}"
-    # here -n and -N set the ranks per node (-N alone gets a node's worth of GPUs)
-    return f"-n {n} on -N {nodes} puts {tasks_on_node} ranks on a node but {where} has {site_gpus} GPUs per node, one rank each: use -N {math.ceil((n or 0) / site_gpus)}, {share}"
+    else:
+        fix = f"-N {math.ceil((n or 0) / site_gpus)}"
+    return f"{said} puts {tasks_on_node} ranks on a node but {where} has {site_gpus} GPUs per node: ranks beyond {site_gpus} share a GPU (one rank per GPU is what the examples expect); use {fix}, {share}"
 
 
 def gpu_flags(style: str, gpus: int) -> list[str]:

@@ -161,7 +161,7 @@ def plan(
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
-    resources = allocation_options(site, request)
+    resources = allocation_options(site, request, controller.application(facts))
     argv = [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [f"--job-name={job_name}"]
@@ -199,8 +199,11 @@ def _says_kill_on_bad_exit(options: list[str]) -> bool:
     return any(o.startswith(("-K", "--kill-on-bad-exit")) for o in options)
 
 
-def allocation_options(site: Site, request: LaunchRequest) -> list[str]:
-    """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH."""
+def allocation_options(
+    site: Site, request: LaunchRequest, application: str | None = None
+) -> list[str]:
+    """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH.
+    `application`: what the launch runs (pytorch, ...), for a site's accounting comment."""
     sched = site.scheduler
     opts: list[str] = []
     for flag, value in (
@@ -208,7 +211,7 @@ def allocation_options(site: Site, request: LaunchRequest) -> list[str]:
         ("--account", request.account or sched.account),
         ("--qos", request.qos or sched.qos),
         ("--constraint", request.constraint or sched.constraint),
-        ("--comment", request.comment or sched.comment.default),
+        ("--comment", sched.comment.compose(request.comment, application)),
         ("--time", request.time or sched.time),
     ):
         if value:

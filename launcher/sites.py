@@ -140,21 +140,70 @@ class Source(Strict):
     confirmed: bool = True
 
 
+_COMMENT_WORD = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+PATTERN_WORDS[_COMMENT_WORD] = "a word: letters, digits and _ . + - only"
+CommentWord = Annotated[str, Field(pattern=_COMMENT_WORD)]
+
+
 class Comment(Strict):
-    """A `--comment` the scheduler insists on (KISTI Neuron: the application name)."""
+    """A `--comment` the scheduler insists on. `form: word` is one application name;
+    `form: field-appl` is KISTI Neuron's `field=<field>;appl=<application>` (since
+    2026-08-12), both parts from the site's lists (`showappl` there prints them)."""
 
     required: bool = False
+    form: Literal["word", "field-appl"] = "word"
     default: Line | None = None
-    allowed: list[Line] = Field(default_factory=list)
+    allowed: list[CommentWord] = Field(
+        default_factory=list, description="The applications (appl=) the site accepts."
+    )
+    fields: list[CommentWord] = Field(
+        default_factory=list,
+        description="The fields (field=) the site accepts; empty: not known, any word passes.",
+    )
+    field: CommentWord | None = Field(
+        default=None, description="Your field, for the comments hvd-container composes."
+    )
+    retired: list[CommentWord] = Field(
+        default_factory=list,
+        description="Applications the site no longer accepts (their jobs are refused).",
+    )
+
+    @staticmethod
+    def split(value: str) -> dict[str, str] | None:
+        """`field=X;appl=Y` as {"field": X, "appl": Y}; None if it is not KEY=VALUE;..."""
+        parts: dict[str, str] = {}
+        for item in value.split(";"):
+            key, sep, word = item.partition("=")
+            if not sep or not key or key in parts:
+                return None
+            parts[key] = word
+        return parts
+
+    def compose(self, given: str | None, appl: str | None) -> str | None:
+        """The comment a job gets: --comment wins; in the field-appl form a given
+        `field=X` alone, or the profile's field, gets the launch's application added."""
+        if self.form != "field-appl":
+            return given or self.default
+        if given is not None:
+            parts = self.split(given)
+            if parts is not None and "field" in parts and "appl" not in parts and appl:
+                return f"{given};appl={appl}"
+            return given
+        if self.default:
+            return self.default
+        if self.field and appl:
+            return f"field={self.field};appl={appl}"
+        return None
 
 
 class Partition(Strict):
-    """A partition's node shape."""
+    """A partition's nodes and limits: what a launch on it is checked against."""
 
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_node: int | None = Field(default=None, ge=0)
-    gpu: Line | None = None
-    arch: Arch | None = None
+    gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
+    arch: Arch | None = Field(default=None, description="The nodes' CPU architecture.")
+    max_time: SlurmTime | None = Field(default=None, description="The longest job it runs.")
 
 
 class Scheduler(Strict):
@@ -174,6 +223,12 @@ class Scheduler(Strict):
     cpus_per_node: int | None = Field(default=None, ge=0)
     cpus_per_task: int | None = Field(default=None, ge=0)
     time: SlurmTime | None = None
+    max_time: SlurmTime | None = Field(
+        default=None, description="The longest batch job (a partition's own max_time wins)."
+    )
+    interactive_max_time: SlurmTime | None = Field(
+        default=None, description="The longest interactive job (salloc, jupyter)."
+    )
     srun_options: Annotated[list[Line], AfterValidator(_options_ok)] = Field(default_factory=list)
     # each is a #SBATCH line of its own, which ends at the first space
     sbatch_options: Annotated[list[Line], AfterValidator(_sbatch_options_ok)] = Field(
@@ -191,6 +246,14 @@ class Scheduler(Strict):
 
     def partition_info(self, name: str | None) -> Partition | None:
         return self.partitions.get(name) if name else None
+
+    def max_time_for(self, partition: str | None, interactive: bool) -> str | None:
+        """The longest job Slurm takes there (the interactive limit for an interactive job)."""
+        info = self.partition_info(partition)
+        limits = [info.max_time if info else None, self.max_time]
+        if interactive:
+            limits.insert(0, self.interactive_max_time)
+        return next((t for t in limits if t), None)
 
 
 class Images(Strict):
@@ -320,6 +383,28 @@ def parse_site(doc: yamlconf.Document) -> Site:
 def read_site_file(path: Path) -> Site:
     """Load and validate a profile file (over the profiles it extends)."""
     return parse_site(_load(path))
+
+
+def validate_site_file(path: str | os.PathLike[str]) -> Site:
+    """`sites validate FILE`: every problem of the profile at once (UserError/Problems), each
+    `FILE:LINE: key: problem (allowed: ...)`; its name must be the file's name, as a profile
+    found by name must be."""
+    file = Path(path)
+    doc = _load(file)
+    problems: list[str] = []
+    site = None
+    try:
+        site = parse_site(doc)
+    except UserError as exc:
+        problems += exc.problems
+    name = doc.data.get("name") if isinstance(doc.data, dict) else None
+    if isinstance(name, str) and name != file.stem:
+        problems.append(
+            f"{doc.where(('name',))}: name: must equal the file name {file.stem!r} (got {name!r}): rename the file to {name}.yaml or write name: {file.stem}"
+        )
+    raise_problems(problems)
+    assert site is not None
+    return site
 
 
 def _load(path: Path) -> yamlconf.Layered:

@@ -78,6 +78,23 @@ class Job:
         return 130 if self.state == "CANCELLED" else 1
 
 
+def slurm_seconds(value: str) -> int:
+    """A Slurm time in seconds, read as sbatch reads it: MINUTES, MINUTES:SECONDS,
+    HOURS:MINUTES:SECONDS, DAYS-HOURS[:MINUTES[:SECONDS]]."""
+    days, _, rest = value.rpartition("-") if "-" in value else ("0", "", value)
+    parts = [int(p) for p in rest.split(":")]
+    if days != "0" or "-" in value:
+        parts += [0] * (3 - len(parts))  # D-HH, D-HH:MM
+        h, m, sec = parts
+    elif len(parts) == 1:
+        h, m, sec = 0, parts[0], 0
+    elif len(parts) == 2:
+        h, m, sec = 0, parts[0], parts[1]
+    else:
+        h, m, sec = parts
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
+
+
 def require_slurm(command: str = "sbatch") -> str:
     path = shutil.which(command)
     if path is None:

@@ -100,6 +100,11 @@ class Controller:
         """What is wrong with reducing GPU tensors with this controller."""
         return None
 
+    def application(self, facts: ImageFacts | None) -> str | None:
+        """What the job runs, in the words of a site's accounting (KISTI Neuron's appl=):
+        None where the launch does not tell."""
+        return "pytorch" if facts is not None and facts.torch else None
+
     def available(self, facts: ImageFacts | None) -> bool:
         """Whether the image can run this controller's smoke test."""
         return False

@@ -55,6 +55,9 @@ class Lightning(Controller):
             return f"not readable here; {facts.source} has Lightning and no Horovod"
         return None
 
+    def application(self, facts: ImageFacts | None) -> str | None:
+        return "pytorch"  # Lightning is PyTorch's
+
     def shape(self, request: LaunchRequest, site_gpus: int) -> Shape:
         per_node = request.ntasks_per_node or max(site_gpus, 1)
         job_name = request.job_name or stem(request.script)

@@ -6,7 +6,10 @@ the ones srun sets for each task with `-e PREFIX*` (podman passes every host var
 prefix): ranks find their place and each other through them (Horovod's Gloo rendezvous,
 Lightning, PMI). podman-hpc's own shared-run mode passes the same prefixes. podman-hpc takes
 the user from a login terminal, else $USER: a batch job has neither, so the launch sets it.
-Its modules: --mpi brings Cray MPICH, --nccl NCCL's network plugin (NCCL_NET names it).
+Its modules: --mpi brings Cray MPICH, --cuda-mpi the CUDA-aware Cray MPICH (it excludes --mpi),
+--openmpi-pmi2 / --openmpi-pmix what an image's Open MPI needs to start under srun's PMI;
+--nccl NCCL's network plugin (NCCL_NET names it). A profile picks one MPI module with
+`mpi_module` (NERSC/podman-hpc etc/modules.d: each lists the others as conflicts).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from hvd_container.launcher.runtimes import (
     is_file_ref,
 )
 from hvd_container.launcher.slurm import current_user
+from pydantic import Field, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
@@ -32,13 +36,40 @@ from hvd_container.core.image_refs import strip_docker_scheme
 TASK_ENV = ("SLURM_*", "PMI_*", "PMIX_*")
 
 
+# mpi_module -> podman-hpc's flag; those that inject the host's Cray MPICH
+MPI_MODULES = {
+    "mpi": "--mpi",
+    "cuda-mpi": "--cuda-mpi",
+    "openmpi-pmi2": "--openmpi-pmi2",
+    "openmpi-pmix": "--openmpi-pmix",
+}
+CRAY_MPICH = ("mpi", "cuda-mpi")
+
+
 class PodmanHpcProfile(RuntimeProfile):
     kind: Literal["podman-hpc"]
+    mpi_module: Literal["mpi", "cuda-mpi", "openmpi-pmi2", "openmpi-pmix"] | None = Field(
+        default=None,
+        description="podman-hpc's MPI module: mpi (Cray MPICH), cuda-mpi (CUDA-aware Cray "
+        "MPICH), openmpi-pmi2, openmpi-pmix; one only, they exclude each other.",
+    )
+
+    @field_validator("flags")
+    @classmethod
+    def _no_mpi_flags(cls, flags: list[str]) -> list[str]:
+        for flag in flags:
+            if flag in MPI_MODULES.values():
+                name = next(k for k, v in MPI_MODULES.items() if v == flag)
+                raise ValueError(
+                    f"podman-hpc's MPI modules go in mpi_module (allowed: {', '.join(MPI_MODULES)}), not flags: write mpi_module: {name}"
+                )
+        return flags
 
 
 class PodmanHpc(Runtime):
     kinds = ("podman-hpc",)
     profile_model = PodmanHpcProfile
+    profile: PodmanHpcProfile
     gpu_flag = "--gpu"
 
     def unusable_image(self, ref: str) -> str | None:
@@ -64,13 +95,14 @@ class PodmanHpc(Runtime):
         )
 
     def injects_host_mpi(self, launch: Launch) -> bool:
-        return "--mpi" in self.profile.flags
+        return self.profile.mpi_module in CRAY_MPICH
 
     def wrap(self, inv: Invocation) -> Wrapped:
         argv = ["podman-hpc", "run", "--rm"]
         if inv.gpu:
             argv.append(self.gpu_flag)
-        flags = [*self.profile.flags, *inv.flags]
+        module = self.profile.mpi_module
+        flags = [*([MPI_MODULES[module]] if module else []), *self.profile.flags, *inv.flags]
         argv += flags
         if "NCCL_NET" in inv.env_names and "--nccl" not in flags:
             # NCCL_NET names the network plugin podman-hpc's nccl module brings: without the module

@@ -112,7 +112,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
         cli("render", "cpu-bookworm", "--format", "singularity")
         == (GOLDEN / "render" / "cpu-bookworm.def").read_text()
     )
-    line = cli("run", "--site", "neuron", "--image", "x.sif", "--comment", "pytorch", "-n", "8",
+    line = cli("run", "--site", "neuron", "--image", "x.sif", "--comment", "field=ai;appl=pytorch", "-n", "8",
                "--dry-run", "t.py")  # fmt: skip
     assert line == "srun --kill-on-bad-exit=1 --partition=amd_a100nv_8 --comment=pytorch -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
     assert "--ntasks-per-node" in cli("run", "--help")
@@ -162,7 +162,16 @@ def test_a_launch_only_install_runs_the_launch_commands(tmp_path: Path) -> None:
             cwd=work, env=env, capture_output=True, text=True,
         )  # fmt: skip
 
-    launch = ["--site", "neuron", "--image", "x.sif", "--comment", "pytorch", "-n", "8"]
+    launch = [
+        "--site",
+        "neuron",
+        "--image",
+        "x.sif",
+        "--comment",
+        "field=ai;appl=pytorch",
+        "-n",
+        "8",
+    ]
     for args in (
         ["sites", "list"],
         ["sites", "show", "perlmutter"],

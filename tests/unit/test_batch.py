@@ -29,7 +29,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             image="/scratch/u/pl.sif",
             nodes=2,
             ntasks_per_node=8,
-            comment="pytorch",
+            comment="field=ai;appl=pytorch",
             time="24:00:00",
             job_name="pytorch_lightning",
             controller="lightning",
@@ -48,6 +48,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
     "zih-alpha": ("zih-alpha", dict(image="hvd.sif", ntasks=16, time="08:00:00")),
+    "zih-capella": ("zih-capella", dict(image="hvd.sif", ntasks=8, time="24:00:00")),
     "zih-ml": (
         "zih-ml",
         dict(image="hvd-ppc64le.sif", nodes=1, ntasks_per_node=6, time="08:00:00"),
@@ -155,26 +156,33 @@ def test_sbatch_lines_carry_the_allocation() -> None:
     srun = text.rstrip().splitlines()[-1]
     # srun reads no SLURM_CPUS_PER_TASK since Slurm 22.05: the step says its CPUs itself
     assert srun.startswith(
-        "srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-2.15,mpich "
+        "srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-plugin,mpich "
     )
     assert "--account" not in srun  # the allocation is the job's, not the step's
 
 
 def test_batch_checks_the_same_pitfalls() -> None:
-    with pytest.raises(UserError, match="requires --comment"):
+    with pytest.raises(UserError, match="and requires it"):
         render_batch(load_site("neuron"), request(dict(image="x.sif", ntasks=8)))
     with pytest.raises(UserError, match="refuses srun -n"):
         render_batch(
             load_site("neuron"),
-            request(dict(image="x.sif", ntasks=8, comment="pytorch", controller="lightning")),
+            request(
+                dict(
+                    image="x.sif", ntasks=8, comment="field=ai;appl=pytorch", controller="lightning"
+                )
+            ),
         )
 
 
 def test_batch_warnings_are_reported_once() -> None:
     _text, warnings = render_batch_plan(
-        load_site("neuron"), request(dict(image="x.sif", ntasks=8, comment="horovod"))
+        load_site("neuron"),
+        request(
+            dict(image="x.sif", ntasks=16, ntasks_per_node=16, comment="field=ai;appl=pytorch")
+        ),
     )
-    assert sum("'horovod' is not in site neuron's list" in w for w in warnings) == 1
+    assert sum("puts 16 ranks on a node" in w for w in warnings) == 1
 
 
 def test_sbatch_values_with_spaces_are_refused() -> None:

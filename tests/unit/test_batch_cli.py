@@ -71,7 +71,7 @@ def test_batch_error_leaves_nothing_behind(
         ["batch", "--site", "neuron", "--image", "x.sif", "-n", "8", "-o", str(target), "t.py"]
     )
     assert code == 2
-    assert "requires --comment" in capsys.readouterr().err
+    assert "and requires it" in capsys.readouterr().err
     assert list(out_dir.iterdir()) == []
 
 

@@ -267,7 +267,7 @@ def _complete(words: str, cwd: Path | None = None) -> list[str]:
         ("hvd-container recipes show perl", ["perlmutter-tf210-pt113"]),
         ("hvd-container run --recipe zih", ["zih-alpha-pt113"]),
         ("hvd-container run --site per", ["perlmutter"]),
-        ("hvd-container batch --site zih", ["zih-alpha", "zih-ml"]),
+        ("hvd-container batch --site zih", ["zih-alpha", "zih-capella", "zih-ml"]),
         ("hvd-container sites show neu", ["neuron"]),
         ("hvd-container convert x --to shifter --site loc", ["local"]),
     ],

@@ -41,7 +41,10 @@ FACTS = ImageFacts(
 # name -> (site, LaunchRequest fields)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "neuron-in-allocation": ("neuron", dict(image=NGC, ntasks=8, inside_allocation=True)),
-    "neuron-standalone": ("neuron", dict(image="hvd.sif", ntasks=16, comment="pytorch")),
+    "neuron-standalone": (
+        "neuron",
+        dict(image="hvd.sif", ntasks=16, comment="field=ai;appl=pytorch"),
+    ),
     "neuron-partition": (
         "neuron",
         dict(
@@ -49,7 +52,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
             nodes=2,
             ntasks_per_node=2,
             partition="cas_v100_2",
-            comment="python",
+            comment="field=ai;appl=pytorch",
             time="2:00:00",
         ),
     ),
@@ -67,7 +70,13 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "neuron-lightning-standalone": (
         "neuron",
-        dict(image="pl.sif", nodes=2, ntasks_per_node=4, controller="lightning", comment="pytorch"),
+        dict(
+            image="pl.sif",
+            nodes=2,
+            ntasks_per_node=4,
+            controller="lightning",
+            comment="field=ai;appl=pytorch",
+        ),
     ),
     "neuron-apptainer": (
         "neuron",
@@ -122,6 +131,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         dict(image="u/img:tag", nodes=2, ntasks_per_node=4, gpus_per_task=1, account="m1234_g"),
     ),
     "zih-alpha-standalone": ("zih-alpha", dict(image="hvd.sif", ntasks=16)),
+    "zih-capella": ("zih-capella", dict(image="hvd.sif", nodes=2, ntasks_per_node=4)),
     "zih-alpha-pyxis": (
         "zih-alpha",
         dict(
@@ -195,7 +205,7 @@ def test_no_stale_golden_lines() -> None:
 
 def test_every_site_and_runtime_has_a_case() -> None:
     sites = {site for site, _ in CASES.values()}
-    assert sites == {"local", "neuron", "perlmutter", "zih-alpha", "zih-ml"}
+    assert sites == {"local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"}
     runtimes = {load_site(site).runtime_for(f.get("runtime")).kind for site, f in CASES.values()}
     assert runtimes == {
         "singularity",
@@ -230,7 +240,7 @@ def test_perlmutter_guide_line() -> None:
     )
     # the guide's line, with mpich named again: a --module list replaces Shifter's defaults
     assert shlex.join(result.argv) == (
-        f"srun --mpi=pmi2 --kill-on-bad-exit=1 -n 8 shifter --module=gpu,nccl-2.15,mpich --image=docker:{QUALIS} python {script}"
+        f"srun --mpi=pmi2 --kill-on-bad-exit=1 -n 8 shifter --module=gpu,nccl-plugin,mpich --image=docker:{QUALIS} python {script}"
     )
     assert result.env["SLURM_CPU_BIND"] == "cores"
 
@@ -415,7 +425,7 @@ def test_shifter_flags_come_before_the_command() -> None:
     command_at = argv.index("python")
     flags = argv[argv.index("shifter") + 1 : command_at]
     assert flags == [
-        "--module=gpu,nccl-2.15,mpich",
+        "--module=gpu,nccl-plugin,mpich",
         "--image=docker:u/i:t",
         "--volume=/a:/b",
         "--workdir=/b",
@@ -431,7 +441,9 @@ def test_podman_names_every_variable_it_must_pass() -> None:
     assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
         # NCCL_NET is set: --nccl brings the network plugin it names
         "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl", "-v", "/home/u/job:/home/u/job",
-        "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "NCCL_SOCKET_IFNAME", "-e", "X",
+        "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "NCCL_SOCKET_IFNAME",
+        "-e", "NCCL_CROSS_NIC", "-e", "NCCL_NET_GDR_LEVEL", "-e", "FI_CXI_DISABLE_HOST_REGISTER",
+        "-e", "FI_MR_CACHE_MONITOR", "-e", "X",
         # podman-hpc takes the user from $USER when there is no login terminal (a batch job)
         "-e", "USER",
         # what srun sets per task: rank, sizes, the PMI client's rendezvous
@@ -486,7 +498,7 @@ def test_layout_defaults() -> None:
     assert (layout.nodes, layout.ntasks, layout.gpus_per_node) == (2, 12, 6)
     # -N with --ntasks-per-node, GPUs follow the ranks per node
     layout = plan(
-        "neuron", dict(image="x.sif", nodes=2, ntasks_per_node=2, comment="pytorch")
+        "neuron", dict(image="x.sif", nodes=2, ntasks_per_node=2, comment="field=ai;appl=pytorch")
     ).layout
     assert (layout.nodes, layout.ntasks_per_node, layout.gpus_per_node) == (2, 2, 2)
     # --ntasks-per-node alone means one node
@@ -510,7 +522,7 @@ def test_explicit_gpus_per_node_inside_an_allocation() -> None:
     [
         (
             "neuron",
-            dict(image="x.sif", ntasks=8, ntasks_per_node=4, comment="python"),
+            dict(image="x.sif", ntasks=8, ntasks_per_node=4, comment="field=ai;appl=pytorch"),
             "-N 2 -n 8 --ntasks-per-node=4 --gres=gpu:4 ",
         ),
         (
@@ -527,7 +539,9 @@ def test_explicit_gpus_per_node_inside_an_allocation() -> None:
         # all three given, fewer tasks than nodes x per node: kept as asked
         (
             "neuron",
-            dict(image="x.sif", ntasks=6, nodes=2, ntasks_per_node=4, comment="python"),
+            dict(
+                image="x.sif", ntasks=6, nodes=2, ntasks_per_node=4, comment="field=ai;appl=pytorch"
+            ),
             "-N 2 -n 6 --ntasks-per-node=4 --gres=gpu:4 ",
         ),
         # inside an allocation the nodes are spelled out too (no GPU request on the step)
@@ -545,7 +559,9 @@ def test_ntasks_with_ntasks_per_node_sets_the_nodes(
 
 
 def test_ntasks_with_ntasks_per_node_gives_the_same_sbatch_lines() -> None:
-    req = LaunchRequest(script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="python")
+    req = LaunchRequest(
+        script="t.py", image="x.sif", ntasks=8, ntasks_per_node=4, comment="field=ai;appl=pytorch"
+    )
     text = plan_launch(load_site("neuron"), req, "batch").script
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH --n")]
     assert sbatch == [
@@ -590,7 +606,7 @@ def test_library_callers_go_through_the_same_check(fields: dict, message: str) -
 
 
 def test_a_comma_list_of_binds_is_each_bind_on_its_own() -> None:
-    request = LaunchRequest(script="t.py", image="x.sif", ntasks=8, comment="pytorch",
+    request = LaunchRequest(script="t.py", image="x.sif", ntasks=8, comment="field=ai;appl=pytorch",
                             binds=["/a:/a:ro,/b"])  # fmt: skip
     argv = plan_launch(load_site("neuron"), request).argv
     assert argv[argv.index("singularity") :][:7] == [

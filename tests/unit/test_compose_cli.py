@@ -40,10 +40,12 @@ def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     assert out.count("\n") == 1
     argv = shlex.split(out)
-    assert argv[:4] == [
-        "env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric", "NCCL_SOCKET_IFNAME=hsn"
+    assert argv[:9] == [
+        "env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric", "NCCL_SOCKET_IFNAME=hsn",
+        "NCCL_CROSS_NIC=1", "NCCL_NET_GDR_LEVEL=PHB", "FI_CXI_DISABLE_HOST_REGISTER=1",
+        "FI_MR_CACHE_MONITOR=userfaultfd", "srun",
     ]  # fmt: skip
-    assert argv[4:8] == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--account=m1_g"]
+    assert argv[9:12] == ["--mpi=pmi2", "--kill-on-bad-exit=1", "--account=m1_g"]
     # everything after the script belongs to the script, even options of ours
     assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
     assert err == ""
@@ -78,15 +80,15 @@ def test_warnings_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
         "-n",
         "8",
         "--comment",
-        "horovod",
+        "field=ai;appl=pytorch",
+        "--ntasks-per-node",
+        "16",
         "--dry-run",
         "t.py",
     )
     assert code == 0
-    assert out.count("\n") == 1 and "--comment=horovod" in out
-    assert err.startswith(
-        "hvd-container: warning: --comment 'horovod' is not in site neuron's list"
-    )
+    assert out.count("\n") == 1 and "'--comment=field=ai;appl=pytorch'" in out
+    assert err.startswith("hvd-container: warning: --ntasks-per-node 16 puts 16 ranks on a node")
 
 
 def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -100,7 +102,7 @@ def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         "-n",
         "8",
         "--comment",
-        "pytorch",
+        "field=ai;appl=pytorch",
         "--dry-run",
         str(script),
     )
@@ -183,7 +185,7 @@ def modules_after_a_dry_run(*recipe: str) -> list[str]:
     code = (
         "import sys\n"
         "from hvd_container.cli.app import main\n"
-        f"rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'pytorch', *{list(recipe)!r}, '--dry-run', 't.py'])\n"
+        f"rc = main(['run', '--site', 'neuron', '--image', 'x.sif', '-n', '8', '--comment', 'field=ai;appl=pytorch', *{list(recipe)!r}, '--dry-run', 't.py'])\n"
         "print(rc, *sorted(sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -247,12 +249,12 @@ def test_lightning_recipe_with_a_script_only_on_the_cluster(
 ) -> None:
     remote = "/scratch/alice/pl_train.py"
     code, out, err = run(capsys, "--site", "neuron", "--recipe", "lightning-pt113",
-                         "--comment", "pytorch", "-n", "8", "--dry-run", remote)  # fmt: skip
+                         "--comment", "field=ai;appl=pytorch", "-n", "8", "--dry-run", remote)  # fmt: skip
     assert code == 2 and out == ""
     assert err.count("\n") == 1
     assert err.startswith(f"hvd-container: error: {remote} (not readable here; recipe lightning-pt113 has Lightning and no Horovod) uses PyTorch Lightning")  # fmt: skip
     code = main(["batch", "--site", "neuron", "--recipe", "lightning-pt113", "--comment",
-                 "pytorch", "-N", "2", "--ntasks-per-node", "4", remote])  # fmt: skip
+                 "field=ai;appl=pytorch", "-N", "2", "--ntasks-per-node", "4", remote])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "#SBATCH --job-name=pl_train" in out.splitlines()

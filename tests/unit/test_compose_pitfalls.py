@@ -91,9 +91,84 @@ def fails(message: str, site: str, **fields: Any) -> None:
 
 def test_missing_mandatory_comment() -> None:
     fails(
-        r"^site neuron requires --comment=<application> \(allowed: python, tensorflow, pytorch, caffe, sklearn, inhouse\): pass e\.g\. --comment python$",
+        r"^site neuron takes --comment in the form field=<field>;appl=<application>, and requires it \(appl allowed: pytorch, pytorch-ddp, pytorch-fsdp, tensorflow, jax, deepspeed, megatron-lm, in_house; field: those `showappl` lists on the site\): pass --comment \"field=<your field>;appl=pytorch\", or set scheduler.comment.field in your own profile$",
         "neuron", image="x.sif", ntasks=8,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        # the form used before 2026-08-12, with the fix in the new one
+        (
+            "pytorch",
+            r"^--comment 'pytorch' is the old form, which site neuron refuses: .*; use --comment \"field=<your field>;appl=pytorch\"$",
+        ),
+        (
+            "python",
+            r"^--comment 'python' is the old form, which site neuron refuses: .*; use --comment \"field=<your field>;appl=pytorch\"$",
+        ),
+        (
+            "field=nlp;appl=python",
+            r"^--comment 'field=nlp;appl=python': appl=python \(no longer accepted\) is not an application of site neuron \(allowed: pytorch, ",
+        ),
+        (
+            "field=nlp;appl=horovod",
+            r"^--comment 'field=nlp;appl=horovod': appl=horovod is not an application of site neuron",
+        ),
+        (
+            "appl=pytorch",
+            r"^--comment 'appl=pytorch': site neuron takes --comment in the form field=<field>;appl=<application>; use ",
+        ),
+        ("field=;appl=pytorch", r"^--comment 'field=;appl=pytorch': field= is empty"),
+        (
+            "field=nlp;appl=pytorch;x=1",
+            r"^--comment 'field=nlp;appl=pytorch;x=1': site neuron takes --comment in the form",
+        ),
+    ],
+)
+def test_neuron_takes_only_the_field_appl_comment(given: str, message: str) -> None:
+    fails(message, "neuron", image="x.sif", ntasks=8, comment=given)
+
+
+def test_neuron_comment_gets_the_launchs_application() -> None:
+    # a field alone gets the application of the launch (Horovod with PyTorch: pytorch)
+    from hvd_container.launcher.request import request_from_options
+
+    site, request = request_from_options(
+        "t.py", site="neuron", recipe="cpu-bookworm", ntasks=8, comment="field=nlp"
+    )
+    result = plan_launch(site, request)
+    assert "--comment=field=nlp;appl=pytorch" in result.argv
+    # --comment always wins
+    given = plan("neuron", image="x.sif", ntasks=8, comment="field=nlp;appl=jax")
+    assert "--comment=field=nlp;appl=jax" in given.argv
+
+
+def test_neuron_comment_from_the_field_of_a_users_profile(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "neuron.yaml",
+        "extends: neuron\nname: neuron\nscheduler:\n  comment: {field: bio}\n",
+    )
+    from hvd_container.launcher.request import request_from_options
+
+    _site, request = request_from_options("t.py", recipe="cpu-bookworm", ntasks=8)
+    result = plan_launch(load_site(str(path)), request)
+    assert "--comment=field=bio;appl=pytorch" in result.argv
+
+
+def test_a_fields_list_is_checked(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "n.yaml",
+        "name: n\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, form: field-appl, allowed: [pytorch], fields: [nlp, bio]}\n",
+    )
+    with pytest.raises(
+        UserError, match=r"field=chem is not a field of site n \(allowed: nlp, bio\)"
+    ):
+        plan_launch(
+            load_site(str(path)),
+            LaunchRequest(script="t.py", ntasks=1, comment="field=chem;appl=pytorch"),
+        )
 
 
 def test_comment_not_needed_inside_an_allocation() -> None:
@@ -109,11 +184,17 @@ def test_comment_default_from_a_profile(tmp_path: Path) -> None:
     assert "--comment=pytorch" in result.argv
 
 
-def test_unofficial_comment_is_a_warning() -> None:
-    result = plan("neuron", image="x.sif", ntasks=8, comment="horovod")
+def test_unofficial_comment_is_a_warning_in_the_word_form(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "w.yaml",
+        "name: w\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, allowed: [python, pytorch]}\n",
+    )
+    result = plan_launch(
+        load_site(str(path)), LaunchRequest(script="t.py", ntasks=1, comment="horovod")
+    )
     assert "--comment=horovod" in result.argv
-    assert warned(result) == [
-        "--comment 'horovod' is not in site neuron's list (allowed: python, tensorflow, pytorch, caffe, sklearn, inhouse); use one of them, e.g. --comment pytorch"
+    assert [w for w in result.warnings if "comment" in w] == [
+        "--comment 'horovod' is not in site w's list (allowed: python, pytorch); use one of them, e.g. --comment pytorch"
     ]
 
 
@@ -177,7 +258,7 @@ def test_lightning_is_detected_from_the_script(tmp_path: Path) -> None:
 
 def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
     result = plan(
-        "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="pytorch",
+        "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="field=ai;appl=pytorch",
         env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_NET": "IB"},
     )  # fmt: skip
     assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
@@ -197,9 +278,11 @@ def test_repeated_shifter_modules_are_joined_once() -> None:
         modules=["gpu", "mpich", "mpich"],
         inside_allocation=True,
     )
-    assert [a for a in result.argv if a.startswith("--module")] == ["--module=gpu,nccl-2.15,mpich"]
+    assert [a for a in result.argv if a.startswith("--module")] == [
+        "--module=gpu,nccl-plugin,mpich"
+    ]
     assert warned(result) == [
-        "shifter module(s) gpu, mpich given twice: a second --module replaces the first, so they are joined once: --module=gpu,nccl-2.15,mpich"
+        "shifter module(s) gpu, mpich given twice: a second --module replaces the first, so they are joined once: --module=gpu,nccl-plugin,mpich"
     ]
 
 
@@ -308,7 +391,12 @@ def test_the_shipped_lightning_recipe_is_not_refused_for_lacking_mpi() -> None:
     facts = recipe_facts("lightning-pt113")
     assert facts.controllers is None and facts.mpi_pmi == ()
     result = plan(
-        "neuron", facts=facts, nodes=2, ntasks_per_node=4, comment="pytorch", controller="lightning"
+        "neuron",
+        facts=facts,
+        nodes=2,
+        ntasks_per_node=4,
+        comment="field=ai;appl=pytorch",
+        controller="lightning",
     )
     assert result.argv[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
     assert "-N" in result.argv and "--ntasks-per-node=4" in result.argv
@@ -389,9 +477,9 @@ ERRORS: list[tuple[str, str, dict[str, Any]]] = [
         dict(image="i.sqfs", ntasks=1, gpus_per_node=1),
     ),
     (
-        r"^--partition: 'gpu' is not a partition of site neuron \(allowed: amd_a100nv_8, amd_a100_4, cas_v100nv_8, cas_v100_4, cas_v100_2\)$",
+        r"^--partition: 'gpu' is not a partition of site neuron \(allowed: amd_a100nv_8, amd_a100_4, cas_v100nv_8, cas_v100nv_4, cas_v100_4, cas_v100_2, amd_h100_2, amd_h200nv_8, eme_h200nv_8, gh200_1\)$",
         "neuron",
-        dict(image="x.sif", ntasks=1, partition="gpu", comment="python"),
+        dict(image="x.sif", ntasks=1, partition="gpu", comment="field=ai;appl=pytorch"),
     ),
     (
         r"^--time: '2h' is not a Slurm time \(MINUTES, HH:MM:SS or D-HH:MM:SS\)$",
@@ -465,16 +553,20 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
         "to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )
     net = {"NCCL_NET": "IB"}  # the next test's warning
-    fields: dict[str, Any] = dict(image="x.sif", nodes=2, ntasks_per_node=8, comment="pytorch")
+    fields: dict[str, Any] = dict(
+        image="x.sif", nodes=2, ntasks_per_node=8, comment="field=ai;appl=pytorch"
+    )
     assert warned(plan("neuron", **fields, env=net)) == [warning]
     # -n alone: the layout spreads 16 ranks over 2 nodes of 8 GPUs
-    assert warned(plan("neuron", image="x.sif", ntasks=16, comment="pytorch", env=net)) == [warning]
+    assert warned(
+        plan("neuron", image="x.sif", ntasks=16, comment="field=ai;appl=pytorch", env=net)
+    ) == [warning]
     # set by the user, or by the profile (Perlmutter: the Slingshot NICs)
     assert warned(plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net})) == []
     assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
     assert warned(plan("perlmutter", image="u/i:t", nodes=2, account="m1_g")) == []
     # one node, or no GPUs: NCCL does not cross the network
-    assert warned(plan("neuron", image="x.sif", nodes=1, comment="pytorch")) == []
+    assert warned(plan("neuron", image="x.sif", nodes=1, comment="field=ai;appl=pytorch")) == []
     assert warned(plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2)) == []
 
 
@@ -482,22 +574,22 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
     ("message", "site", "fields"),
     [
         (
-            r"^--ntasks-per-node 16: partition amd_a100nv_8 has 8 GPUs per node, one rank each \(allowed: 1\.\.8\): use -N 2 --ntasks-per-node 8, or pass --gpus-per-node to share GPUs between ranks$",
+            r"^--ntasks-per-node 16 puts 16 ranks on a node but partition amd_a100nv_8 has 8 GPUs per node: ranks beyond 8 share a GPU \(one rank per GPU is what the examples expect\); use -N 2 --ntasks-per-node 8, or pass --gpus-per-node to share GPUs between ranks on purpose$",
             "neuron",
-            dict(image="x.sif", ntasks=16, ntasks_per_node=16, comment="python"),
+            dict(image="x.sif", ntasks=16, ntasks_per_node=16, comment="field=ai;appl=pytorch"),
         ),
         (
-            r"^--ntasks-per-node 6: site perlmutter has 4 GPUs per node, one rank each \(allowed: 1\.\.4\): use -N 3 --ntasks-per-node 4, ",
+            r"^--ntasks-per-node 6 puts 6 ranks on a node but site perlmutter has 4 GPUs per node: .*; use -N 3 --ntasks-per-node 4, ",
             "perlmutter",
-            dict(image="u/i:t", nodes=2, ntasks_per_node=6, account="a_g"),
+            dict(image="u/i:t", nodes=2, ntasks_per_node=6, account="a_g", cpus_per_task=16),
         ),
         (
-            r"^-n 16 on -N 1 puts 16 ranks on a node but partition alpha has 8 GPUs per node, one rank each: use -N 2, or pass --gpus-per-node to share GPUs between ranks$",
+            r"^-n 16 on -N 1 puts 16 ranks on a node but partition alpha has 8 GPUs per node: .*; use -N 2, or pass --gpus-per-node to share GPUs between ranks on purpose$",
             "zih-alpha",
-            dict(image="x.sif", ntasks=16, nodes=1),
+            dict(image="x.sif", ntasks=16, nodes=1, cpus_per_task=1),
         ),
         (
-            r"^--ntasks-per-node 3: partition cas_v100_2 has 2 GPUs per node",
+            r"^--ntasks-per-node 3 puts 3 ranks on a node but partition cas_v100_2 has 2 GPUs per node",
             "neuron",
             dict(
                 image="x.sif",
@@ -508,21 +600,63 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
             ),
         ),  # fmt: skip
         (
-            r"^--ntasks-per-node 12: partition alpha has 8 GPUs per node",
+            r"^--ntasks-per-node 12 puts 12 ranks on a node but partition alpha has 8 GPUs per node",
             "zih-alpha",
             dict(image="x.sif", nodes=1, ntasks_per_node=12, controller="lightning"),
         ),
     ],
 )
-def test_more_ranks_per_node_than_gpus_is_refused(
+def test_more_ranks_per_node_than_gpus_is_warned_naming_both_numbers(
     message: str, site: str, fields: dict[str, Any]
 ) -> None:
-    fails(message, site, **fields)
+    result = plan(site, **fields)
+    crowded = [w for w in warned(result) if "share a GPU" in w]
+    assert len(crowded) == 1 and re.search(message, crowded[0]), warned(result)
+    assert result.argv  # the launch goes ahead
+
+
+def test_amd_h100_2_spreads_8_ranks_over_4_nodes() -> None:
+    result = plan("neuron", image="x.sif", ntasks=8, partition="amd_h100_2",
+                  comment="field=ai;appl=pytorch")  # fmt: skip
+    assert result.layout.nodes == 4 and result.layout.gpus_per_node == 2
+    assert "-N" in result.argv and result.argv[result.argv.index("-N") + 1] == "4"
+    assert "--gres=gpu:2" in result.argv
+
+
+def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
+    from hvd_container.launcher.request import request_from_options
+
+    site, request = request_from_options(
+        "t.py", site="neuron", recipe="gpu-bookworm", ntasks=1, partition="gh200_1",
+        comment="field=ai;appl=pytorch",
+    )  # fmt: skip
+    with pytest.raises(UserError) as info:
+        plan_launch(site, request)
+    assert str(info.value) == (
+        "recipe gpu-bookworm is built for amd64 but partition gh200_1 of site neuron runs arm64: build it with `arch: arm64` in the recipe, or pick a site with amd64 nodes"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"time": "3-0"},
+            r"^--time 3-0: site neuron runs jobs of at most 2-00:00:00: ask for --time 2-00:00:00 or less",
+        ),
+        ({"time": "48:00:01"}, r"^--time 48:00:01: site neuron runs jobs of at most 2-00:00:00"),
+    ],
+)
+def test_a_time_above_the_sites_limit_is_refused(fields: dict[str, Any], message: str) -> None:
+    fails(message, "neuron", image="x.sif", ntasks=8, comment="field=ai;appl=pytorch", **fields)
+    assert plan(
+        "neuron", image="x.sif", ntasks=8, comment="field=ai;appl=pytorch", time="48:00:00"
+    ).argv
 
 
 def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None:
     shared = plan("neuron", image="x.sif", nodes=1, ntasks_per_node=16, gpus_per_node=8,
-                  comment="python")  # fmt: skip
+                  comment="field=ai;appl=pytorch")  # fmt: skip
     assert "--gres=gpu:8" in shared.argv and "--ntasks-per-node=16" in shared.argv
     # a site without GPUs, and -n alone inside an allocation (ranks per node unknown)
     assert plan("local", image="i.sqfs", nodes=1, ntasks_per_node=4).layout.gpus_per_node == 0
@@ -614,13 +748,20 @@ def test_lightning_and_horovod_facts_of_recipes_and_labels() -> None:
 
 
 def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
-    shifter = plan("neuron", image="u/i:t", runtime="shifter", nodes=1, comment="python")
+    shifter = plan(
+        "neuron", image="u/i:t", runtime="shifter", nodes=1, comment="field=ai;appl=pytorch"
+    )
     assert not any(a.startswith("--module") for a in shifter.argv)
     assert warned(shifter) == [
         "runtime shifter: the job asks for 8 GPUs per node but shifter gets no --module=gpu, so the container has no GPU driver or devices; pass --module gpu, or add a shifter runtime with modules: [gpu] to site neuron's profile"
     ]
     fixed = plan(
-        "neuron", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=1, comment="python"
+        "neuron",
+        image="u/i:t",
+        runtime="shifter",
+        modules=["gpu"],
+        nodes=1,
+        comment="field=ai;appl=pytorch",
     )
     # naming modules replaces Shifter's defaults: an MPI launch names mpich again
     assert "--module=gpu,mpich" in fixed.argv and warned(fixed) == []

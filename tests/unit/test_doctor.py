@@ -74,7 +74,9 @@ def test_missing_image_and_unknown_facts() -> None:
     ]
 
 
-@pytest.mark.parametrize("site", ["local", "perlmutter", "neuron", "zih-alpha", "zih-ml"])
+@pytest.mark.parametrize(
+    "site", ["local", "perlmutter", "neuron", "zih-alpha", "zih-capella", "zih-ml"]
+)
 def test_an_image_without_facts_gets_skips_never_a_pass_from_the_checks_that_need_them(
     tmp_path: Path, site: str
 ) -> None:
@@ -82,7 +84,9 @@ def test_an_image_without_facts_gets_skips_never_a_pass_from_the_checks_that_nee
     made_up.write_bytes(b"")  # no SIF, no labels: nothing is known of it
     report = diagnose(
         load_site(site),
-        LaunchRequest(script="doctor", image=str(made_up), nodes=2, comment="pytorch"),
+        LaunchRequest(
+            script="doctor", image=str(made_up), nodes=2, comment="field=ai;appl=pytorch"
+        ),
         ask_machine=False,
     )
     statuses = {r.check: r.status for r in report.checks}

@@ -102,9 +102,11 @@ def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
     missing = doctor_results(no_plugin, image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
     assert missing["nccl-network"].status == "fail"
     assert "shifter gets no nccl module" in missing["nccl-network"].message
-    unforced = doctor_results("neuron", image="x.sif", nodes=2, comment="pytorch")["nccl-network"]
+    unforced = doctor_results("neuron", image="x.sif", nodes=2, comment="field=ai;appl=pytorch")[
+        "nccl-network"
+    ]
     assert unforced.status == "warn" and "sets no NCCL_NET" in unforced.message
-    one_node = doctor_results("neuron", image="x.sif", nodes=1, comment="pytorch")
+    one_node = doctor_results("neuron", image="x.sif", nodes=1, comment="field=ai;appl=pytorch")
     assert one_node["nccl-network"] == Result("nccl-network", "skip", "a single-node launch")
 
 

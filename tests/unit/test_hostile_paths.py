@@ -28,7 +28,7 @@ KINDS = {
 # the command line for each command, given the path
 COMMANDS: dict[str, Callable[[str], list[str]]] = {
     "run --image": lambda p: ["run", "--site", "local", "--image", p, "-n", "1", "--dry-run", "t.py"],
-    "run --image (apptainer)": lambda p: ["run", "--site", "neuron", "--image", p, "-n", "1", "--comment", "pytorch", "--dry-run", "t.py"],
+    "run --image (apptainer)": lambda p: ["run", "--site", "neuron", "--image", p, "-n", "1", "--comment", "field=ai;appl=pytorch", "--dry-run", "t.py"],
     "batch --image": lambda p: ["batch", "--site", "local", "--image", p, "-n", "1", "t.py"],
     "jupyter --image": lambda p: ["jupyter", "--site", "local", "--image", p, "--dry-run"],
     "run --recipe": lambda p: ["run", "--site", "local", "--recipe", p, "--dry-run", "t.py"],

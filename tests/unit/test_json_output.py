@@ -186,7 +186,15 @@ def test_jupyter(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(jupyter, "start", started)
     code, out = run_json(
-        capsys, "jupyter", "--site", "neuron", "--image", "x.sif", "--comment", "python", "--json"
+        capsys,
+        "jupyter",
+        "--site",
+        "neuron",
+        "--image",
+        "x.sif",
+        "--comment",
+        "field=ai;appl=pytorch",
+        "--json",
     )
     record = result("jupyter", out)
     assert code == 0 and record["job_id"] == "42" and record["port"] == 8123

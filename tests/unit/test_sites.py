@@ -18,7 +18,7 @@ from hvd_container.launcher.sites import (
 
 from hvd_container.core.errors import UserError
 
-SHIPPED = ["local", "neuron", "perlmutter", "zih-alpha", "zih-ml"]
+SHIPPED = ["local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
 
 MINIMAL = "name: mysite\nruntime:\n  kind: apptainer\n"
 
@@ -42,7 +42,7 @@ def test_site_facts_from_the_guides() -> None:
     assert perlmutter.scheduler.gpu_request == "gpus-per-node"
     assert perlmutter.scheduler.constraint == "gpu"
     assert perlmutter.mpi == "pmi2"
-    assert perlmutter.runtime.modules == ["gpu", "nccl-2.15"]
+    assert perlmutter.runtime.modules == ["gpu", "nccl-plugin"]
     assert perlmutter.env["SLURM_CPU_BIND"] == "cores"
     assert load_site("zih-ml").arch == "ppc64le"
     assert load_site("zih-alpha").arch == "amd64"
@@ -75,7 +75,7 @@ def test_site_from_path(tmp_path: Path) -> None:
 def test_unknown_site_lists_the_allowed_ones() -> None:
     with pytest.raises(
         UserError,
-        match=r"unknown site 'nope' \(allowed: local, neuron, perlmutter, zih-alpha, zih-ml",
+        match=r"unknown site 'nope' \(allowed: local, neuron, perlmutter, zih-alpha, zih-capella, zih-ml",
     ):
         load_site("nope")
 
@@ -99,7 +99,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
-        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, cpus_per_node, cpus_per_task, time, srun_options, sbatch_options\)",
+        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, cpus_per_node, cpus_per_task, time, max_time, interactive_max_time, srun_options, sbatch_options\)",
     ),
     ("name: mysite\n", r"1: runtime: required key is missing"),
     ("name: mysite\nruntime:\n  flags: []\n", r"2: runtime.kind: required key is missing"),
@@ -146,7 +146,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
-        r"6: scheduler.partitions.small.gpus: unknown key \(allowed: gpus_per_node, cpus_per_node, gpu, arch\)",
+        r"6: scheduler.partitions.small.gpus: unknown key \(allowed: gpus_per_node, cpus_per_node, gpu, arch, max_time\)",
     ),
     (
         MINIMAL + "scheduler:\n  partitions: [a, b]\n",
@@ -180,7 +180,7 @@ INVALID = [
     ),
     (
         "name: mysite\nother_runtimes:\n  - kind: podman-hpc\n    gpus: true\nruntime: {kind: none}\n",
-        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, gpu, flags, python, injects_glibc\)",
+        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, gpu, flags, python, injects_glibc, mpi_module\)",
     ),
     (MINIMAL + "env:\n  1: x\n", r"5: env: key 1: expected a string"),
     (
@@ -339,7 +339,7 @@ def test_env_var_may_be_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_runtime_for_other_kinds() -> None:
     perlmutter = load_site("perlmutter")
     assert perlmutter.runtime_for(None).kind == "shifter"
-    assert perlmutter.runtime_for("podman-hpc").flags == ["--mpi"]
+    assert perlmutter.runtime_for("podman-hpc").mpi_module == "mpi"  # type: ignore[attr-defined]
     assert perlmutter.runtime_for("pyxis").kind == "pyxis"
     with pytest.raises(
         UserError,
@@ -369,7 +369,7 @@ def test_a_user_override_of_a_builtin_acknowledges_warnings_it_cannot_act_on(
     from _launch_helpers import plan_launch
     from hvd_container.launcher.request import LaunchRequest
 
-    request = LaunchRequest(script="t.py", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=2, comment="pytorch")  # fmt: skip
+    request = LaunchRequest(script="t.py", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=2, comment="field=ai;appl=pytorch")  # fmt: skip
     builtin = plan_launch(load_site("neuron"), request)
     noisy = {r.check for r in builtin.results if r.status == "warn"}
     assert {"nccl-interface", "nccl-network"} <= noisy
@@ -397,7 +397,7 @@ def test_only_checks_can_be_acknowledged_and_a_failure_never_is(tmp_path: Path) 
     from hvd_container.launcher.request import LaunchRequest
 
     strict = write(tmp_path / "n.yaml", "extends: neuron\nname: n\nacknowledge: [comment]\n")
-    with pytest.raises(UserError, match=r"^site n requires --comment"):
+    with pytest.raises(UserError, match=r"^site n takes --comment in the form .*, and requires it"):
         plan_launch(load_site(str(strict)), LaunchRequest(script="t.py", image="u/i:t", ntasks=8))
 
 

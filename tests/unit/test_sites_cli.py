@@ -19,7 +19,7 @@ def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:
     assert main(["sites", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line[2:].split()[0] for line in lines[:-1]]
-    assert names == ["local", "mine", "neuron", "perlmutter", "zih-alpha", "zih-ml"]
+    assert names == ["local", "mine", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
     assert lines[0].startswith("* local ")
     assert "pyxis" in lines[1] and "mine.yaml" in lines[1]
     assert "built-in" in lines[2]
@@ -43,7 +43,7 @@ def test_sites_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert first.startswith("# ") and first.endswith("perlmutter.yaml (selected by argument)")
     data = yaml.safe_load(rest)
     assert data["name"] == "perlmutter"
-    assert data["runtime"]["modules"] == ["gpu", "nccl-2.15"]
+    assert data["runtime"]["modules"] == ["gpu", "nccl-plugin"]
     assert data["scheduler"]["gpu_request"] == "gpus-per-node"
 
 
@@ -92,9 +92,85 @@ def test_sites_show_names_the_facts_its_sources_could_not_confirm(
     unconfirmed = [
         line for line in capsys.readouterr().out.splitlines() if line.startswith("# unconfirmed: ")
     ]
-    assert any("nccl-2.15" in line and "https://" in line for line in unconfirmed), unconfirmed
+    assert any("nccl-plugin" in line and "https://" in line for line in unconfirmed), unconfirmed
     site = __import__("hvd_container.launcher.sites", fromlist=["load_site"]).load_site(
         "perlmutter"
     )
     assert all(s.url.startswith("https://") and s.checked for s in site.sources)
     assert len(unconfirmed) == sum(not s.confirmed for s in site.sources) >= 1
+
+
+def test_sites_validate_lists_every_problem_with_its_line(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    isolated: Path,  # noqa: F811
+) -> None:
+    bad = write(
+        tmp_path / "mysite.yaml",
+        "name: other\nruntime: {kind: charliecloud, bogus: 1}\nscheduler:\n  gpus_per_node: -1\n"
+        "  partitions:\n    p1: {gpus_per_node: x, max_time: soon}\n",
+    )
+    assert main(["sites", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"hvd-container: error: {bad}:2: runtime.bogus: unknown key (allowed: kind, gpu, flags, python, injects_glibc)",
+        f"hvd-container: error: {bad}:4: scheduler.gpus_per_node: must be 0 or more (got -1)",
+        f"hvd-container: error: {bad}:6: scheduler.partitions.p1.gpus_per_node: expected an integer (got 'x')",
+        f"hvd-container: error: {bad}:6: scheduler.partitions.p1.max_time: not allowed (allowed: a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS) (got 'soon')",
+        f"hvd-container: error: {bad}:1: name: must equal the file name 'mysite' (got 'other'): rename the file to other.yaml or write name: mysite",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
+)
+def test_every_shipped_profile_validates(
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+    isolated: Path,  # noqa: F811
+) -> None:
+    from hvd_container.launcher.sites import BUILTIN_DIR
+
+    assert main(["sites", "validate", str(BUILTIN_DIR / f"{name}.yaml")]) == 0
+    assert f"site {name} is valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("module", "flag", "cray_mpich"),
+    [("mpi", "--mpi", True), ("cuda-mpi", "--cuda-mpi", True),
+     ("openmpi-pmi2", "--openmpi-pmi2", False), ("openmpi-pmix", "--openmpi-pmix", False)],
+)  # fmt: skip
+def test_a_profile_picks_one_podman_hpc_mpi_module(
+    module: str,
+    flag: str,
+    cray_mpich: bool,
+    tmp_path: Path,
+    isolated: Path,  # noqa: F811
+) -> None:
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import load_site
+
+    path = write(tmp_path / "p.yaml", f"extends: perlmutter\nname: p\nother_runtimes:\n"
+                 f"  - {{kind: podman-hpc, mpi_module: {module}}}\n")  # fmt: skip
+    result = plan_launch(
+        load_site(str(path)),
+        LaunchRequest(script="t.py", image="u/i:t", runtime="podman-hpc", ntasks=8, account="a_g"),
+    )
+    argv = result.argv
+    modules = [a for a in argv if a in ("--mpi", "--cuda-mpi", "--openmpi-pmi2", "--openmpi-pmix")]
+    assert modules == [flag]
+    assert result.launch.runtime.injects_host_mpi(result.launch) is cray_mpich
+
+
+def test_podman_hpc_mpi_modules_are_not_flags(tmp_path: Path, isolated: Path) -> None:  # noqa: F811
+    from hvd_container.launcher.sites import load_site
+
+    from hvd_container.core.errors import UserError
+
+    path = write(tmp_path / "p.yaml", "name: p\nruntime: {kind: podman-hpc, flags: [--cuda-mpi]}\n")
+    with pytest.raises(
+        UserError,
+        match=r"p\.yaml:2: runtime.flags: podman-hpc's MPI modules go in mpi_module \(allowed: mpi, cuda-mpi, openmpi-pmi2, openmpi-pmix\), not flags: write mpi_module: cuda-mpi",
+    ):
+        load_site(str(path))

@@ -1,4 +1,5 @@
-"""CLI commands: `sites list` and `sites show` (site profiles for srun/sbatch lines)."""
+"""CLI commands: `sites list`, `sites show`, `sites validate` and `sites probe` (site profiles
+for srun/sbatch lines)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from hvd_container.cli.completion import complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import warn
 from hvd_container.core.errors import UserError
-from hvd_container.launcher.sites import BUILTIN_DIR, choose_site, list_sites, load_site
+from hvd_container.launcher.sites import (
+    BUILTIN_DIR,
+    choose_site,
+    list_sites,
+    load_site,
+    validate_site_file,
+)
 
 sites_app = typer.Typer(
     name="sites",
@@ -92,6 +99,26 @@ def show_cmd(
     for fact in profile.unconfirmed:
         typer.echo(f"# unconfirmed: {fact}")
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip())
+
+
+@sites_app.command("validate")
+def validate_cmd(
+    path: str = typer.Argument(..., help="A site profile file."),
+    json_output: JsonOpt = False,
+) -> None:
+    """Check a site profile file: every problem at once, each as FILE:LINE: key: problem
+    (allowed: ...); exits 2 when there is one."""
+
+    with json_errors(json_output):
+        site = validate_site_file(path)
+    partitions = len(site.scheduler.partitions)
+    if json_output:
+        emit({"file": path, "name": site.name, "valid": True, "unconfirmed": site.unconfirmed})
+        return
+    typer.echo(
+        f"{path}: site {site.name} is valid ({site.runtime.kind}, {partitions} partitions, "
+        f"{len(site.sources)} sources, {len(site.unconfirmed)} unconfirmed)"
+    )
 
 
 def register(app: typer.Typer) -> None:

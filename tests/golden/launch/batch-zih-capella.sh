@@ -1,0 +1,14 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks=8
+#SBATCH --gres=gpu:4
+#SBATCH --cpus-per-task=14
+#SBATCH --partition=capella
+#SBATCH --time=24:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
+# hvd-container: site zih-capella, runtime apptainer
+
+srun --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=14 apptainer exec --nv hvd.sif python train.py
