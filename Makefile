@@ -66,6 +66,7 @@ services:  ## install and start the local engines: dockerd, registry, Slurm clus
 	bash testbed/charliecloud.sh
 	bash testbed/sif-tools.sh up
 	bash testbed/podman-hpc.sh up
+	bash testbed/lmod.sh up
 
 services-down:  ## stop what `make services` started
 	-bash testbed/slurm.sh down

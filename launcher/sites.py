@@ -131,13 +131,26 @@ SlurmTime = Annotated[Line, Field(pattern=_TIME_PATTERN)]
 
 
 class Source(Strict):
-    """Where a fact of the profile comes from, when it was checked, and whether it could be
-    confirmed (`sites show` names the unconfirmed ones)."""
+    """Where a fact of the profile comes from (a page, or `sites probe` on a login node), when
+    it was checked, and whether it could be confirmed (`sites show` names the unconfirmed)."""
 
     about: Line
-    url: Annotated[str, Field(pattern=_URL_PATTERN)]
+    url: Annotated[str, Field(pattern=_URL_PATTERN)] | None = None
+    probed: Line | None = Field(
+        default=None, description="`sites probe` read it on this host (HOST, DATE)."
+    )
     checked: Annotated[str, Field(pattern=_DATE_PATTERN)]
     confirmed: bool = True
+
+    @model_validator(mode="after")
+    def _says_where(self) -> Source:
+        if (self.url is None) == (self.probed is None):
+            raise ValueError("give either url (a page) or probed (HOST, DATE), one of them")
+        return self
+
+    @property
+    def where(self) -> str:
+        return self.url or f"probed on {self.probed}"
 
 
 _COMMENT_WORD = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
@@ -303,6 +316,12 @@ class Site(Strict):
         "only the usual node-local places, /tmp and the like, are refused for images).",
     )
     modules: list[Line] = Field(default_factory=list)
+    site_modules: list[Line] | None = Field(
+        default=None,
+        description="The environment modules the site offers that matter to containers "
+        "(runtimes, CUDA, NCCL and its plugins, MPI), as `sites probe` lists them; "
+        "`sites probe --diff` watches them. None: not recorded.",
+    )
     env: dict[EnvName, Line] = Field(default_factory=dict)
     binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
     images: Images = Field(default_factory=Images)
@@ -323,7 +342,7 @@ class Site(Strict):
     @property
     def unconfirmed(self) -> list[str]:
         """The facts of the profile its sources could not confirm, one line each."""
-        return [f"{s.about} ({s.url}, {s.checked})" for s in self.sources if not s.confirmed]
+        return [f"{s.about} ({s.where}, {s.checked})" for s in self.sources if not s.confirmed]
 
     def runtime_for(self, kind: str | None) -> RuntimeProfile:
         """The profile's runtime, or the one of that kind (its own settings or the defaults)."""

@@ -19,6 +19,7 @@
 #   HVD_SLURM_NODES   number of nodes (default 2)
 #   HVD_SLURM_CPUS    CPUs each node declares (default 4; config_overrides lets this exceed
 #                     the machine's real core count)
+#   HVD_SLURM_GPUS    GPUs each node declares, by count only (default 2; there are no devices)
 #   HVD_SLURM_NET     first three octets of the private /24 (default 10.213.7)
 #   HVD_SLURM_RUN     run dir: pid files, logs, per-node spool (default /run/hvd-testbed/slurm)
 #   HVD_SLURM_TMPFS   per-node TmpFS parent, under /tmp so containers see it (default /tmp/hvd-slurm)
@@ -28,6 +29,7 @@ set -eu
 
 NODES=${HVD_SLURM_NODES:-2}
 CPUS=${HVD_SLURM_CPUS:-4}
+GPUS=${HVD_SLURM_GPUS:-2}
 NET=${HVD_SLURM_NET:-10.213.7}
 RUN=${HVD_SLURM_RUN:-/run/hvd-testbed/slurm}
 STATE=${HVD_SLURM_STATE:-/var/lib/hvd-testbed/slurm}
@@ -38,6 +40,7 @@ TMPFS=${HVD_SLURM_TMPFS:-/tmp/hvd-slurm}
 BRIDGE=hvdslurm0
 NS_PREFIX=hvdsn
 CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf
 MARK="# managed by hvd-container testbed/slurm.sh"
 CLUSTER=hvdlocal
 
@@ -93,11 +96,16 @@ write_conf() {
         echo "SlurmdLogFile=$RUN/log/slurmd-%n.log"
         # A per-node TmpFS keeps PMIx job directories of different nodes apart.
         echo "TmpFS=$TMPFS/%n"
+        # GPUs by count (gres.conf names empty files, no devices): there are none here, but
+        # jobs can ask for them and `sites probe` reads them, as on a GPU cluster.
+        echo "GresTypes=gpu"
         i=1
         while [ "$i" -le "$NODES" ]; do
-            echo "NodeName=node$i NodeAddr=$NET.$((10 + i)) NodeHostname=node$i CPUs=$CPUS State=UNKNOWN"
+            echo "NodeName=node$i NodeAddr=$NET.$((10 + i)) NodeHostname=node$i CPUs=$CPUS Gres=gpu:$GPUS State=UNKNOWN"
             i=$((i + 1))
         done
+        # two partitions, as sites have them: a short one with its own time limit
+        echo "PartitionName=gpu Nodes=node[1-$NODES] MaxTime=1:00:00 State=UP"
         echo "PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
     } >"$tmp" 2>/dev/null || true
     # Callers test this function (`write_conf && ...`), which switches `set -e` off inside it:
@@ -108,7 +116,21 @@ write_conf() {
         die "cannot write $CONF (is the disk full? df -h $(dirname "$CONF"))"
     fi
     chmod 644 "$tmp"
-    if [ -f "$CONF" ] && cmp -s "$tmp" "$CONF"; then
+    # gres.conf: Slurm ignores a GPU without File= ("file-less GPU", the node goes INVAL), so
+    # each names an empty regular file; no device is behind it, and jobs get no GPU
+    gres_changed=0
+    mkdir -p "$RUN/gpus"
+    i=0
+    while [ "$i" -lt "$GPUS" ]; do
+        : >"$RUN/gpus/nvidia$i"
+        i=$((i + 1))
+    done
+    gres_line="NodeName=node[1-$NODES] Name=gpu File=$RUN/gpus/nvidia[0-$((GPUS - 1))]"
+    if [ "$(tail -n 1 "$GRES_CONF" 2>/dev/null)" != "$gres_line" ]; then
+        printf '%s\n%s\n' "$MARK" "$gres_line" >"$GRES_CONF.tmp" && mv "$GRES_CONF.tmp" "$GRES_CONF"
+        gres_changed=1
+    fi
+    if [ -f "$CONF" ] && cmp -s "$tmp" "$CONF" && [ "$gres_changed" = 0 ]; then
         rm -f "$tmp"
         return 1 # unchanged
     fi
@@ -255,7 +277,7 @@ cmd_up() {
         i=$((i + 1))
     done
     wait_nodes
-    log "up: $NODES nodes (node1..node$NODES), partition debug; logs in $RUN/log"
+    log "up: $NODES nodes (node1..node$NODES), $GPUS GPUs each (by count), partitions debug and gpu; logs in $RUN/log"
 }
 
 kill_pidfile() { # $1 = pid file, $2 = program name: stops it only if the pid is still that program

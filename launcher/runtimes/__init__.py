@@ -105,6 +105,16 @@ class Runtime:
     image_files: ClassVar[bool] = False  # True: an image may be a file here (a SIF)
     accepts_modules: ClassVar[bool] = False  # --module (Shifter's)
     gpu_flag: ClassVar[str] = ""  # the option that gives the container the GPUs, if any
+    # how `sites probe` finds it on a login node: its program on PATH (kind -> program), or an
+    # option of `srun --help` (Pyxis); a new profile takes the found one of lowest rank
+    programs: ClassVar[dict[str, str]] = {}
+    srun_option: ClassVar[str | None] = None
+    probe_rank: ClassVar[int] = 99
+
+    @classmethod
+    def probed_entry(cls, kind: str, gpu: bool) -> dict[str, Any]:
+        """The profile entry `sites probe` writes for this runtime found on a site."""
+        return {"kind": kind, "gpu": gpu}
 
     def __init__(self, profile: RuntimeProfile) -> None:
         self.profile = profile
@@ -201,6 +211,16 @@ def _classes() -> dict[str, type[Runtime]]:
 def kinds() -> list[str]:
     """Every runtime kind a site profile or --runtime may name."""
     return list(_classes())
+
+
+def findable() -> list[tuple[str, type[Runtime]]]:
+    """(kind, class) of the runtimes `sites probe` can find, in the order a profile prefers."""
+    found = [
+        (kind, cls)
+        for kind, cls in _classes().items()
+        if kind in cls.programs or cls.srun_option is not None
+    ]
+    return sorted(found, key=lambda item: item[1].probe_rank)
 
 
 def profiles() -> tuple[type[RuntimeProfile], ...]:

@@ -38,6 +38,8 @@ class ApptainerProfile(RuntimeProfile):
 
 class Apptainer(Runtime):
     kinds = ("apptainer", "singularity")
+    programs = {"apptainer": "apptainer", "singularity": "singularity"}
+    probe_rank = 1
     profile_model = ApptainerProfile
     gpu_flag = "--nv"
     image_files = True

@@ -34,7 +34,7 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from hvd_container.containers.sif.environment import image_env
 from hvd_container.containers.sif.format import has_sif_magic
@@ -62,6 +62,14 @@ class CharliecloudProfile(RuntimeProfile):
 
 class Charliecloud(Runtime):
     kinds = ("charliecloud",)
+    programs = {"charliecloud": "ch-run"}
+    probe_rank = 3
+
+    @classmethod
+    def probed_entry(cls, kind: str, gpu: bool) -> dict[str, Any]:
+        # ch-run passes the host's PATH: the python of hvd-container's images, by its path
+        return {"kind": kind, "gpu": gpu, "python": "/opt/venv/bin/python"}
+
     profile_model = CharliecloudProfile
     image_files = True
 

@@ -68,6 +68,8 @@ class PodmanHpcProfile(RuntimeProfile):
 
 class PodmanHpc(Runtime):
     kinds = ("podman-hpc",)
+    programs = {"podman-hpc": "podman-hpc"}
+    probe_rank = 4
     profile_model = PodmanHpcProfile
     profile: PodmanHpcProfile
     gpu_flag = "--gpu"

@@ -26,6 +26,8 @@ class PyxisProfile(RuntimeProfile):
 
 class Pyxis(Runtime):
     kinds = ("pyxis",)
+    srun_option = "--container-image"  # Pyxis is a plugin of srun
+    probe_rank = 5
     profile_model = PyxisProfile
 
     def image_ref(self, ref: str) -> str:

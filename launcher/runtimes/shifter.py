@@ -53,6 +53,8 @@ class ShifterProfile(RuntimeProfile):
 
 class Shifter(Runtime):
     kinds = ("shifter",)
+    programs = {"shifter": "shifter"}
+    probe_rank = 2
     profile_model = ShifterProfile
     accepts_modules = True
     profile: ShifterProfile

@@ -204,6 +204,8 @@ def _readme_shell_lines(tmp_path: Path) -> list[str]:
 
 
 def _runs_without_engines(argv: list[str]) -> bool:
+    if argv[1:3] in (["sites", "probe"], ["sites", "validate"]):
+        return False  # the site's Slurm, and the file the probe wrote there
     if "--dry-run" in argv or argv[1] in ("render", "recipes", "sites"):
         return True
     return argv[1] == "batch" and ("-o" in argv or "--output" in argv)

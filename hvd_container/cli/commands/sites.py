@@ -121,6 +121,57 @@ def validate_cmd(
     )
 
 
+@sites_app.command("probe")
+def probe_cmd(
+    output: str = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Write the probed profile here (NAME.yaml: NAME is the site's).",
+    ),
+    diff: str = typer.Option(
+        None,
+        "--diff",
+        help="Compare the site with this profile (a name or a path): one line per drifted fact, exit 1 on drift.",
+        autocompletion=complete_site,
+    ),  # fmt: skip
+    nodes: bool = typer.Option(
+        False, "--nodes", help="Also run one short job: the nodes' uname -m and nvidia-smi."
+    ),
+    timeout: float = typer.Option(
+        20.0, "--timeout", min=1.0, help="Seconds each command the probe runs may take."
+    ),
+) -> None:
+    """Read the site from this login node (partitions, GPUs, architecture, time limits, MPI
+    plugins, container runtimes, modules) without root or a job: print it as a profile, write
+    it (-o), or compare it with a profile (--diff)."""
+
+    from hvd_container.launcher import probe  # the probe's commands only here: ~5 ms
+
+    if output and diff:
+        raise UserError("-o and --diff exclude each other: write a new profile, or compare one")
+    profile = load_site(diff) if diff else None  # a profile that does not load: said first
+    found = probe.probe(nodes=nodes, timeout=timeout)
+    for line in found.unread:
+        warn([f"probe: could not read {line}"])
+    if profile is not None:
+        drifted = probe.drift(profile, found)
+        for line in drifted:
+            typer.echo(line)
+        if drifted:
+            raise typer.Exit(1)
+        typer.echo(f"site {profile.name}: no drift ({profile.source})")
+        return
+    if output:
+        site = probe.write_profile(found, output)
+        typer.echo(
+            f"wrote {output}: site {site.name}, {len(site.scheduler.partitions)} partitions, "
+            f"runtime {site.runtime.kind} (check the TODO lines)"
+        )
+        return
+    typer.echo(probe.profile_text(found, "probed"), nl=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
     app.add_typer(sites_app)

@@ -1,0 +1,98 @@
+"""The pure parts of `sites probe`: reading Slurm's records, writing a profile, drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _launch_helpers import isolated, write  # noqa: F401
+from hvd_container.launcher import probe
+from hvd_container.launcher.sites import load_site, validate_site_file
+
+
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:2", (2, None)),
+        ("gpu:a100:4(S:0-1)", (4, "a100")),
+        ("nic:1,gpu:h200:8", (8, "h200")),
+        ("(null)", (0, None)),
+        ("", (0, None)),
+    ],
+)
+def test_gpus_per_node_and_type_from_a_nodes_gres(
+    gres: str, expected: tuple[int, str | None]
+) -> None:
+    assert probe._gpus(gres) == expected
+
+
+def _found(**partitions: probe.PartitionFacts) -> probe.SiteProbe:
+    return probe.SiteProbe(
+        host="login1", date="2026-11-25", cluster="c", default_partition="debug",
+        partitions=partitions, mpi_plugins=["none", "pmi2", "pmix"], mpi_default="none",
+        runtimes={"charliecloud": "0.31", "podman-hpc": "found"}, modules=["cuda/13.0", "nccl-plugin", "singularity/4.3.4"],
+    )  # fmt: skip
+
+
+TESTBED = {
+    "debug": probe.PartitionFacts(2, None, "amd64", 4, None),
+    "gpu": probe.PartitionFacts(2, None, "amd64", 4, "01:00:00"),
+}
+
+
+def test_the_local_profile_has_no_drift_from_the_testbed_it_describes() -> None:
+    assert probe.drift(load_site("local"), _found(**TESTBED)) == []
+
+
+def test_every_drifted_fact_is_one_line() -> None:
+    found = _found(
+        debug=probe.PartitionFacts(4, "h100", "arm64", 4, None),
+        gpu=probe.PartitionFacts(2, None, "amd64", 4, "02:00:00"),
+    )
+    found.modules = ["cuda/13.0", "singularity/4.3.4"]
+    found.mpi_plugins = ["none", "pmi2"]
+    assert probe.drift(load_site("local"), found) == [
+        "scheduler.partitions.debug.gpus_per_node: 2 → 4",
+        f"scheduler.partitions.debug.arch: {load_site('local').arch} → arm64",
+        "scheduler.partitions.gpu.max_time: 1:00:00 → 02:00:00",
+        "mpi: pmix → not among srun's plugins (none, pmi2)",
+        "site_modules: nccl-plugin → (absent)",
+    ]
+
+
+def test_a_probed_profile_validates_and_names_its_sources(tmp_path: Path, isolated: Path) -> None:  # noqa: F811
+    site = probe.write_profile(_found(**TESTBED), str(tmp_path / "mysite.yaml"))
+    assert site.name == "mysite" and site.scheduler.partition == "debug"
+    assert site.runtime.kind == "charliecloud" and site.mpi == "none"
+    assert site.scheduler.gpu_request == "gres" and site.gpus_per_node("gpu") == 2
+    assert {s.probed for s in site.sources} == {"login1, 2026-11-25"}
+    assert validate_site_file(tmp_path / "mysite.yaml").name == "mysite"
+    text = (tmp_path / "mysite.yaml").read_text()
+    assert "# TODO: shared_paths" in text
+
+
+def test_odd_values_from_the_site_stay_in_their_place_or_leave_no_file(
+    tmp_path: Path,
+    isolated: Path,  # noqa: F811
+) -> None:
+    found = _found(**{"weird: name\n#": probe.PartitionFacts(1, "x\ny", "amd64", 4, None)})
+    found.default_partition = "weird: name\n#"
+    target = tmp_path / "odd.yaml"
+    with pytest.raises(Exception, match=r"odd\.yaml"):
+        probe.write_profile(found, str(target))
+    assert not target.exists()  # refused by validate: nothing written
+
+
+def test_the_output_name_is_the_sites_name(tmp_path: Path, isolated: Path) -> None:  # noqa: F811
+    from hvd_container.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"-o .*My Site\.yaml: the file's name is the site's name"):
+        probe.write_profile(_found(**TESTBED), str(tmp_path / "My Site.yaml"))
+
+
+def test_a_command_that_does_not_answer_is_said_not_guessed(tmp_path: Path) -> None:
+    slow = write(tmp_path / "slow", "#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    unread: list[str] = []
+    assert probe._run([str(slow)], 0.5, unread) is None
+    assert unread == [f"{slow}: no answer within 0.5 s"]
