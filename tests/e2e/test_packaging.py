@@ -114,7 +114,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     )
     line = cli("run", "--site", "neuron", "--image", "x.sif", "--comment", "field=ai;appl=pytorch", "-n", "8",
                "--dry-run", "t.py")  # fmt: skip
-    assert line == "srun --kill-on-bad-exit=1 --partition=amd_a100nv_8 --comment=pytorch -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
+    assert line == "srun --kill-on-bad-exit=1 --partition=amd_a100nv_8 '--comment=field=ai;appl=pytorch' -N 1 -n 8 --gres=gpu:8 --cpus-per-task=4 singularity run --nv x.sif python t.py\n"  # fmt: skip
     assert "--ntasks-per-node" in cli("run", "--help")
     assert cli("--version").startswith("hvd-container ")
 
