@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,30 @@ def testbed(script: str, *args: str) -> None:
     )
     if proc.returncode != 0:
         pytest.fail(f"testbed/{script} {' '.join(args)} failed: {proc.stderr.strip()[-2000:]}")
+
+
+def started(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.Popen[str]:
+    """The real CLI started as a user would, outside any Slurm allocation, its output piped:
+    for a test that does something to it (or to an engine) while it runs."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "hvd_container", *args],
+        cwd=cwd, env={**base, "PYTHONPATH": str(ROOT), **(env or {})}, text=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """A started CLI that a failed assertion must not leave running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def hvd(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_fixtures import CPU_RECIPE, ROOT, hvd, with_cpu_lock
+from build_fixtures import CPU_RECIPE, ROOT, hvd, reaped, started, with_cpu_lock
 
 pytestmark = pytest.mark.e2e
 
@@ -140,12 +140,8 @@ def test_a_dockerd_restart_mid_build_is_one_line_naming_the_fix(
 ) -> None:
     marker = f"sleep 419 && echo {uuid.uuid4().hex[:12]}"  # a step no cache can hold
     recipe = child_recipe(tmp_path, "hvd-test-restart", [marker])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hvd_container", "build", str(recipe), "--progress", "plain"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
+    with reaped(started("build", str(recipe), "--progress", "plain")) as proc:
+        assert proc.stdout is not None
         for line in proc.stdout:
             if f"RUN {marker}" in line:
                 break
@@ -155,10 +151,6 @@ def test_a_dockerd_restart_mid_build_is_one_line_naming_the_fix(
                                   capture_output=True, text=True)  # fmt: skip
             assert done.returncode == 0, done.stderr
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -184,23 +176,15 @@ def test_a_registry_that_stops_mid_push_is_one_line_and_the_next_push_completes(
         pass
     registry = ROOT / "testbed" / "registry.sh"
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hvd_container", "push", tag, "--registry", local_registry,
-             "--progress", "plain"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        )  # fmt: skip
-        assert proc.stdout is not None
-        try:
+        push = started("push", tag, "--registry", local_registry, "--progress", "plain")
+        with reaped(push) as proc:
+            assert proc.stdout is not None
             for line in proc.stdout:
                 if " of " in line and "MB" in line:  # bytes are going out
                     break
             stopped = subprocess.run(["sh", str(registry), "down"], capture_output=True)
             assert stopped.returncode == 0
             _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
         assert proc.returncode == 1
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(

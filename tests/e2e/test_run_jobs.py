@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.build_fixtures import started
 from tests.e2e.sif_fixtures import ROOT
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -225,14 +226,9 @@ def test_interrupt_cancels_the_job(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
-         str(shell_dir_image), "-N", "1", "--ntasks-per-node", "1", "sh", "-c",
-         "echo started; sleep 300"],
-        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+    proc = started(
+        "run", "--site", "local", "--image", str(shell_dir_image), "-N", "1",
+        "--ntasks-per-node", "1", "sh", "-c", "echo started; sleep 300", cwd=job_dir,
     )  # fmt: skip
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
@@ -258,24 +254,20 @@ def test_a_node_that_goes_down_ends_the_job_as_node_fail_and_is_named(
     """node2 goes away mid-job as a crashed machine does (its slurmd, slurmstepd and tasks
     SIGKILLed): the job ends NODE_FAIL rather than being requeued to start again, `run` says
     which node and exits non-zero, and `jobs` names the node."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
-         str(shell_dir_image), "-N", "2", "--ntasks-per-node", "1", "sh", "-c",
-         'echo "started on $SLURMD_NODENAME"; sleep 300'],
-        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+    proc = started(
+        "run", "--site", "local", "--image", str(shell_dir_image), "-N", "2",
+        "--ntasks-per-node", "1", "sh", "-c", 'echo "started on $SLURMD_NODENAME"; sleep 300',
+        cwd=job_dir,
     )  # fmt: skip
     assert proc.stdout is not None
     try:
-        started: set[str] = set()
+        running: set[str] = set()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(started) < 2:
+        while time.monotonic() < deadline and len(running) < 2:
             line = proc.stdout.readline()
             if line.startswith("started on "):
-                started.add(line.split()[-1])
-        assert started == {"node1", "node2"}, started
+                running.add(line.split()[-1])
+        assert running == {"node1", "node2"}, running
         crash = subprocess.run(
             ["sh", str(ROOT / "testbed" / "slurm.sh"), "crash", "node2"],
             capture_output=True, text=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.build_fixtures import reaped, started
 from tests.e2e.sif_fixtures import ROOT
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -136,35 +137,22 @@ def test_a_killed_training_resumes_from_its_last_whole_checkpoint(
     """Killed in its third epoch while that epoch's checkpoint is half-written (the example's
     fault drill holds the write open), the job leaves epoch 2's checkpoint whole; the same
     command again resumes after epoch 2 and trains on from there."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     checkpoint = job_dir / "ckpt" / "model.pt"
     launch = ["run", "--site", "local", "--image", str(cpu_sif), "-N", "2",
               "--ntasks-per-node", "1"]  # fmt: skip
     train = [str(EXAMPLE), "--epochs", "5", "--checkpoint", str(checkpoint)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hvd_container", *launch,
-         "-e", "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT=3", *train],
-        cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
     first: list[str] = []
-    try:
+    with reaped(started(*launch, "-e", "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT=3", *train,
+                        cwd=job_dir)) as proc:  # fmt: skip
+        assert proc.stdout is not None
         while not any("drill: checkpoint of epoch 3 half-written" in line for line in first):
             line = proc.stdout.readline()
             assert line, "".join(first) + (proc.stderr.read() if proc.stderr else "")
             first.append(line)
         proc.send_signal(signal.SIGTERM)  # run cancels the job: its ranks are killed
         _out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 143, err
     assert list(checkpoint.parent.glob("model.pt.tmp-*")), "the drill left no half-written file"
     before = _losses("".join(first), 0)
