@@ -1,6 +1,7 @@
 """Launch overhead of `hvd-container run` on the local 2-node Slurm cluster.
 
-Prints, for the same 2-rank Horovod job (examples/pytorch_synthetic.py, one rank per node):
+Prints, for the same 2-rank Horovod job (examples/pytorch_synthetic.py, one rank per node), and
+for the same 2-rank torch.distributed DDP job (examples/ddp_synthetic.py, `--controller torch`):
   - the training step time in the container (`hvd-container run`, ch-run from the SIF)
     against the same script on the host, like with like: the host virtualenv is the image's
     /opt/venv copied onto the host (the same torch build and the BLAS inside it, the host's
@@ -39,10 +40,12 @@ from _cluster import (  # bench/: the script's folder, on sys.path
 )
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+DDP_EXAMPLE = ROOT / "examples" / "ddp_synthetic.py"
 CHECKPOINT = "checkpoint.pt"  # the example's default, in the run's directory
 TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
 STEP = re.compile(
-    r"^\[rank 0\] done: (\d+) steps, mean step time [0-9.]+ ms, median ([0-9.]+) ms", re.M
+    r"^\[rank 0\] done: (\d+) steps, (?:mean step time [0-9.]+ ms, median|median step time) ([0-9.]+) ms",
+    re.M,
 )
 MIN_STEPS = 20
 # the same on both sides (the example sets torch's intra-op threads from the CPU count)
@@ -143,11 +146,17 @@ def main() -> int:
     bare = [*launch, "--runtime", "none"]  # the same srun line, python from the host venv
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         cwd = Path(tmp)
-        container, host = [], []
+        container, host, ddp_container, ddp_host = [], [], [], []
+        ddp = ["--controller", "torch"]
         for i in range(opts.repeat):
-            sides = [(container, run, env), (host, bare, host_env)]
-            for figures, argv, side_env in sides if i % 2 == 0 else sides[::-1]:
-                figures.append(step_ms([*alloc, *argv, str(EXAMPLE), *TRAIN_ARGS], side_env, cwd))
+            sides = [
+                (container, run, env, [str(EXAMPLE)]),
+                (host, bare, host_env, [str(EXAMPLE)]),
+                (ddp_container, [*run, *ddp], env, [str(DDP_EXAMPLE)]),
+                (ddp_host, [*bare, *ddp], host_env, [str(DDP_EXAMPLE)]),
+            ]
+            for figures, argv, side_env, script in sides if i % 2 == 0 else sides[::-1]:
+                figures.append(step_ms([*alloc, *argv, *script, *TRAIN_ARGS], side_env, cwd))
         short = [str(EXAMPLE), "--epochs", "1", "--samples", "256"]
         inside = [first_line_seconds([*alloc, *run, *short], env, cwd) for _ in range(opts.repeat)]
         outside = [first_line_seconds([*run, *short], env, cwd) for _ in range(opts.repeat)]
@@ -161,13 +170,21 @@ def main() -> int:
     print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in host)} ms")
     verdict = "ok" if ratio <= opts.max_ratio else "OVER TARGET"
     print(f"container/host: {ratio:.3f} (target <= {opts.max_ratio}) {verdict}")
+    dc, dh = statistics.median(ddp_container), statistics.median(ddp_host)
+    ddp_ratio = dc / dh
+    print(f"DDP step time, container (--controller torch, ch-run): {dc:.3f} ms")
+    print(f"DDP step time, host virtualenv (--runtime none):      {dh:.3f} ms")
+    print(f"  runs, container: {', '.join(f'{x:.2f}' for x in ddp_container)} ms")
+    print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in ddp_host)} ms")
+    ddp_verdict = "ok" if ddp_ratio <= opts.max_ratio else "OVER TARGET"
+    print(f"DDP container/host: {ddp_ratio:.3f} (target <= {opts.max_ratio}) {ddp_verdict}")
     print(
         f"run -> first rank's first line, inside an allocation: {statistics.median(inside):.2f} s"
     )
     print(
         f"run -> first rank's first line, submitted with sbatch: {statistics.median(outside):.2f} s"
     )
-    return 0 if ratio <= opts.max_ratio else 1
+    return 0 if max(ratio, ddp_ratio) <= opts.max_ratio else 1
 
 
 if __name__ == "__main__":

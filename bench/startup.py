@@ -5,7 +5,9 @@ turns, so drift in the machine's load hits both alike):
   - unpacked: the image unpacked once into the cache (launcher/charliecloud.py), warm;
   - mounted: the SIF's root filesystem mounted with squashfuse at the partition's offset, no
     unpack at all (the directory is given to `run --image`).
-Each rank prints the wall-clock time its Python started and the time `hvd.init()` returned;
+and, from the unpacked copy, the same start-up with torch.distributed (`--controller torch`,
+`init_process_group()` over gloo) next to Horovod's `hvd.init()`.
+Each rank prints the wall-clock time its Python started and the time its init returned;
 the figures are the last rank's, minus the moment `hvd-container run` was started (a batch job
 submitted and followed, as a user runs it). The local cluster is restarted with each node
 count (testbed/slurm.sh up --nodes N) and left at 2 nodes. Usage:
@@ -43,6 +45,15 @@ import torch, horovod.torch as hvd
 hvd.init()
 print(f"STARTUP {hvd.rank()} {socket.gethostname()} {started:.3f} {time.time():.3f}", flush=True)
 """
+# the same for torch.distributed (--controller torch): init_process_group() over gloo
+FIRST_TORCH = """\
+import time
+started = time.time()
+import os, socket
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+print(f"STARTUP {dist.get_rank()} {socket.gethostname()} {started:.3f} {time.time():.3f}", flush=True)
+"""
 LINE = re.compile(r"^STARTUP (\d+) (\S+) ([0-9.]+) ([0-9.]+)$", re.M)
 
 
@@ -64,10 +75,14 @@ def mounted(sif: Path) -> Iterator[Path]:
             where.rmdir()
 
 
-def one_launch(image: Path, nodes: int, script: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(seconds to the last rank's start, seconds to the last rank's hvd.init()) of one run."""
+def one_launch(
+    image: Path, nodes: int, script: Path, env: dict[str, str], controller: str = "mpi"
+) -> tuple[float, float]:
+    """(seconds to the last rank's start, seconds to the last rank's hvd.init() or
+    init_process_group()) of one run."""
     argv = [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
-            str(image), "-N", str(nodes), "--ntasks-per-node", "1", script.name]  # fmt: skip
+            str(image), "-N", str(nodes), "--ntasks-per-node", "1", "--controller", controller,
+            script.name]  # fmt: skip
     started = time.time()
     done = subprocess.run(
         argv, env=env, cwd=script.parent, capture_output=True, text=True, timeout=900
@@ -94,6 +109,8 @@ def main() -> int:
     # and a read-only squashfuse mount cannot get a new bind destination.
     script = Path("/tmp") / f"hvd-startup-{os.getpid()}.py"
     script.write_text(FIRST)
+    torch_script = Path("/tmp") / f"hvd-startup-torch-{os.getpid()}.py"
+    torch_script.write_text(FIRST_TORCH)
     figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
     try:
         sys.path.insert(0, str(ROOT))
@@ -104,16 +121,22 @@ def main() -> int:
             for nodes in opts.nodes:
                 sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up", "--nodes", str(nodes))
                 for _ in range(opts.repeat):
-                    for mode, image in (("unpacked", sif), ("mounted", mnt)):
-                        got = one_launch(image, nodes, script, env)
+                    for mode, image, first, controller in (
+                        ("unpacked", sif, script, "mpi"),
+                        ("mounted", mnt, script, "mpi"),
+                        ("torch", sif, torch_script, "torch"),  # unpacked, init_process_group
+                    ):
+                        got = one_launch(image, nodes, first, env, controller)
                         figures.setdefault((nodes, mode), []).append(got)
     finally:
         script.unlink(missing_ok=True)
+        torch_script.unlink(missing_ok=True)
         sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")
     print(
         f"median of {opts.repeat} runs; seconds from `hvd-container run` (sbatch) to the last rank's"
     )
-    print(f"{'nodes':>5}  {'mode':<9} {'python started':>15} {'hvd.init() done':>16}")
+    print(f"{'nodes':>5}  {'mode':<9} {'python started':>15} {'init done':>16}")
+    print("(init: hvd.init() for unpacked and mounted, init_process_group() for torch)")
     for (nodes, mode), runs in sorted(
         figures.items(), key=lambda kv: (kv[0][0], kv[0][1] != "unpacked")
     ):

@@ -363,6 +363,11 @@ class Recipe(Strict):
     pytorch: PyTorch | None = None
     lightning: Lightning | None = None
     horovod: Horovod | None = None
+    controller: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] | None = Field(
+        default=None,
+        description="How the image's scripts find their peers (mpi, gloo, lightning, torch, "
+        "torchrun): `run --recipe` uses it unless --controller names another.",
+    )
     apt: list[AptPackage] = Field(default_factory=list)
     pip: list[PipRequirement] = Field(default_factory=list)
     env: dict[EnvName, EnvValue] = Field(

@@ -245,6 +245,10 @@ def verify_image(
     elif facts is not None and result.versions:
         result.problems += compare_labelled_versions(facts, result.versions)
 
+    if recipe is not None and recipe.horovod is None and recipe.pytorch is not None:
+        result.problems += torch_distributed_problems(recipe, result.versions)
+        result.checks_run.append("torch.distributed backends")
+
     frameworks: Iterable[str]
     if recipe is not None and recipe.horovod is not None:
         frameworks = recipe.horovod.frameworks
@@ -269,6 +273,23 @@ def verify_image(
         if code != 0:
             result.problems.append(f"check `{check}` failed (exit {code}): {_last(out)}")
     return result
+
+
+def torch_distributed_problems(recipe: Recipe, versions: Mapping[str, str]) -> list[str]:
+    """An image without Horovod trains with torch.distributed: gloo for CPU ranks, and NCCL
+    where the recipe has CUDA (is_gloo_available(), is_nccl_available() in the image)."""
+    found = versions.get("torch.distributed")
+    if found is None:
+        return [
+            "torch.distributed is not available in the image (torch.distributed.is_available() is False, or torch did not import)"
+        ]
+    have = set(found.split(",")) - {""}
+    wanted = ["gloo"] + (["nccl"] if recipe.gpu else [])
+    return [
+        f"torch.distributed has no {name} backend (is_{name}_available() is False; it has {', '.join(sorted(have)) or 'none'})"
+        for name in wanted
+        if name not in have
+    ]
 
 
 def _has_facts(labels: Mapping[str, str]) -> bool:

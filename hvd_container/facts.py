@@ -54,6 +54,7 @@ class ImageFacts:
     horovod: bool | None = None  # Horovod installed
     torch: bool | None = None  # PyTorch installed
     torch_backends: tuple[str, ...] | None = None  # torch.distributed's: gloo, nccl, mpi
+    controller: str | None = None  # the controller the recipe says its scripts use
 
     def known(self) -> dict[str, str]:
         """The facts that are known, as short text (doctor's summary line)."""
@@ -214,6 +215,7 @@ def facts_from_recipe(recipe: Any) -> ImageFacts:
         lightning=recipe.lightning is not None or bool(pip & {"lightning", "pytorch-lightning"}),
         horovod=recipe.horovod is not None or "horovod" in pip,
         torch=recipe.pytorch is not None or "torch" in pip,
+        controller=recipe.controller,
     )
 
 

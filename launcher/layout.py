@@ -31,6 +31,7 @@ class Layout:
     gpu_bind_none: bool
     job_name: str | None
     crowded: str | None = None  # why more ranks than GPUs share a node, with the fix
+    processes_per_node: int | None = None  # ranks a node's one task starts (torchrun)
 
     @property
     def ranks(self) -> int:
@@ -57,6 +58,8 @@ def resolve_layout(
         nodes = math.ceil(n / site_gpus)
         tasks_on_node = math.ceil(n / nodes)
 
+    # the processes that use a node's GPUs: its tasks, or the ranks its one task starts
+    users = shape.processes_per_node or tasks_on_node
     gpu_bind_none = False
     crowded = None
     if request.gpus_per_task is not None:
@@ -66,7 +69,7 @@ def resolve_layout(
     elif request.gpus_per_node is not None:
         gpus = request.gpus_per_node
     else:
-        gpus = min(site_gpus, tasks_on_node)
+        gpus = min(site_gpus, users)
     if site.scheduler.gpu_request == "none" or site_gpus == 0:
         if request.gpus_per_node or request.gpus_per_task:
             raise UserError(
@@ -80,7 +83,7 @@ def resolve_layout(
     elif request.gpus_per_node is None and (per_node is not None or nodes is not None):
         # like CPUs: more ranks than GPUs on a node is refused (set_device(local_rank) fails);
         # an explicit --gpus-per-node is the way to share GPUs on purpose
-        crowded = _too_many_ranks(site, partition, site_gpus, tasks_on_node, n, nodes, per_node)
+        crowded = _too_many_ranks(site, partition, site_gpus, users, n, nodes, per_node)
     info = site.scheduler.partition_info(partition)
     node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
     cpus = request.cpus_per_task or (
@@ -91,7 +94,9 @@ def resolve_layout(
         raise UserError(
             f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
         )
-    return Layout(nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded)
+    return Layout(
+        nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded, shape.processes_per_node
+    )
 
 
 def _where(site: Site, partition: str | None) -> str:

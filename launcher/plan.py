@@ -97,7 +97,7 @@ def plan(
         facts = launch_facts(request, image, runtime, ask_docker=not dry_run or keep_going)
     except UserError as exc:  # not an image (a broken SIF): the image check says so
         facts, unreadable = request.facts, str(exc)
-    controller = controllers.choose(request, facts)
+    controller = controllers.choose(request, facts, site)
     layout = resolve_layout(site, request, controller, partition)
     mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
     launch = Launch(
@@ -136,7 +136,7 @@ def plan(
         modules=runtime.modules(launch),
         binds=_binds(site, request, prepared.binds),
         workdir=prepared.workdir or request.workdir,
-        env_names=list(env),
+        env_names=[*env, *(n for n in controller.task_env if n not in env)],
     )
     wrapped = runtime.wrap(invocation)
 
@@ -148,13 +148,13 @@ def plan(
     tasks = ([f"--job-name={layout.job_name}"] if layout.job_name else []) + layout_options(layout)
     gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
     bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
-    container = [*wrapped.srun_flags, *wrapped.argv]
+    container = [*wrapped.srun_flags, *controller.wrap_task(launch, wrapped.argv)]
     # inside an allocation the step inherits GPUs unless they were asked for; CPUs it does not:
     # srun no longer reads SLURM_CPUS_PER_TASK (Slurm 22.05), so every step says its -c
     cpus = request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
-    step = [*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container]
+    step = controller.wrap_step([*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container])
     done = dict(
         launch=launch, image=invocation.image, env=env, results=results, notes=prepared.notes
     )
@@ -162,7 +162,9 @@ def plan(
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
     resources = allocation_options(site, request, controller.application(facts))
-    argv = [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
+    argv = controller.wrap_step(
+        [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
+    )
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [f"--job-name={job_name}"]
     for flag, value in (

@@ -306,6 +306,10 @@ class Site(Strict):
     )
     scheduler: Scheduler = Field(default_factory=Scheduler)
     mpi: MpiPlugin | None = None
+    controller: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] | None = Field(
+        default=None,
+        description="The controller launches on this site use unless the recipe or --controller names another (mpi, gloo, lightning, torch, torchrun).",
+    )
     gpu_driver: Annotated[str, Field(pattern=_DRIVER_PATTERN)] | None = Field(
         default=None,
         description="The GPU nodes' NVIDIA driver: an image's CUDA must be one it runs.",

@@ -136,6 +136,8 @@ _JOB_ROW = _record(
         "elapsed": _STR,
         "nodes": _STR,
         "reason": _STR,
+        # NODE_FAIL: the job's nodes Slurm counts down now
+        "down_nodes": {"type": "array", "items": _STR},
     }
 )
 

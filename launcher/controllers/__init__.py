@@ -36,6 +36,7 @@ class Shape:
     nodes: int | None
     ntasks_per_node: int | None
     job_name: str | None
+    processes_per_node: int | None = None  # ranks a node's task starts itself (torchrun)
 
 
 def program_path(script: str) -> str:
@@ -57,6 +58,7 @@ class Controller:
     default: ClassVar[bool] = False  # the controller when none is asked for or found
     uses_host_mpi: ClassVar[bool] = False  # ranks talk through MPI started by srun
     smoke: ClassVar[str | None] = None  # doctor --smoke's program (Python source), if any
+    task_env: ClassVar[tuple[str, ...]] = ()  # variables wrap_task sets for the container
 
     def __init__(self, reason: str | None = None) -> None:
         self.reason = reason  # why it was chosen, when it was not asked for by name
@@ -82,6 +84,16 @@ class Controller:
     ) -> tuple[str | None, str | None]:
         """(srun's --mpi plugin, a note when it is not the one asked for or the site's)."""
         return request.mpi or site.mpi, None
+
+    def wrap_step(self, srun: list[str]) -> list[str]:
+        """What runs the srun line (in the batch script, or here inside an allocation): the
+        srun line itself, or a wrapper that prepares the step's environment first."""
+        return srun
+
+    def wrap_task(self, launch: Launch, argv: list[str]) -> list[str]:
+        """What each srun task runs on its node around the runtime's command `argv` (outside
+        the container: Slurm's tools are there); the variables it sets are `task_env`."""
+        return argv
 
     def program(self, python: str, script: str, args: list[str]) -> list[str]:
         """The argv each task runs in the container."""
@@ -129,11 +141,24 @@ def get(name: str) -> Controller:
     return cls()
 
 
-def choose(request: LaunchRequest, facts: ImageFacts | None) -> Controller:
-    """The controller asked for by name, else the one the script is written for, else the
-    default (Horovod over MPI)."""
+def choose(
+    request: LaunchRequest, facts: ImageFacts | None, site: Site | None = None
+) -> Controller:
+    """The controller asked for by name, else the one the image's recipe or the site declares,
+    else the one the script is written for, else the default (Horovod over MPI)."""
     if request.controller is not None:
         return get(request.controller)
+    for declared, where in (
+        (facts.controller if facts else None, facts.source if facts else ""),
+        (site.controller if site else None, f"site {site.name}" if site else ""),
+    ):
+        if declared is not None:
+            chosen = _classes().get(declared)
+            if chosen is None:
+                raise UserError(
+                    f"controller: {declared!r} ({where}) is not allowed (allowed: {', '.join(names())})"
+                )
+            return chosen(f"{where} declares it")
     for cls in _classes().values():
         reason = cls.detect(request.script, facts)
         if reason is not None:

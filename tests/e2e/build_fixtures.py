@@ -26,6 +26,8 @@ def with_cpu_lock(recipe: Path) -> Path:
 
 TF_RECIPE = "cpu-bookworm-tf-pt"
 GPU_RECIPE = "gpu-bookworm"
+TORCH_RECIPE = "cpu-bookworm-torch"  # the CPU twin of gpu-bookworm-torch: no Horovod
+GPU_TORCH_RECIPE = "gpu-bookworm-torch"
 REGISTRY = os.environ.get("HVD_REGISTRY_ADDR", "127.0.0.1:5000")
 
 

@@ -12,7 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from build_fixtures import CPU_RECIPE, GPU_RECIPE, REGISTRY, TF_RECIPE, hvd, testbed
+from build_fixtures import (
+    CPU_RECIPE,
+    GPU_RECIPE,
+    GPU_TORCH_RECIPE,
+    REGISTRY,
+    TF_RECIPE,
+    TORCH_RECIPE,
+    hvd,
+    testbed,
+)
 
 from hvd_container.facts import RECIPE_NAME
 
@@ -69,6 +78,19 @@ def cpu_image(base_image: str) -> str:
 def tf_image(base_image: str) -> str:
     """The TensorFlow/Keras sibling: Horovod's TensorFlow ops compiled for real."""
     return built(TF_RECIPE)
+
+
+@pytest.fixture(scope="session")
+def torch_image(base_image: str) -> str:
+    """cpu-bookworm without Horovod: torch.distributed over gloo (shares cpu-bookworm's layers
+    up to its locked pip install)."""
+    return built(TORCH_RECIPE)
+
+
+@pytest.fixture(scope="session")
+def gpu_torch_image(base_image: str) -> str:
+    """gpu-bookworm without Horovod (no compile step): `make test-gpu` asks."""
+    return built(GPU_TORCH_RECIPE)
 
 
 @pytest.fixture(scope="session")

@@ -122,6 +122,12 @@ def cpu_sif(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="session")
+def torch_sif(request: pytest.FixtureRequest) -> Path:
+    """The CPU twin without Horovod (recipe cpu-bookworm-torch) as a SIF."""
+    return sif_of(request.getfixturevalue("torch_image"))
+
+
+@pytest.fixture(scope="session")
 def tf_sif(request: pytest.FixtureRequest) -> Path:
     """The TensorFlow + PyTorch CPU image (recipe cpu-bookworm-tf-pt) as a SIF."""
     return sif_of(request.getfixturevalue("tf_image"))

@@ -88,9 +88,11 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     assert all(Path(p).is_relative_to(site) for p in where), where
     perlmutter = ["run", "--site", "perlmutter", "--image", "u/i:t", "-n", "8", "--dry-run", "t.py"]
     expected = (
-        "env SLURM_CPU_BIND=cores 'NCCL_NET=AWS Libfabric' NCCL_SOCKET_IFNAME=hsn srun --mpi=pmi2 "
-        "--kill-on-bad-exit=1 --qos=regular --constraint=gpu -N 2 -n 8 --gpus-per-node=4 --cpus-per-task=32 "
-        "shifter --module=gpu,nccl-2.15,mpich --image=docker:u/i:t python t.py\n"
+        "env SLURM_CPU_BIND=cores 'NCCL_NET=AWS Libfabric' NCCL_SOCKET_IFNAME=hsn NCCL_CROSS_NIC=1 "
+        "NCCL_NET_GDR_LEVEL=PHB FI_CXI_DISABLE_HOST_REGISTER=1 FI_MR_CACHE_MONITOR=userfaultfd "
+        "srun --mpi=pmi2 --kill-on-bad-exit=1 --qos=regular --constraint=gpu -N 2 -n 8 "
+        "--gpus-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-plugin,mpich "
+        "--image=docker:u/i:t python t.py\n"
     )
     assert cli(*perlmutter) == expected
     by_module = subprocess.run(

@@ -191,12 +191,21 @@ def test_recipe_without_horovod_skips_check_build() -> None:
     def run(argv: list[str]) -> tuple[int, str]:
         calls.append(argv)
         if "HVD-VERSIONS" in argv[-1]:
-            return 0, 'HVD-VERSIONS {"torch": "1.13.1", "lightning": "2.0.2"}'
+            return 0, (
+                'HVD-VERSIONS {"torch": "1.13.1", "lightning": "2.0.2", '
+                f'"torch.distributed": "{backends}"}}'
+            )
         return 0, ""
 
+    backends = "gloo,nccl"
     result = verify_image("img", run, "amd64", recipe)
     assert result.ok, result.problems
     assert all(argv[0] != "horovodrun" for argv in calls)
+    assert "torch.distributed backends" in result.checks_run  # instead of check-build
+    backends = "gloo"  # a CUDA recipe whose torch has no NCCL
+    assert verify_image("img", run, "amd64", recipe).problems == [
+        "torch.distributed has no nccl backend (is_nccl_available() is False; it has gloo)"
+    ]
 
 
 LABELS = {

@@ -132,6 +132,36 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "zih-alpha-standalone": ("zih-alpha", dict(image="hvd.sif", ntasks=16)),
     "zih-capella": ("zih-capella", dict(image="hvd.sif", nodes=2, ntasks_per_node=4)),
+    # --controller torch on every site and runtime: the rendezvous wrapper around the runtime,
+    # its variables passed in (podman-hpc by name)
+    "local-torch": ("local", dict(image="i.sqfs", controller="torch", nodes=2, ntasks_per_node=1)),
+    "local-torchrun": (
+        "local",
+        dict(image="i.sqfs", controller="torchrun", nodes=2, ntasks_per_node=2),
+    ),
+    "neuron-torch": (
+        "neuron",
+        dict(image="hvd.sif", controller="torch", ntasks=16, comment="field=ai"),
+    ),
+    "perlmutter-torch": (
+        "perlmutter",
+        dict(image="u/img:tag", controller="torch", nodes=2, account="m1234_g"),
+    ),
+    "perlmutter-podman-hpc-torch": (
+        "perlmutter",
+        dict(
+            image="u/img:tag", runtime="podman-hpc", controller="torch", nodes=2, account="m1234_g"
+        ),
+    ),
+    "zih-alpha-torch": ("zih-alpha", dict(image="hvd.sif", controller="torch", nodes=2)),
+    "zih-alpha-pyxis-torch": (
+        "zih-alpha",
+        dict(
+            image="registry.example.org:5000/team/t:1", runtime="pyxis", controller="torch", nodes=2
+        ),
+    ),
+    "zih-capella-torch": ("zih-capella", dict(image="hvd.sif", controller="torch", nodes=2)),
+    "zih-ml-torch": ("zih-ml", dict(image="hvd-ppc64le.sif", controller="torch", nodes=1)),
     "zih-alpha-pyxis": (
         "zih-alpha",
         dict(
@@ -195,7 +225,8 @@ def test_golden_launch_line(name: str) -> None:
     site, fields = CASES[name]
     result = plan(site, fields)
     check_golden(f"{name}.txt", result.shell_line() + "\n")
-    assert result.argv[0] == "srun"
+    # torch's controllers run the srun line under the wrapper that finds the first node
+    assert result.argv[0] == "srun" or result.argv[:2] == ["sh", "-c"] and "srun" in result.argv
 
 
 def test_no_stale_golden_lines() -> None:

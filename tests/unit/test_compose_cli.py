@@ -124,7 +124,7 @@ def test_bad_env_and_controller(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         code == 2
         and err
-        == "hvd-container: error: --controller: 'nccl' is not allowed (allowed: mpi, gloo, lightning)\n"
+        == "hvd-container: error: --controller: 'nccl' is not allowed (allowed: mpi, gloo, lightning, torch, torchrun)\n"
     )
 
 

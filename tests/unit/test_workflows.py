@@ -216,7 +216,7 @@ def test_images_workflow_renders_every_recipe_and_builds_the_cpu_ones() -> None:
     # GPU one, gpu-bookworm, needs about 45 min and more disk than a hosted runner has)
     debootstrap = [load_recipe(n) for n in list_builtin()]
     cpu = sorted(r.name for r in debootstrap if r.base.debootstrap_suite and not r.gpu)
-    assert cpu == ["cpu-bookworm", "cpu-bookworm-tf-pt"]
+    assert cpu == ["cpu-bookworm", "cpu-bookworm-tf-pt", "cpu-bookworm-torch"]
     assert jobs["image"]["strategy"]["matrix"]["recipe"] == cpu
     build = next(s for s in jobs["image"]["steps"] if "make image" in s.get("run", ""))
     # torch==2.13.0+cpu is on PyTorch's CPU index, not on PyPI

@@ -51,7 +51,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-arm64"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="c86af3cb595b95ef6fdde4b9db3985bfbbcca45dad9819fb7661611f0cfefe4f"
+LABEL org.hvd-container.recipe.digest="27c20cdb331ab971ebf410777dede840967ad885492774b45985e145bd8ef837"
 LABEL org.hvd-container.arch="arm64"
 
 # hvd-container phase: checks

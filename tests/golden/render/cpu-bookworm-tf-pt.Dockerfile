@@ -55,7 +55,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm-tf-pt"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="4cb9a2cdf19ec5bcdaf86588a80c070c8686379a2e0b512b1effc002e5afe69e"
+LABEL org.hvd-container.recipe.digest="3d1909751fd4691c3477537d8e25d4895fa23a251b73c71a73044c9950b55117"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

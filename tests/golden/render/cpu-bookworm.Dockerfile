@@ -52,7 +52,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="cpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="7fa9b829fb01c90261229053e7d9ca2e3127e26d47d4f85dd2ee8ca07c6ad4a0"
+LABEL org.hvd-container.recipe.digest="4651f0ca68d76ec4692c672a238bc2ffbbd9314f53aab926fd45d24adc1e428d"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

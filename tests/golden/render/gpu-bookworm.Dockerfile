@@ -65,7 +65,7 @@ ENV OMPI_ALLOW_RUN_AS_ROOT="1"
 ENV OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
 LABEL org.hvd-container.recipe.name="gpu-bookworm"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="1296763c1dc076a65dd121361f5f16b36fee775a472c2dcf5a89420df22ea3ca"
+LABEL org.hvd-container.recipe.digest="40ff6fce2fda62c74892e41eb02839e324224e3836739205086f46ec2f4d9c45"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

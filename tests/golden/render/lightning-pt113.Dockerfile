@@ -35,7 +35,7 @@ RUN python3 -c 'import lightning; v = lightning.__version__; assert v.startswith
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="lightning-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="d65041bb2c0c99e2daa4e82fe25af49143847174c270b9aea2720f0c3f8757d1"
+LABEL org.hvd-container.recipe.digest="6aaad5a3fa1670afdcd83ce18a89469af9847c15cd6ca51ba4015cb8422c9e54"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -39,7 +39,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="neuron-ngc-pt2203"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="a27479aebe6b76aa70132adea9ef9a736fa63401623246618f207d38dee42e5d"
+LABEL org.hvd-container.recipe.digest="b149bc5b658c3dcec773cea54a41506d0b8e92a877b496359b74d452dd3bb6cf"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

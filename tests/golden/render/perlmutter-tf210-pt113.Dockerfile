@@ -57,7 +57,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="perlmutter-tf210-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="30c210a0ec6d3ff24ed55cef7bf26e071779af56ddc24310f2996e8395f50d0a"
+LABEL org.hvd-container.recipe.digest="1195264c673efa42307831c5c4507a6258d4a90fde759c94477a4f95de754beb"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

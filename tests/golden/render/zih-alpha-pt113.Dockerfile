@@ -48,7 +48,7 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
 # hvd-container phase: extras
 LABEL org.hvd-container.recipe.name="zih-alpha-pt113"
 LABEL org.hvd-container.recipe.version="1"
-LABEL org.hvd-container.recipe.digest="2c9bc09cb9720e8bbeb0e3235c0a132383cd9ecf13ba6eebac0c831776d94fb1"
+LABEL org.hvd-container.recipe.digest="f0e4ebd6ca9f907b7afc07daac62c7dd4ca69e0c6d98b8238efafdff4ffa8a44"
 LABEL org.hvd-container.arch="amd64"
 
 # hvd-container phase: checks

@@ -1,0 +1,198 @@
+"""Data-parallel training with PyTorch's DistributedDataParallel on synthetic data (CPU or GPU).
+
+torch.distributed's own way, as `hvd-container run --controller torch` (one srun task per
+rank) or `--controller torchrun` (torchrun on each node) starts it: every rank finds its place
+in RANK, WORLD_SIZE, LOCAL_RANK and MASTER_ADDR/MASTER_PORT (the env:// rendezvous), uses the
+gloo backend on the CPU and nccl on GPUs (one GPU a rank, by LOCAL_RANK), and only rank 0
+writes checkpoints: one after every epoch, written whole or not at all, so the same command
+again resumes after the last whole epoch. It prints its median step time.
+
+The data is made here (a fixed random "teacher" network labels random inputs), so nothing is
+downloaded and the loss has something real to learn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64, help="per rank")
+    p.add_argument("--lr", type=float, default=0.01, help="base learning rate (one rank)")
+    p.add_argument("--samples", type=int, default=4096, help="training samples in total")
+    p.add_argument("--features", type=int, default=32)
+    p.add_argument("--classes", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument(
+        "--checkpoint", default="checkpoint.pt", help="written by rank 0; resumed from if present"
+    )
+    p.add_argument("--no-cuda", action="store_true")
+    return p.parse_args()
+
+
+def synthetic_dataset(args: argparse.Namespace) -> TensorDataset:
+    """The same dataset on every rank (same seed); the sampler gives each rank its shard."""
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(args.samples, args.features, generator=gen)
+    teacher = torch.randn(args.features, args.classes, generator=gen)
+    y = (x @ teacher + 0.1 * torch.randn(args.samples, args.classes, generator=gen)).argmax(1)
+    return TensorDataset(x, y)
+
+
+def init(args: argparse.Namespace, kind: str) -> torch.device:
+    """init_process_group from the env:// variables; the device of this rank."""
+    use_cuda = torch.cuda.is_available() and not args.no_cuda
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+    backend = "nccl" if use_cuda else "gloo"
+    dist.init_process_group(backend)
+    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+    torch.manual_seed(args.seed)
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_size)))
+    rank = dist.get_rank()
+    print(
+        f"[rank {rank}] {kind} initialised: rank {rank} of size {dist.get_world_size()}, "
+        f"local rank {local_rank} of {local_size}, backend {backend}, host "
+        f"{socket.gethostname()}, rendezvous {os.environ.get('MASTER_ADDR')}:"
+        f"{os.environ.get('MASTER_PORT')}, device {device}",
+        flush=True,
+    )
+    return device
+
+
+def save_checkpoint(state: dict, path: str) -> None:
+    """Write the checkpoint whole or not at all: the previous one stays until the new one is
+    on disk (rename within one directory is atomic)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash of the node
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: str) -> dict | None:
+    """On rank 0: the last whole checkpoint, or None; a killed writer's leftovers go."""
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = os.path.basename(path) + ".tmp-"
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.startswith(prefix):
+                os.remove(os.path.join(directory, name))
+    if not os.path.exists(path):
+        return None
+    return torch.load(path, map_location="cpu")
+
+
+def resumed_epoch(checkpoint: dict | None) -> int:
+    """The last whole epoch, as rank 0 read it, on every rank."""
+    box = [checkpoint["epoch"] if checkpoint else 0]
+    dist.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
+def train(args, model, optimizer, loader, sampler, device, first: int, save) -> None:  # type: ignore[no-untyped-def]
+    """Epochs first..args.epochs; `save(epoch, mean_loss)` after each (every rank calls it)."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    step_times: list[float] = []
+    for epoch in range(first, args.epochs + 1):
+        sampler.set_epoch(epoch)
+        model.train()
+        total, count = 0.0, 0
+        for x, y in loader:
+            start = time.perf_counter()
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            step_times.append(time.perf_counter() - start)
+            total += loss.item() * len(x)
+            count += len(x)
+        local_loss = total / count
+        summed = torch.tensor([local_loss], device=device)
+        dist.all_reduce(summed)
+        mean_loss = summed.item() / size
+        print(
+            f"[rank {rank}] epoch {epoch} loss {local_loss:.4f} (mean over ranks {mean_loss:.4f})",
+            flush=True,
+        )
+        save(epoch, mean_loss)
+    if rank == 0 and first <= args.epochs:
+        print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
+    steps = len(step_times)
+    print(
+        f"[rank {rank}] done: {steps} steps, median step time "
+        f"{1000 * statistics.median(step_times or [0.0]):.3f} ms",
+        flush=True,
+    )
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    device = init(args, "torch.distributed DDP")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    dataset = synthetic_dataset(args)
+    sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+    net = nn.Sequential(
+        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
+    ).to(device)
+    checkpoint = load_checkpoint(args.checkpoint) if rank == 0 else None
+    if checkpoint is not None:
+        net.load_state_dict(checkpoint["model"])
+        print(
+            f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch "
+            f"{checkpoint['epoch']}",
+            flush=True,
+        )
+    done = resumed_epoch(checkpoint)
+    # DDP broadcasts rank 0's parameters to the others when it wraps the model
+    model = DistributedDataParallel(
+        net, device_ids=[device.index] if device.type == "cuda" else None
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=0.9)
+    if checkpoint is not None and "optimizer" in checkpoint:
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    state = [optimizer.state_dict() if rank == 0 else None]
+    dist.broadcast_object_list(state, src=0)
+    optimizer.load_state_dict(state[0])
+
+    def save(epoch: int, mean_loss: float) -> None:
+        if rank == 0:
+            save_checkpoint(
+                {"epoch": epoch, "model": net.state_dict(),
+                 "optimizer": optimizer.state_dict(), "loss": mean_loss},
+                args.checkpoint,
+            )  # fmt: skip
+
+    train(args, model, optimizer, loader, sampler, device, done + 1, save)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Fully sharded data-parallel training (PyTorch FSDP2, fully_shard) on synthetic data.
+
+Launched like ddp_synthetic.py (`--controller torch` or `torchrun`), with the same data,
+rendezvous and checkpoints: each rank holds a shard of every layer's parameters and optimizer
+state; the checkpoint is the full model and optimizer state gathered to rank 0 and written by
+it, whole or not at all, and a restart loads it on rank 0 and shards it out again. gloo on the
+CPU, nccl on GPUs. It prints its median step time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from ddp_synthetic import (  # the script's own folder: the examples share data and checkpoints
+    init,
+    load_checkpoint,
+    parse_args,
+    resumed_epoch,
+    save_checkpoint,
+    synthetic_dataset,
+    train,
+)
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    device = init(args, "torch.distributed FSDP")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    dataset = synthetic_dataset(args)
+    sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+    model = nn.Sequential(
+        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
+    ).to(device)
+    mesh = init_device_mesh(device.type, (size,))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=0.9)
+
+    checkpoint = load_checkpoint(args.checkpoint) if rank == 0 else None
+    done = resumed_epoch(checkpoint)
+    if done:
+        # rank 0 has the full state; every rank takes its shard of it
+        full = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_model_state_dict(model, checkpoint["model"] if checkpoint else {}, options=full)
+        set_optimizer_state_dict(
+            model, optimizer, checkpoint["optimizer"] if checkpoint else {}, options=full
+        )
+        if rank == 0:
+            print(
+                f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch {done}",
+                flush=True,
+            )
+
+    gathered = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+    def save(epoch: int, mean_loss: float) -> None:
+        # every rank takes part in gathering the shards; rank 0 writes
+        weights = get_model_state_dict(model, options=gathered)
+        state = get_optimizer_state_dict(model, optimizer, options=gathered)
+        if rank == 0:
+            save_checkpoint(
+                {"epoch": epoch, "model": weights, "optimizer": state, "loss": mean_loss},
+                args.checkpoint,
+            )
+
+    train(args, model, optimizer, loader, sampler, device, done + 1, save)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

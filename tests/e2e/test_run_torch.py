@@ -1,0 +1,105 @@
+"""PyTorch's own distributed training (DDP, FSDP) across the local cluster's two nodes, from the
+image without Horovod (recipe cpu-bookworm-torch): `--controller torch` (one srun task per rank)
+and `--controller torchrun` (torchrun on each node, c10d rendezvous on the first), under
+Charliecloud from its SIF and under podman-hpc from the registry image migrated into its
+store. Each trains over gloo; the losses fall and rank 0 alone writes the checkpoint."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from build_fixtures import REGISTRY
+
+from tests.e2e.sif_fixtures import ROOT, run_testbed
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    job_dir,
+    slurm_cluster,
+    torch_sif,
+)
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = {"ddp": "ddp_synthetic.py", "fsdp": "fsdp_synthetic.py"}
+
+
+@pytest.fixture(scope="module")
+def torch_migrated(torch_image: str, local_registry: str) -> str:
+    run_testbed("podman-hpc.sh", "up")
+    result = cli("convert", torch_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return f"{REGISTRY}/{torch_image}"
+
+
+def check_torch_training(stdout: str, kind: str, checkpoint: Path, epochs: int) -> None:
+    """Size 2 over gloo, one rank on each node, the loss falling on both ranks, the
+    checkpoint written by rank 0 alone."""
+    hosts = set()
+    for rank in (0, 1):
+        found = re.search(
+            rf"^\[rank {rank}\] torch.distributed {kind} initialised: rank {rank} of size 2, "
+            rf"local rank 0 of 1, backend gloo, host (\S+), rendezvous node1:(\d+)",
+            stdout, re.M,
+        )  # fmt: skip
+        assert found, stdout
+        hosts.add(found[1])
+        losses = [
+            float(x)
+            for x in re.findall(rf"^\[rank {rank}\] epoch \d+ loss ([0-9.]+)", stdout, re.M)
+        ]
+        assert len(losses) == epochs and losses[-1] < losses[0] * 0.8, (rank, losses, stdout)
+    assert hosts == {"node1", "node2"}, hosts
+    assert f"[rank 0] checkpoint written to {checkpoint}" in stdout
+    assert "[rank 1] checkpoint written" not in stdout
+    assert checkpoint.is_file() and checkpoint.stat().st_size > 1000
+    assert re.search(r"^\[rank 0\] done: \d+ steps, median step time [0-9.]+ ms$", stdout, re.M)
+
+
+@pytest.mark.parametrize("controller", ["torch", "torchrun"])
+@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman-hpc"])
+def test_two_node_torch_distributed_training(
+    runtime: str,
+    kind: str,
+    controller: str,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    request: pytest.FixtureRequest,
+) -> None:
+    if runtime == "charliecloud":
+        image = ["--image", str(request.getfixturevalue("torch_sif"))]
+    else:
+        image = ["--runtime", "podman-hpc", "--image", request.getfixturevalue("torch_migrated")]
+    checkpoint = job_dir / kind / "model.pt"
+    result = cli(
+        "run", "--site", "local", *image, "--controller", controller, "-N", "2",
+        "--ntasks-per-node", "1", str(ROOT / "examples" / EXAMPLES[kind]), "--epochs", "3",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_torch_training(result.stdout, kind.upper(), checkpoint, epochs=3)
+
+
+def test_the_recipe_declares_its_controller_and_the_sif_has_no_horovod(
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    torch_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """No --controller: `--recipe cpu-bookworm-torch` declares torch; the image has no Horovod."""
+    (job_dir / "cpu-bookworm-torch_1.sif").symlink_to(torch_sif)
+    probe = "import importlib.util as u, os; print('horovod', u.find_spec('horovod') is not None, 'rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'local', os.environ['LOCAL_RANK'], os.environ['LOCAL_WORLD_SIZE'])"
+    result = cli(
+        "run", "--site", "local", "--recipe", "cpu-bookworm-torch", "-N", "2",
+        "--ntasks-per-node", "2", "-c", "1", "/opt/venv/bin/python", "-c", probe, cwd=job_dir,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("horovod"))
+    assert lines == [f"horovod False rank {r} of 4 local {r % 2} 2" for r in range(4)], (
+        result.stdout
+    )

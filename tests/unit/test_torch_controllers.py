@@ -1,0 +1,157 @@
+"""--controller torch and torchrun: the rendezvous each task gets before its container starts
+(run here with sh and this machine's real `scontrol show hostnames`), the layout, the names
+each runtime passes in, the controller a recipe or site declares, and verify's check."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from _launch_helpers import plan_launch
+from hvd_container.launcher.controllers import _torch, get
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.sites import load_site
+
+from hvd_container.core.errors import UserError
+
+needs_scontrol = pytest.mark.skipif(
+    shutil.which("scontrol") is None, reason="Slurm's scontrol expands the hostlist"
+)
+
+TASK = {
+    "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "3", "SLURM_STEP_NODELIST": "gpu[07-08],login-x",
+    "SLURM_STEP_NUM_TASKS": "7", "SLURM_STEP_NUM_NODES": "3",
+    "SLURM_STEP_TASKS_PER_NODE": "3(x2),1",
+}  # fmt: skip
+
+
+def task_env(controller: str, **slurm: str) -> dict[str, str]:
+    """The environment the wrapper hands the runtime for one task (`env` stands in for it)."""
+    launch = plan_launch(
+        load_site("local"),
+        LaunchRequest(
+            script="t.py", image="x.sqfs", controller=controller, nodes=3, ntasks_per_node=3
+        ),
+    ).launch
+    argv = get(controller).wrap_task(launch, ["env"])
+    clean = {"PATH": os.environ["PATH"], **TASK, **slurm}
+    out = subprocess.run(argv, capture_output=True, text=True, env=clean, check=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+@needs_scontrol
+@pytest.mark.parametrize(
+    ("procid", "nodeid", "localid", "local_size"),
+    [("0", "0", "0", "3"), ("4", "1", "1", "3"), ("6", "2", "0", "1")],
+)
+def test_each_task_gets_its_place_and_the_first_node(
+    procid: str, nodeid: str, localid: str, local_size: str
+) -> None:
+    env = task_env("torch", SLURM_PROCID=procid, SLURM_NODEID=nodeid, SLURM_LOCALID=localid)
+    assert env["MASTER_ADDR"] == "gpu07"  # Slurm's expansion of gpu[07-08],login-x
+    assert env["MASTER_PORT"] == str(20000 + (4242 % 2000) * 16 + 3)
+    assert (env["RANK"], env["WORLD_SIZE"]) == (procid, "7")
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"]) == (
+        localid,
+        local_size,
+        nodeid,
+    )
+
+
+@needs_scontrol
+def test_values_the_user_set_win() -> None:
+    env = task_env("torch", SLURM_PROCID="0", SLURM_NODEID="0", SLURM_LOCALID="0",
+                   MASTER_PORT="29500", MASTER_ADDR="10.0.0.1")  # fmt: skip
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.1", "29500")
+
+
+@needs_scontrol
+def test_torchrun_gets_its_options_from_the_step() -> None:
+    env = task_env("torchrun", SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0")
+    assert env["PET_NNODES"] == "3" and env["PET_NPROC_PER_NODE"] == "3"
+    assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ID"] == "4242"
+    assert env["PET_RDZV_ENDPOINT"] == f"gpu07:{20000 + (4242 % 2000) * 16 + 3}"
+    assert env["PET_MAX_RESTARTS"] == "0"
+    assert "RANK" not in env  # torchrun gives its ranks their place
+
+
+def test_outside_a_step_the_task_says_why() -> None:
+    argv = _torch.TorchController.wrap_task(get("torch"), None, ["true"])  # type: ignore[arg-type]
+    done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1
+    assert done.stderr.startswith("hvd-container torch: no first node: scontrol show hostnames ")
+
+
+def test_torchrun_runs_one_task_a_node_and_a_nodes_gpus() -> None:
+    result = plan_launch(
+        load_site("perlmutter"),
+        LaunchRequest(script="t.py", image="u/i:t", controller="torchrun", nodes=2, account="a_g"),
+    )
+    argv = result.argv
+    assert argv[argv.index("-N") + 1] == "2" and "--ntasks-per-node=1" in argv
+    assert "--gpus-per-node=4" in argv  # the node's ranks are torchrun's: 4 GPUs for them
+    assert argv[-4:] == ["python", "-m", "torch.distributed.run", "t.py"]
+    assert "--mpi=none" in argv
+
+
+def test_podman_hpc_passes_every_rendezvous_variable() -> None:
+    argv = plan_launch(
+        load_site("perlmutter"),
+        LaunchRequest(
+            script="t.py",
+            image="u/i:t",
+            runtime="podman-hpc",
+            controller="torch",
+            ntasks=8,
+            account="a_g",
+        ),  # fmt: skip
+    ).argv
+    passed = {argv[i + 1] for i, a in enumerate(argv) if a == "-e"}
+    assert set(get("torch").task_env) <= passed
+    # the wrapper runs on the node, before podman-hpc starts the container
+    assert argv.index("sh") < argv.index("podman-hpc")
+
+
+def test_neuron_accounts_torch_launches_as_pytorch_ddp(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    request = LaunchRequest(script="t.py", image="x.sif", controller="torch", ntasks=8,
+                            comment="field=ai")  # fmt: skip
+    argv = plan_launch(load_site("neuron"), request).argv
+    assert "--comment=field=ai;appl=pytorch-ddp" in argv
+
+
+def test_the_recipe_or_the_site_declares_the_controller_and_the_flag_wins(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hvd_container.launcher.request import request_from_options
+
+    site, request = request_from_options("t.py", site="local", recipe="cpu-bookworm-torch", nodes=2)
+    assert plan_launch(site, request).launch.controller.name == "torch"
+    site, request = request_from_options(
+        "t.py", site="local", recipe="cpu-bookworm-torch", nodes=2, controller="torchrun"
+    )
+    assert plan_launch(site, request).launch.controller.name == "torchrun"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("extends: local\nname: mine\ncontroller: torchrun\n")
+    chosen = plan_launch(
+        load_site(str(mine)), LaunchRequest(script="t.py", image="x.sqfs", nodes=2)
+    )
+    assert chosen.launch.controller.name == "torchrun"
+    mine.write_text("extends: local\nname: mine\ncontroller: horovodrun\n")
+    with pytest.raises(
+        UserError, match=r"controller: 'horovodrun' \(site mine\) is not allowed \(allowed: mpi, "
+    ):
+        plan_launch(load_site(str(mine)), LaunchRequest(script="t.py", image="x.sqfs", nodes=2))
+
+
+def test_verify_checks_torch_distributed_where_there_is_no_horovod() -> None:
+    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.verify import torch_distributed_problems
+
+    cpu, gpu = load_recipe("cpu-bookworm-torch"), load_recipe("gpu-bookworm-torch")
+    assert cpu.horovod is None and gpu.horovod is None
+    assert torch_distributed_problems(cpu, {"torch.distributed": "gloo"}) == []
+    assert torch_distributed_problems(gpu, {"torch.distributed": "gloo,nccl"}) == []
+    assert torch_distributed_problems(gpu, {"torch.distributed": "gloo"}) == [
+        "torch.distributed has no nccl backend (is_nccl_available() is False; it has gloo)"
+    ]
+    assert torch_distributed_problems(cpu, {})[0].startswith("torch.distributed is not available")
