@@ -32,7 +32,7 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-test-gpu: install  ## the NCCL image: build gpu-bookworm (~45 min cold), verify, SIF, 2-node training
+test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold) and gpu-bookworm-torch, verify, SIF, 2-node training
 	$(PYTHON) -m pytest -m gpu
 
 # mypy cannot follow the package-dir mapping (containers/ installs as hvd_container.containers):

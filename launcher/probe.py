@@ -50,6 +50,7 @@ class PartitionFacts:
     cpus_per_node: int | None = None
     max_time: str | None = None  # None: no limit
     nodes: str = ""
+    features: list[str] = field(default_factory=list)  # the nodes' features (--constraint)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class SiteProbe:
     runtimes: dict[str, str] = field(default_factory=dict)  # kind -> version line, as found
     module_system: str | None = None
     modules: list[str] | None = None  # None: not read
+    runtime_modules: dict[str, list[str]] = field(default_factory=dict)  # shifter, podman-hpc
     node_arch: str | None = None  # from the --nodes job
     gpu_driver: str | None = None
     gpu_name: str | None = None
@@ -149,6 +151,8 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
             facts.gpu = types.pop() if len(types) == 1 else None
             arches = {_MACHINE.get(n.get("Arch", ""), n.get("Arch", "")) for n in members}
             facts.arch = arches.pop() if len(arches) == 1 else None
+            feats = {f for n in members for f in n.get("AvailableFeatures", "").split(",")}
+            facts.features = sorted(feats - {"", "(null)"})
             cpus = [int(n["CPUTot"]) for n in members if n.get("CPUTot", "").isdigit()]
             facts.cpus_per_node = min(cpus) if cpus else None
             if len(counts) > 1:
@@ -229,6 +233,19 @@ def _modules(probe: SiteProbe, timeout: float) -> None:
     probe.modules = sorted(dict.fromkeys(names))
 
 
+def _runtime_modules(probe: SiteProbe, timeout: float) -> None:
+    """The modules of the runtimes found that have their own (Shifter, podman-hpc), each
+    runtime reading them in its own file."""
+    for kind, cls in runtimes.findable():
+        if kind not in probe.runtimes:
+            continue
+        found = cls.probe_modules(timeout)
+        if isinstance(found, str):
+            probe.unread.append(f"{kind}'s modules: {found}")
+        elif found is not None:
+            probe.runtime_modules[kind] = found
+
+
 def _nodes(probe: SiteProbe, timeout: float) -> None:
     """One short job on the default partition: the nodes' architecture and GPUs."""
     script = (
@@ -254,6 +271,7 @@ def probe(*, nodes: bool = False, timeout: float = DEFAULT_TIMEOUT) -> SiteProbe
     _mpi(found, timeout)
     _runtimes(found, timeout)
     _modules(found, timeout)
+    _runtime_modules(found, timeout)
     if nodes:
         _nodes(found, timeout)
     return found
@@ -331,6 +349,15 @@ def profile_data(found: SiteProbe, name: str) -> tuple[dict[str, object], list[s
         todo.append(
             "GPUs: no partition reports GRES gpu (a site that asks for GPUs another way: set scheduler.gpu_request)"
         )
+    for kind, names in found.runtime_modules.items():
+        todo.append(
+            f"{kind}'s modules here: {', '.join(names) or 'none'} (name those the site's GPUs and MPI need in the runtime entry)"
+        )
+    for name, facts in found.partitions.items():
+        if facts.features:
+            todo.append(
+                f"partition {name}: node features {', '.join(facts.features)} (scheduler.constraint picks them)"
+            )
     todo.append("shared_paths: where the compute nodes see this machine's files is not probed")
     data["sources"] = _sources(found)
     return data, todo

@@ -112,6 +112,12 @@ class Runtime:
     probe_rank: ClassVar[int] = 99
 
     @classmethod
+    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+        """`sites probe`: the runtime's own modules on this site (Shifter's, podman-hpc's),
+        why they could not be read, or None for a runtime without modules."""
+        return None
+
+    @classmethod
     def probed_entry(cls, kind: str, gpu: bool) -> dict[str, Any]:
         """The profile entry `sites probe` writes for this runtime found on a site."""
         return {"kind": kind, "gpu": gpu}

@@ -14,8 +14,12 @@ Its modules: --mpi brings Cray MPICH, --cuda-mpi the CUDA-aware Cray MPICH (it e
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 from typing import Literal
 
+import yaml
 from hvd_container.launcher.checks import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -70,6 +74,34 @@ class PodmanHpc(Runtime):
     kinds = ("podman-hpc",)
     programs = {"podman-hpc": "podman-hpc"}
     probe_rank = 4
+
+    @classmethod
+    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+        """The --flags of podman-hpc's modules: `cli_arg` of each file in its modules_dir."""
+        env = {**os.environ, "USER": os.environ.get("USER") or "nobody"}
+        try:
+            info = subprocess.run(
+                ["podman-hpc", "infohpc"], capture_output=True, text=True, timeout=timeout,
+                env=env, stdin=subprocess.DEVNULL,
+            ).stdout  # fmt: skip
+        except (subprocess.TimeoutExpired, OSError):
+            return f"podman-hpc infohpc gave no answer within {timeout:g} s"
+        found = re.search(r"^modules_dir\b.*?: (\S+)$", info, re.M)
+        if not found or not os.path.isdir(found[1]):
+            return "podman-hpc infohpc names no readable modules_dir"
+        names = []
+        for entry in sorted(os.listdir(found[1]))[:200]:
+            if not entry.endswith(".yaml"):
+                continue
+            try:
+                with open(os.path.join(found[1], entry), encoding="utf-8") as fh:
+                    data = yaml.safe_load(fh.read(1 << 16))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("cli_arg"), str):
+                names.append(data["cli_arg"])
+        return sorted(names)
+
     profile_model = PodmanHpcProfile
     profile: PodmanHpcProfile
     gpu_flag = "--gpu"

@@ -10,6 +10,7 @@ image's libmpi.so.12).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from hvd_container.launcher.checks import Launch, Verdict, warn
@@ -31,6 +32,14 @@ def _unique(value: list[str]) -> list[str]:
     if len(set(value)) != len(value):
         raise ValueError("each entry may appear once")
     return value
+
+
+# where Shifter's administrator defines its modules: module_<name>_<setting> = ...
+UDIROOT_CONF = "/etc/shifter/udiRoot.conf"
+_UDIROOT_MODULE = re.compile(
+    r"^module_([A-Za-z0-9_.-]+?)_(?:siteFs|siteEnv|siteEnvAppend|siteEnvPrepend|copyPath|userhook|roothook|enabled)\b",
+    re.M,
+)
 
 
 class ShifterProfile(RuntimeProfile):
@@ -55,6 +64,16 @@ class Shifter(Runtime):
     kinds = ("shifter",)
     programs = {"shifter": "shifter"}
     probe_rank = 2
+
+    @classmethod
+    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+        try:
+            with open(UDIROOT_CONF, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(1 << 20)
+        except OSError as exc:
+            return f"{UDIROOT_CONF}: {exc.strerror or exc}"
+        return sorted(set(_UDIROOT_MODULE.findall(text)))
+
     profile_model = ShifterProfile
     accepts_modules = True
     profile: ShifterProfile

@@ -1,0 +1,53 @@
+"""gpu-bookworm-torch, built, verified and run on this machine without a GPU: torch 2.14.1
+(CUDA 13.0) with the NCCL it loads and no Horovod. The proof here is that verify found NCCL and
+gloo in torch.distributed (is_nccl_available(), is_gloo_available()) and ran no check-build,
+and that the image's DDP example trains on two nodes of the local cluster from its SIF over
+gloo. Its pip layer is about 5 GB, so these tests carry the `gpu` marker (`make test-gpu`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    job_dir,
+    sif_of,
+    slurm_cluster,
+)
+from tests.e2e.test_run_torch import check_torch_training
+
+pytestmark = [pytest.mark.e2e, pytest.mark.gpu]
+
+
+def test_gpu_torch_image_is_verified_with_nccl_and_without_horovod(
+    api: Any, gpu_torch_image: str
+) -> None:
+    labels = api.inspect_image(gpu_torch_image)["Config"]["Labels"]
+    p = "org.hvd-container."
+    assert labels[p + "verified"] == "true"
+    assert set(labels[p + "torch.distributed"].split(",")) >= {"gloo", "nccl"}
+    assert labels[p + "versions.torch"].startswith("2.14.1")
+    assert labels[p + "versions.cuda"].startswith("13.0")
+    assert not any(k.startswith(p + "horovod.") for k in labels)  # no check-build to record
+
+
+def test_gpu_torch_image_trains_ddp_on_two_nodes_from_its_sif(
+    gpu_torch_image: str,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "gpu-torch" / "model.pt"
+    result = cli(
+        "run", "--site", "local", "--image", str(sif_of(gpu_torch_image)), "-N", "2",
+        "--ntasks-per-node", "1", "--recipe", "gpu-bookworm-torch",
+        str(ROOT / "examples" / "ddp_synthetic.py"), "--epochs", "3", "--no-cuda",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=1800,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
