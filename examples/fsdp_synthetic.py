@@ -13,15 +13,8 @@ import os
 
 import torch
 import torch.distributed as dist
-from ddp_synthetic import (  # the script's own folder: the examples share data and checkpoints
-    init,
-    load_checkpoint,
-    parse_args,
-    resumed_epoch,
-    save_checkpoint,
-    synthetic_dataset,
-    train,
-)
+from _synthetic import load_checkpoint, parse_args, save_checkpoint, synthetic_dataset
+from ddp_synthetic import init, resumed_epoch, train  # the script's own folder: DDP's loop
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,

@@ -19,8 +19,9 @@ import socket
 
 import torch
 import torch.nn.functional as F
+from _synthetic import synthetic_dataset  # beside it: the data of every PyTorch example
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 try:
     import lightning.pytorch as pl
@@ -47,14 +48,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--checkpoint", default="checkpoint.ckpt", help="written by rank 0")
     return p.parse_args()
-
-
-def synthetic_dataset(args: argparse.Namespace) -> TensorDataset:
-    gen = torch.Generator().manual_seed(args.seed)
-    x = torch.randn(args.samples, args.features, generator=gen)
-    teacher = torch.randn(args.features, args.classes, generator=gen)
-    y = (x @ teacher + 0.1 * torch.randn(args.samples, args.classes, generator=gen)).argmax(1)
-    return TensorDataset(x, y)
 
 
 class Classifier(pl.LightningModule):

@@ -78,7 +78,14 @@ class SiteProbe:
         return f"{self.host}, {self.date}"
 
 
-def _run(argv: list[str], timeout: float, unread: list[str], *, both: bool = False) -> str | None:
+def _run(
+    argv: list[str],
+    timeout: float,
+    unread: list[str],
+    *,
+    both: bool = False,
+    env: dict[str, str] | None = None,
+) -> str | None:
     """A command's output, or None with the reason in `unread` (missing, timed out, failed)."""
     if shutil.which(argv[0]) is None and not os.path.isabs(argv[0]):
         unread.append(f"{argv[0]}: not on PATH")
@@ -86,7 +93,7 @@ def _run(argv: list[str], timeout: float, unread: list[str], *, both: bool = Fal
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            timeout=timeout, stdin=subprocess.DEVNULL,
+            timeout=timeout, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         unread.append(f"{' '.join(argv)}: no answer within {timeout:g} s")
@@ -194,14 +201,10 @@ def _runtimes(probe: SiteProbe, timeout: float) -> None:
 
 def _version(program: str, timeout: float) -> str:
     env = {**os.environ, "USER": os.environ.get("USER") or "nobody"}  # ch-run insists on $USER
-    try:
-        done = subprocess.run(
-            [program, "--version"], capture_output=True, text=True, timeout=timeout, env=env,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (subprocess.TimeoutExpired, OSError):
+    text = _run([program, "--version"], timeout, [], both=True, env=env)
+    if text is None:
         return "found (no version within the time limit)"
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    lines = text.strip().splitlines()
     first = lines[0][:80] if lines else ""
     # podman-hpc has no --version of its own: it prints its usage
     return first if first and "usage" not in first.lower() else "found"

@@ -4,6 +4,7 @@ trains on two nodes, and `--diff` reports exactly what changed on the site."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -52,7 +53,7 @@ def test_a_probed_profile_validates_and_trains_on_two_nodes(
     valid = cli("sites", "validate", str(profile))
     assert valid.returncode == 0, valid.stderr
     shown = cli("sites", "show", str(profile), "--json")
-    record = __import__("json").loads(shown.stdout)["profile"]
+    record = json.loads(shown.stdout)["profile"]
     assert record["scheduler"]["partitions"]["gpu"]["gpus_per_node"] == 2
     assert record["scheduler"]["partitions"]["gpu"]["max_time"] == "01:00:00"
     assert record["scheduler"]["partition"] == "debug"

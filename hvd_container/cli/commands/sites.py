@@ -146,7 +146,7 @@ def probe_cmd(
     plugins, container runtimes, modules) without root or a job: print it as a profile, write
     it (-o), or compare it with a profile (--diff)."""
 
-    from hvd_container.launcher import probe  # the probe's commands only here: ~5 ms
+    from hvd_container.launcher import probe  # the probe's code only here: ~8 ms
 
     if output and diff:
         raise UserError("-o and --diff exclude each other: write a new profile, or compare one")
