@@ -364,7 +364,7 @@ def controller_in_image(launch: Launch) -> Verdict | None:
 
 @check("task-env", "the runtime passes srun's per-task variables to the program")
 def task_env(launch: Launch) -> Verdict | None:
-    problem = launch.runtime.dropped_task_env()
+    problem = launch.runtime.dropped_task_env(launch)
     return fail(problem) if problem else None
 
 

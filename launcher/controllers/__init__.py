@@ -59,6 +59,9 @@ class Controller:
     uses_host_mpi: ClassVar[bool] = False  # ranks talk through MPI started by srun
     smoke: ClassVar[str | None] = None  # doctor --smoke's program (Python source), if any
     task_env: ClassVar[tuple[str, ...]] = ()  # variables wrap_task sets for the container
+    # the program reads srun's own SLURM_*/PMI_* (MPI, Lightning); False where wrap_task hands
+    # it all it needs as task_env, so a runtime that drops the host's variables may still run it
+    reads_srun_env: ClassVar[bool] = True
 
     def __init__(self, reason: str | None = None) -> None:
         self.reason = reason  # why it was chosen, when it was not asked for by name

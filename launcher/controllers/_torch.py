@@ -95,6 +95,7 @@ class TorchController(Controller):
 
     own: ClassVar[str]  # the exports of this controller, sh, after the rendezvous
     task_env: ClassVar[tuple[str, ...]]
+    reads_srun_env = False
 
     def mpi_plugin(
         self, site: Site, request: LaunchRequest, facts: ImageFacts | None, single_task: bool

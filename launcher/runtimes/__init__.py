@@ -192,7 +192,7 @@ class Runtime:
         """Why NCCL's network plugin is absent from the container although NCCL_NET is forced."""
         return None
 
-    def dropped_task_env(self) -> str | None:
+    def dropped_task_env(self, launch: Launch) -> str | None:
         """Why srun's per-task variables (SLURM_*, PMI_*) do not reach the program."""
         return None
 

@@ -1,10 +1,13 @@
 """Apptainer / Singularity: `apptainer {run|exec} [--nv] [-B SRC:DST] [--pwd DIR] IMAGE CMD`.
 
 The host environment passes in, so srun's SLURM_*/PMI_* reach the ranks; `--cleanenv` (or
-`--containall`) would drop them. PATH, HOME and LD_LIBRARY_PATH never pass in: a launch that
-sets them gives them as APPTAINERENV_X (which Apptainer reads, and Singularity reads as
-SINGULARITYENV_X). A registry image is converted to a SIF by every rank at once: convert it
-once first.
+`--containall`) drops them, so it is refused for controllers whose program reads them (MPI,
+Lightning). PATH, HOME and LD_LIBRARY_PATH never pass in: a launch that sets them gives them
+as APPTAINERENV_X (which Apptainer reads, and Singularity reads as SINGULARITYENV_X). Under
+`--cleanenv` the prefixed ones are all that pass (internal/pkg/util/env/create.go), so a small
+sh wrapper on the node, after the controller's, hands over every variable of the launch under
+the prefix (torch's RANK, MASTER_ADDR, ...). A registry image is converted to a SIF by every
+rank at once: convert it once first.
 """
 
 from __future__ import annotations
@@ -50,17 +53,35 @@ class Apptainer(Runtime):
             return ref
         return "docker://" + strip_docker_scheme(ref)
 
-    def environment(self, env: dict[str, str]) -> dict[str, str]:
-        prefix = "SINGULARITYENV_" if self.kind == "singularity" else "APPTAINERENV_"
-        return {(prefix + k if k in NOT_PASSED else k): v for k, v in env.items()}
+    @property
+    def prefix(self) -> str:
+        return "SINGULARITYENV_" if self.kind == "singularity" else "APPTAINERENV_"
 
-    def dropped_task_env(self) -> str | None:
-        if any(f in CLEANENV_FLAGS for f in self.profile.flags):
+    @property
+    def clean(self) -> bool:
+        return any(f in CLEANENV_FLAGS for f in self.profile.flags)
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        return {(self.prefix + k if k in NOT_PASSED else k): v for k, v in env.items()}
+
+    def dropped_task_env(self, launch: Launch) -> str | None:
+        if self.clean and launch.controller.reads_srun_env:
             return (
                 f"runtime.flags: {self.kind} --cleanenv/--containall drops SLURM_*, PMI_* and "
-                "PMIX_*, so ranks cannot find each other: remove it and pass variables with --env"
+                f"PMIX_*, so --controller {launch.controller.name}'s ranks cannot find each "
+                "other: remove it (pass variables with --env), or launch with --controller "
+                "torch or torchrun, whose variables are handed over"
             )
         return None
+
+    def handed_over(self, names: list[str], argv: list[str]) -> list[str]:
+        """`argv` under --cleanenv: each of `names` that is set, exported under the prefix
+        just before the runtime starts (their values are known only on the task's node)."""
+        forward = [n for n in names if not n.startswith(self.prefix)]
+        if not forward:
+            return argv
+        text = "".join(f'[ -z "${{{n}+x}}" ] || export {self.prefix}{n}="${n}"; ' for n in forward)
+        return ["sh", "-c", text + 'exec "$@"', f"hvd-{self.kind}", *argv]
 
     def wrap(self, inv: Invocation) -> Wrapped:
         argv = [self.kind, self.profile.command]
@@ -72,7 +93,8 @@ class Apptainer(Runtime):
         if inv.workdir:
             argv += ["--pwd", inv.workdir]
         argv.append(self.image_ref(inv.image or ""))
-        return Wrapped([], argv + inv.program)
+        argv += inv.program
+        return Wrapped([], self.handed_over(inv.env_names, argv) if self.clean else argv)
 
 
 @check(

@@ -155,3 +155,40 @@ def test_verify_checks_torch_distributed_where_there_is_no_horovod() -> None:
         "torch.distributed has no nccl backend (is_nccl_available() is False; it has gloo)"
     ]
     assert torch_distributed_problems(cpu, {})[0].startswith("torch.distributed is not available")
+
+
+@needs_scontrol
+@pytest.mark.parametrize(("kind", "prefix"), [("apptainer", "APPTAINERENV_"),
+                                              ("singularity", "SINGULARITYENV_")])  # fmt: skip
+def test_cleanenv_gets_the_rendezvous_under_the_runtimes_prefix(
+    tmp_path,
+    kind: str,
+    prefix: str,  # type: ignore[no-untyped-def]
+) -> None:
+    # Apptainer under --cleanenv passes only PREFIX_NAME in, as NAME (its env/create.go)
+    site = tmp_path / "clean.yaml"
+    site.write_text(f"name: clean\nruntime: {{kind: {kind}, flags: [--cleanenv]}}\n")
+    request = LaunchRequest(script="t.py", image="x.sif", controller="torch", nodes=3,
+                            ntasks_per_node=3, env={"FOO": "a b", "PATH": "/opt/bin"})  # fmt: skip
+    argv = plan_launch(load_site(str(site)), request).argv
+    # a stand-in for the runtime, which cannot run here: it prints the environment it got
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / kind).write_text("#!/bin/sh\nexec env\n")
+    (bin_dir / kind).chmod(0o755)
+    task = ["sh", *argv[argv.index(_torch.RENDEZVOUS) - 1 :]]  # the part srun runs on a node
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", **TASK, "SLURM_PROCID": "4",
+           "SLURM_NODEID": "1", "SLURM_LOCALID": "1", "FOO": "a b", f"{prefix}PATH": "/opt/bin"}  # fmt: skip
+    out = subprocess.run(task, capture_output=True, text=True, env=env, check=True).stdout
+    got = dict(line.split("=", 1) for line in out.splitlines() if line.startswith(prefix))
+    assert got[prefix + "MASTER_ADDR"] == "gpu07" and got[prefix + "RANK"] == "4"
+    assert (got[prefix + "LOCAL_RANK"], got[prefix + "LOCAL_WORLD_SIZE"]) == ("1", "3")
+    assert got[prefix + "WORLD_SIZE"] == "7" and got[prefix + "FOO"] == "a b"
+    assert got[prefix + "PATH"] == "/opt/bin"  # given under the prefix already, once
+
+
+def test_cleanenv_is_still_refused_where_the_program_reads_sruns_variables(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "clean.yaml"
+    site.write_text("name: clean\nruntime: {kind: apptainer, flags: [--cleanenv]}\n")
+    with pytest.raises(UserError, match=r"so --controller mpi's ranks cannot find each other"):
+        plan_launch(load_site(str(site)), LaunchRequest(script="t.py", image="x.sif", ntasks=2))
