@@ -222,9 +222,15 @@ start_slurmd() { # $1 = node index
     mkdir -p "$RUN/spool-node$i" "$TMPFS/node$i"
     chmod 1777 "$TMPFS/node$i"
     # `ip netns exec` remounts /sys and slurmd then finds no cgroup fs: enter only the net ns,
-    # and give the node its own hostname in a new UTS namespace.
-    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts \
-        sh -c "hostname node$i && exec slurmd -N node$i"
+    # and give the node its own hostname in a new UTS namespace. The host's DNS server is out of
+    # the nodes' reach: each lookup /etc/hosts cannot answer (a reverse lookup, node1's IPv6
+    # address) would wait 10 s for it (init_process_group waited twice). The node gets a
+    # resolv.conf whose server refuses at once, in its own mount namespace (host mounts still
+    # reach it).
+    printf '# hvd-testbed: no DNS on the nodes, node names are in /etc/hosts\nnameserver 127.0.0.1\n' \
+        >"$RUN/resolv.conf"
+    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation slave \
+        sh -c "mount --bind '$RUN/resolv.conf' /etc/resolv.conf && hostname node$i && exec slurmd -N node$i"
 }
 
 registered() { # $1 = node: its slurmd registered since this `up` began
