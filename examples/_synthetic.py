@@ -1,14 +1,17 @@
-"""What the PyTorch examples share: their options, the synthetic dataset, and checkpoints
-written whole or not at all. It sits next to them: a script's own folder is on its import path,
+"""What the PyTorch examples share: their options, the synthetic dataset, the training loop
+and checkpoints written whole or not at all. It sits next to them: a script's own folder is on its import path,
 on the host and in the container alike."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
+from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 # Fault drills only: the epoch whose checkpoint stays half-written for 10 minutes, so that a
@@ -76,3 +79,41 @@ def load_checkpoint(path: str) -> dict | None:
     if not os.path.exists(path):
         return None
     return torch.load(path, map_location="cpu")
+
+
+def train_epochs(  # type: ignore[no-untyped-def]
+    args, model, optimizer, loader, sampler, device, first: int, rank: int,
+    mean_over_ranks: Callable[[float], float], save: Callable[[int, float], None],
+) -> None:  # fmt: skip
+    """Epochs first..args.epochs. Each ends with its loss averaged over the ranks by the
+    framework's allreduce (`mean_over_ranks`), then `save(epoch, mean_loss)`, which every rank
+    calls (FSDP gathers its shards there; rank 0 writes). The median step time comes last."""
+    step_times: list[float] = []
+    for epoch in range(first, args.epochs + 1):
+        sampler.set_epoch(epoch)
+        model.train()
+        total, count = 0.0, 0
+        for x, y in loader:
+            start = time.perf_counter()
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            step_times.append(time.perf_counter() - start)
+            total += loss.item() * len(x)
+            count += len(x)
+        local_loss = total / count
+        mean_loss = mean_over_ranks(local_loss)
+        print(
+            f"[rank {rank}] epoch {epoch} loss {local_loss:.4f} (mean over ranks {mean_loss:.4f})",
+            flush=True,
+        )
+        save(epoch, mean_loss)
+    if rank == 0 and first <= args.epochs:
+        print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
+    print(
+        f"[rank {rank}] done: {len(step_times)} steps, median step time "
+        f"{1000 * statistics.median(step_times or [0.0]):.3f} ms",
+        flush=True,
+    )

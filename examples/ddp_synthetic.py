@@ -16,13 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
-import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
-from _synthetic import load_checkpoint, parse_args, save_checkpoint, synthetic_dataset  # beside it
+from _synthetic import (  # beside it
+    load_checkpoint,
+    parse_args,
+    save_checkpoint,
+    synthetic_dataset,
+    train_epochs,
+)
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -59,41 +63,16 @@ def resumed_epoch(checkpoint: dict | None) -> int:
     return int(box[0])
 
 
-def train(args, model, optimizer, loader, sampler, device, first: int, save) -> None:  # type: ignore[no-untyped-def]
-    """Epochs first..args.epochs; `save(epoch, mean_loss)` after each (every rank calls it)."""
-    rank, size = dist.get_rank(), dist.get_world_size()
-    step_times: list[float] = []
-    for epoch in range(first, args.epochs + 1):
-        sampler.set_epoch(epoch)
-        model.train()
-        total, count = 0.0, 0
-        for x, y in loader:
-            start = time.perf_counter()
-            x, y = x.to(device), y.to(device)
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            step_times.append(time.perf_counter() - start)
-            total += loss.item() * len(x)
-            count += len(x)
-        local_loss = total / count
-        summed = torch.tensor([local_loss], device=device)
+def mean_over_ranks(device: torch.device) -> Callable[[float], float]:
+    """A number averaged over the ranks by an all_reduce (of a tensor on `device`: nccl
+    reduces GPU tensors only)."""
+
+    def mean(value: float) -> float:
+        summed = torch.tensor([value], device=device)
         dist.all_reduce(summed)
-        mean_loss = summed.item() / size
-        print(
-            f"[rank {rank}] epoch {epoch} loss {local_loss:.4f} (mean over ranks {mean_loss:.4f})",
-            flush=True,
-        )
-        save(epoch, mean_loss)
-    if rank == 0 and first <= args.epochs:
-        print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
-    steps = len(step_times)
-    print(
-        f"[rank {rank}] done: {steps} steps, median step time "
-        f"{1000 * statistics.median(step_times or [0.0]):.3f} ms",
-        flush=True,
-    )
+        return summed.item() / dist.get_world_size()
+
+    return mean
 
 
 def main() -> None:
@@ -134,7 +113,10 @@ def main() -> None:
                 args.checkpoint,
             )  # fmt: skip
 
-    train(args, model, optimizer, loader, sampler, device, done + 1, save)
+    train_epochs(
+        args, model, optimizer, loader, sampler, device, done + 1, rank,
+        mean_over_ranks(device), save,
+    )  # fmt: skip
     dist.destroy_process_group()
 
 

@@ -13,8 +13,14 @@ import os
 
 import torch
 import torch.distributed as dist
-from _synthetic import load_checkpoint, parse_args, save_checkpoint, synthetic_dataset
-from ddp_synthetic import init, resumed_epoch, train  # the script's own folder: DDP's loop
+from _synthetic import (
+    load_checkpoint,
+    parse_args,
+    save_checkpoint,
+    synthetic_dataset,
+    train_epochs,
+)
+from ddp_synthetic import init, mean_over_ranks, resumed_epoch  # the script's own folder
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -73,7 +79,10 @@ def main() -> None:
                 args.checkpoint,
             )
 
-    train(args, model, optimizer, loader, sampler, device, done + 1, save)
+    train_epochs(
+        args, model, optimizer, loader, sampler, device, done + 1, rank,
+        mean_over_ranks(device), save,
+    )  # fmt: skip
     dist.destroy_process_group()
 
 

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import os
 import socket
-import statistics
-import time
 
 import horovod.torch as hvd
 import torch
-import torch.nn.functional as F
-from _synthetic import load_checkpoint, parse_args, save_checkpoint, synthetic_dataset  # beside it
+from _synthetic import (  # beside it
+    load_checkpoint,
+    parse_args,
+    save_checkpoint,
+    synthetic_dataset,
+    train_epochs,
+)
 from torch import nn
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
@@ -76,46 +79,21 @@ def main() -> None:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # 5
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-    step_times: list[float] = []
-    mean_loss = float("nan")
-    for epoch in range(done + 1, args.epochs + 1):
-        sampler.set_epoch(epoch)
-        model.train()
-        total, count = 0.0, 0
-        for x, y in loader:
-            start = time.perf_counter()
-            x, y = x.to(device), y.to(device)
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            step_times.append(time.perf_counter() - start)
-            total += loss.item() * len(x)
-            count += len(x)
-        local_loss = total / count
-        mean_loss = hvd.allreduce(torch.tensor(local_loss), name="epoch_loss").item()
-        print(
-            f"[rank {hvd.rank()}] epoch {epoch} loss {local_loss:.4f} (mean over ranks "
-            f"{mean_loss:.4f})",
-            flush=True,
-        )
+    def mean_over_ranks(value: float) -> float:
+        return hvd.allreduce(torch.tensor(value), name="epoch_loss").item()
 
-        if hvd.rank() == 0:
-            # Only rank 0 writes, so ranks never race on the same file.
+    def save(epoch: int, mean_loss: float) -> None:
+        if hvd.rank() == 0:  # only rank 0 writes, so ranks never race on the same file
             save_checkpoint(
                 {"epoch": epoch, "model": model.state_dict(),
                  "optimizer": optimizer.state_dict(), "loss": mean_loss},
                 args.checkpoint,
             )  # fmt: skip
-    if hvd.rank() == 0 and done < args.epochs:
-        print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
-    steps = len(step_times)
-    print(
-        f"[rank {hvd.rank()}] done: {steps} steps, mean step time "
-        f"{1000 * sum(step_times) / max(1, steps):.3f} ms, median "
-        f"{1000 * statistics.median(step_times or [0.0]):.3f} ms",
-        flush=True,
-    )
+
+    train_epochs(
+        args, model, optimizer, loader, sampler, device, done + 1, hvd.rank(), mean_over_ranks,
+        save,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
