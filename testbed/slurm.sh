@@ -156,16 +156,30 @@ start_munge() {
     touch "$RUN/munged.ours"
 }
 
-iptables_rules() { # $1 = -C / -I / -D
+# $1 = -I / -D, then the rule (table and chain first): added once, or every copy removed
+iptables_rule() {
+    how=$1
+    shift
+    if [ "$how" = -I ]; then
+        iptables -C "$@" 2>/dev/null || iptables -I "$@"
+    else
+        while iptables -D "$@" 2>/dev/null; do :; done
+    fi
+}
+
+# The nodes talk to each other through the bridge, and reach the host's DNS server through the
+# host (masqueraded), as a cluster's nodes reach the site's: without it each lookup /etc/hosts
+# cannot answer (a reverse lookup, a name's IPv6 address) waited 10 s for a server out of reach,
+# and init_process_group() did so twice (c10d looks up its peer's name).
+iptables_rules() { # $1 = -I / -D
     for chain in DOCKER-USER FORWARD; do
         iptables -n -L "$chain" >/dev/null 2>&1 || continue
-        if [ "$1" = -I ]; then
-            iptables -C "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null ||
-                iptables -I "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
-        else
-            while iptables -D "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do :; done
-        fi
+        iptables_rule "$1" "$chain" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+        iptables_rule "$1" "$chain" -i "$BRIDGE" ! -o "$BRIDGE" -j ACCEPT
+        iptables_rule "$1" "$chain" -o "$BRIDGE" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
     done
+    iptables_rule "$1" POSTROUTING -t nat -s "$NET.0/24" ! -o "$BRIDGE" -j MASQUERADE
+    [ "$1" = -D ] || echo 1 >/proc/sys/net/ipv4/ip_forward
 }
 
 setup_network() {
@@ -191,7 +205,7 @@ setup_network() {
         i=$((i + 1))
     done
     hosts_entries
-    # With dockerd running, bridged traffic meets its FORWARD drop policy: let only this bridge through.
+    # With dockerd running, bridged traffic meets its FORWARD drop policy: let this bridge through.
     iptables_rules -I 2>/dev/null || true
 }
 
@@ -222,15 +236,9 @@ start_slurmd() { # $1 = node index
     mkdir -p "$RUN/spool-node$i" "$TMPFS/node$i"
     chmod 1777 "$TMPFS/node$i"
     # `ip netns exec` remounts /sys and slurmd then finds no cgroup fs: enter only the net ns,
-    # and give the node its own hostname in a new UTS namespace. The host's DNS server is out of
-    # the nodes' reach: each lookup /etc/hosts cannot answer (a reverse lookup, node1's IPv6
-    # address) would wait 10 s for it (init_process_group waited twice). The node gets a
-    # resolv.conf whose server refuses at once, in its own mount namespace (host mounts still
-    # reach it).
-    printf '# hvd-testbed: no DNS on the nodes, node names are in /etc/hosts\nnameserver 127.0.0.1\n' \
-        >"$RUN/resolv.conf"
-    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation slave \
-        sh -c "mount --bind '$RUN/resolv.conf' /etc/resolv.conf && hostname node$i && exec slurmd -N node$i"
+    # and give the node its own hostname in a new UTS namespace.
+    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts \
+        sh -c "hostname node$i && exec slurmd -N node$i"
 }
 
 registered() { # $1 = node: its slurmd registered since this `up` began
