@@ -63,6 +63,13 @@ def resumed_epoch(checkpoint: dict | None) -> int:
     return int(box[0])
 
 
+def finish() -> None:
+    """Leave together: a rank that tears gloo down while rank 0 still writes the checkpoint
+    now and then aborted ("terminate called without an active exception") after training."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def mean_over_ranks(device: torch.device) -> Callable[[float], float]:
     """A number averaged over the ranks by an all_reduce (of a tensor on `device`: nccl
     reduces GPU tensors only)."""
@@ -117,7 +124,7 @@ def main() -> None:
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,
     )  # fmt: skip
-    dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from _synthetic import (
     synthetic_dataset,
     train_epochs,
 )
-from ddp_synthetic import init, mean_over_ranks, resumed_epoch  # the script's own folder
+from ddp_synthetic import finish, init, mean_over_ranks, resumed_epoch  # the script's own folder
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -83,7 +83,7 @@ def main() -> None:
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,
     )  # fmt: skip
-    dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":
