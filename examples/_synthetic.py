@@ -12,7 +12,9 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import TensorDataset
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
 
 # Fault drills only: the epoch whose checkpoint stays half-written for 10 minutes, so that a
 # test can kill the job in the middle of the write.
@@ -46,6 +48,22 @@ def synthetic_dataset(args: argparse.Namespace) -> TensorDataset:
     return TensorDataset(x, y)
 
 
+def sharded_data(
+    args: argparse.Namespace, rank: int, size: int
+) -> tuple[DistributedSampler, DataLoader]:
+    """This rank's shard of the dataset: its sampler (set_epoch reshuffles) and loader."""
+    dataset = synthetic_dataset(args)
+    sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True)
+    return sampler, DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+
+
+def small_model(args: argparse.Namespace, device: torch.device) -> nn.Sequential:
+    """The examples' network: one hidden layer."""
+    return nn.Sequential(
+        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
+    ).to(device)
+
+
 def save_checkpoint(state: dict, path: str) -> None:
     """Write the checkpoint whole or not at all: the previous one stays until the new one is
     on disk (rename within one directory is atomic)."""
@@ -69,7 +87,8 @@ def save_checkpoint(state: dict, path: str) -> None:
 
 
 def load_checkpoint(path: str) -> dict | None:
-    """On rank 0: the last whole checkpoint, or None; a killed writer's leftovers go."""
+    """On rank 0: the last whole checkpoint (said on stdout), or None; a killed writer's
+    leftovers go."""
     directory = os.path.dirname(os.path.abspath(path))
     prefix = os.path.basename(path) + ".tmp-"
     if os.path.isdir(directory):
@@ -78,7 +97,29 @@ def load_checkpoint(path: str) -> dict | None:
                 os.remove(os.path.join(directory, name))
     if not os.path.exists(path):
         return None
-    return torch.load(path, map_location="cpu")
+    checkpoint = torch.load(path, map_location="cpu")
+    print(
+        f"[rank 0] resumed from {os.path.abspath(path)} after epoch {checkpoint['epoch']}",
+        flush=True,
+    )
+    return checkpoint
+
+
+def saver(
+    rank: int, path: str, state: Callable[[], tuple[dict, dict]]
+) -> Callable[[int, float], None]:
+    """train_epochs' `save`: every rank calls `state` for (model, optimizer) state dicts
+    (FSDP gathers its shards there), and rank 0 alone writes them, so ranks never race on
+    the file."""
+
+    def save(epoch: int, mean_loss: float) -> None:
+        model, optimizer = state()
+        if rank == 0:
+            save_checkpoint(
+                {"epoch": epoch, "model": model, "optimizer": optimizer, "loss": mean_loss}, path
+            )
+
+    return save
 
 
 def train_epochs(  # type: ignore[no-untyped-def]

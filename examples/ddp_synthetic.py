@@ -23,14 +23,12 @@ import torch.distributed as dist
 from _synthetic import (  # beside it
     load_checkpoint,
     parse_args,
-    save_checkpoint,
-    synthetic_dataset,
+    saver,
+    sharded_data,
+    small_model,
     train_epochs,
 )
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
 
 
 def init(args: argparse.Namespace, kind: str) -> torch.device:
@@ -86,20 +84,11 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     device = init(args, "torch.distributed DDP")
     rank, size = dist.get_rank(), dist.get_world_size()
-    dataset = synthetic_dataset(args)
-    sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
-    net = nn.Sequential(
-        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
-    ).to(device)
+    sampler, loader = sharded_data(args, rank, size)
+    net = small_model(args, device)
     checkpoint = load_checkpoint(args.checkpoint) if rank == 0 else None
     if checkpoint is not None:
         net.load_state_dict(checkpoint["model"])
-        print(
-            f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch "
-            f"{checkpoint['epoch']}",
-            flush=True,
-        )
     done = resumed_epoch(checkpoint)
     # DDP broadcasts rank 0's parameters to the others when it wraps the model
     model = DistributedDataParallel(
@@ -112,14 +101,7 @@ def main() -> None:
     dist.broadcast_object_list(state, src=0)
     optimizer.load_state_dict(state[0])
 
-    def save(epoch: int, mean_loss: float) -> None:
-        if rank == 0:
-            save_checkpoint(
-                {"epoch": epoch, "model": net.state_dict(),
-                 "optimizer": optimizer.state_dict(), "loss": mean_loss},
-                args.checkpoint,
-            )  # fmt: skip
-
+    save = saver(rank, args.checkpoint, lambda: (net.state_dict(), optimizer.state_dict()))
     train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,

@@ -9,15 +9,14 @@ CPU, nccl on GPUs. It prints its median step time.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 from _synthetic import (
     load_checkpoint,
     parse_args,
-    save_checkpoint,
-    synthetic_dataset,
+    saver,
+    sharded_data,
+    small_model,
     train_epochs,
 )
 from ddp_synthetic import finish, init, mean_over_ranks, resumed_epoch  # the script's own folder
@@ -31,20 +30,14 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     device = init(args, "torch.distributed FSDP")
     rank, size = dist.get_rank(), dist.get_world_size()
-    dataset = synthetic_dataset(args)
-    sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
-    model = nn.Sequential(
-        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
-    ).to(device)
+    sampler, loader = sharded_data(args, rank, size)
+    model = small_model(args, device)
     mesh = init_device_mesh(device.type, (size,))
     for layer in model:
         if isinstance(layer, nn.Linear):
@@ -61,24 +54,14 @@ def main() -> None:
         set_optimizer_state_dict(
             model, optimizer, checkpoint["optimizer"] if checkpoint else {}, options=full
         )
-        if rank == 0:
-            print(
-                f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch {done}",
-                flush=True,
-            )
 
     gathered = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
-    def save(epoch: int, mean_loss: float) -> None:
-        # every rank takes part in gathering the shards; rank 0 writes
-        weights = get_model_state_dict(model, options=gathered)
-        state = get_optimizer_state_dict(model, optimizer, options=gathered)
-        if rank == 0:
-            save_checkpoint(
-                {"epoch": epoch, "model": weights, "optimizer": state, "loss": mean_loss},
-                args.checkpoint,
-            )
-
+    # every rank takes part in gathering the shards; rank 0 writes
+    save = saver(rank, args.checkpoint, lambda: (
+        get_model_state_dict(model, options=gathered),
+        get_optimizer_state_dict(model, optimizer, options=gathered),
+    ))  # fmt: skip
     train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,

@@ -27,13 +27,11 @@ import torch
 from _synthetic import (  # beside it
     load_checkpoint,
     parse_args,
-    save_checkpoint,
-    synthetic_dataset,
+    saver,
+    sharded_data,
+    small_model,
     train_epochs,
 )
-from torch import nn
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
 
 
 def main() -> None:
@@ -55,13 +53,8 @@ def main() -> None:
         flush=True,
     )
 
-    dataset = synthetic_dataset(args)
-    sampler = DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
-
-    model = nn.Sequential(
-        nn.Linear(args.features, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.classes)
-    ).to(device)
+    sampler, loader = sharded_data(args, hvd.rank(), hvd.size())
+    model = small_model(args, device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)  # 3
     optimizer = hvd.DistributedOptimizer(  # 4
         optimizer, named_parameters=model.named_parameters()
@@ -70,11 +63,6 @@ def main() -> None:
     if resumed is not None:
         model.load_state_dict(resumed["model"])
         optimizer.load_state_dict(resumed["optimizer"])
-        print(
-            f"[rank 0] resumed from {os.path.abspath(args.checkpoint)} after epoch "
-            f"{resumed['epoch']}",
-            flush=True,
-        )
     done = hvd.broadcast_object(resumed["epoch"] if resumed else 0, root_rank=0)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # 5
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
@@ -82,14 +70,7 @@ def main() -> None:
     def mean_over_ranks(value: float) -> float:
         return hvd.allreduce(torch.tensor(value), name="epoch_loss").item()
 
-    def save(epoch: int, mean_loss: float) -> None:
-        if hvd.rank() == 0:  # only rank 0 writes, so ranks never race on the same file
-            save_checkpoint(
-                {"epoch": epoch, "model": model.state_dict(),
-                 "optimizer": optimizer.state_dict(), "loss": mean_loss},
-                args.checkpoint,
-            )  # fmt: skip
-
+    save = saver(hvd.rank(), args.checkpoint, lambda: (model.state_dict(), optimizer.state_dict()))
     train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, hvd.rank(), mean_over_ranks,
         save,
