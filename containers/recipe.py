@@ -31,7 +31,7 @@ from pydantic import (
 from hvd_container import facts, recipes
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
-from hvd_container.core.model import EnvName, Strict, one_line
+from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -363,7 +363,7 @@ class Recipe(Strict):
     pytorch: PyTorch | None = None
     lightning: Lightning | None = None
     horovod: Horovod | None = None
-    controller: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] | None = Field(
+    controller: ControllerName | None = Field(
         default=None,
         description="How the image's scripts find their peers (mpi, gloo, lightning, torch, "
         "torchrun): `run --recipe` uses it unless --controller names another.",

@@ -25,7 +25,13 @@ from pathlib import Path
 
 import yaml
 from hvd_container.launcher import runtimes
-from hvd_container.launcher.sites import MPI_PLUGINS, Site, host_arch, validate_site_file
+from hvd_container.launcher.sites import (
+    MPI_PLUGINS,
+    Site,
+    host_arch,
+    valid_site_name,
+    validate_site_file,
+)
 from hvd_container.launcher.slurm import slurm_seconds
 
 from hvd_container.core.atomic import write_text
@@ -140,10 +146,9 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
         for name in node.get("Partitions", "").split(","):
             by_partition.setdefault(name, []).append(node)
     for record in _records(parts):
-        partition = record.get("PartitionName")
-        if not partition:
+        name = record.get("PartitionName", "")
+        if not name:
             continue
-        name = partition
         if record.get("Default") == "YES":
             probe.default_partition = name
         members = by_partition.get(name, [])
@@ -199,9 +204,13 @@ def _runtimes(probe: SiteProbe, timeout: float) -> None:
             probe.runtimes[kind] = f"srun {cls.srun_option}"
 
 
+def _runtime_env() -> dict[str, str]:
+    # ch-run and podman-hpc insist on $USER, which a batch job or a cron job may lack
+    return {**os.environ, "USER": os.environ.get("USER") or "nobody"}
+
+
 def _version(program: str, timeout: float) -> str:
-    env = {**os.environ, "USER": os.environ.get("USER") or "nobody"}  # ch-run insists on $USER
-    text = _run([program, "--version"], timeout, [], both=True, env=env)
+    text = _run([program, "--version"], timeout, [], both=True, env=_runtime_env())
     if text is None:
         return "found (no version within the time limit)"
     lines = text.strip().splitlines()
@@ -242,11 +251,17 @@ def _runtime_modules(probe: SiteProbe, timeout: float) -> None:
     for kind, cls in runtimes.findable():
         if kind not in probe.runtimes:
             continue
-        found = cls.probe_modules(timeout)
+        why: list[str] = []
+
+        def run(argv: list[str], why: list[str] = why) -> str | None:
+            return _run(argv, timeout, why, env=_runtime_env())
+
+        found = cls.probe_modules(run)
         if isinstance(found, str):
-            probe.unread.append(f"{kind}'s modules: {found}")
+            why.append(found)
         elif found is not None:
             probe.runtime_modules[kind] = found
+        probe.unread += [f"{kind}'s modules: {line}" for line in why]
 
 
 def _nodes(probe: SiteProbe, timeout: float) -> None:
@@ -484,10 +499,7 @@ def write_profile(found: SiteProbe, target: str) -> Site:
     validate` accepts it: a probe of a site that says something odd leaves no file."""
     path = Path(target)
     name = path.stem
-    if not re.fullmatch(r"[a-z0-9]+(?:[._-][a-z0-9]+)*", name) or path.suffix not in (
-        ".yaml",
-        ".yml",
-    ):
+    if not valid_site_name(name) or path.suffix not in (".yaml", ".yml"):
         raise UserError(
             f"-o {target}: the file's name is the site's name: NAME.yaml with lower-case letters, digits and . _ - (e.g. -o mysite.yaml)"
         )

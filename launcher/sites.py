@@ -25,7 +25,7 @@ from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError, raise_problems
-from hvd_container.core.model import EnvName, Line, Strict
+from hvd_container.core.model import ControllerName, EnvName, Line, Strict
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
@@ -54,6 +54,11 @@ PATTERN_WORDS = {
     _INTERFACE_PATTERN: "a network interface name (letters, digits, _ . : @ -; at most 15 characters), e.g. hsn0",
     _URL_PATTERN: "an http(s) URL",
 }
+
+
+def valid_site_name(value: str) -> bool:
+    """A profile's name (and its file's): lower-case letters, digits and . _ - between them."""
+    return bool(re.fullmatch(_NAME_PATTERN[1:-1], value))
 
 
 def valid_slurm_time(value: str) -> bool:
@@ -306,7 +311,7 @@ class Site(Strict):
     )
     scheduler: Scheduler = Field(default_factory=Scheduler)
     mpi: MpiPlugin | None = None
-    controller: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] | None = Field(
+    controller: ControllerName | None = Field(
         default=None,
         description="The controller launches on this site use unless the recipe or --controller names another (mpi, gloo, lightning, torch, torchrun).",
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 
@@ -39,3 +39,5 @@ def env_name(key: str) -> str:
 
 Line = Annotated[str, AfterValidator(one_line)]
 EnvName = Annotated[str, AfterValidator(env_name)]
+# a controller's name as a recipe or a site declares it; the launcher checks it is one it has
+ControllerName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]

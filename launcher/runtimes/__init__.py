@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -112,9 +113,10 @@ class Runtime:
     probe_rank: ClassVar[int] = 99
 
     @classmethod
-    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+    def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:
         """`sites probe`: the runtime's own modules on this site (Shifter's, podman-hpc's),
-        why they could not be read, or None for a runtime without modules."""
+        why they could not be read, or None for a runtime without modules. `run` is the
+        probe's: a command's output within its time limit, or None (the probe says why)."""
         return None
 
     @classmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+from collections.abc import Callable
 from typing import Literal
 
 import yaml
@@ -76,16 +76,11 @@ class PodmanHpc(Runtime):
     probe_rank = 4
 
     @classmethod
-    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+    def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:
         """The --flags of podman-hpc's modules: `cli_arg` of each file in its modules_dir."""
-        env = {**os.environ, "USER": os.environ.get("USER") or "nobody"}
-        try:
-            info = subprocess.run(
-                ["podman-hpc", "infohpc"], capture_output=True, text=True, timeout=timeout,
-                env=env, stdin=subprocess.DEVNULL,
-            ).stdout  # fmt: skip
-        except (subprocess.TimeoutExpired, OSError):
-            return f"podman-hpc infohpc gave no answer within {timeout:g} s"
+        info = run(["podman-hpc", "infohpc"])
+        if info is None:
+            return "its modules_dir is not known"
         found = re.search(r"^modules_dir\b.*?: (\S+)$", info, re.M)
         if not found or not os.path.isdir(found[1]):
             return "podman-hpc infohpc names no readable modules_dir"

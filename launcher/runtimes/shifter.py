@@ -11,6 +11,7 @@ image's libmpi.so.12).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from hvd_container.launcher.checks import Launch, Verdict, warn
@@ -66,7 +67,7 @@ class Shifter(Runtime):
     probe_rank = 2
 
     @classmethod
-    def probe_modules(cls, timeout: float) -> list[str] | str | None:
+    def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:
         try:
             with open(UDIROOT_CONF, encoding="utf-8", errors="replace") as fh:
                 text = fh.read(1 << 20)
