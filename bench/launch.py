@@ -114,6 +114,24 @@ def first_line_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float
     return elapsed
 
 
+def report(
+    label: str, how: str, container: list[float], host: list[float], max_ratio: float
+) -> float:
+    """Print one job's step times, container against host (medians of the run medians, and
+    the runs), and their ratio against the target; return the ratio."""
+    c, h = statistics.median(container), statistics.median(host)
+    ratio = c / h
+    print(
+        f"{label}step time, container ({how}): {c:.3f} ms (median of {len(container)} run medians)"
+    )
+    print(f"{label}step time, host virtualenv (--runtime none): {h:.3f} ms")
+    print(f"  runs, container: {', '.join(f'{x:.2f}' for x in container)} ms")
+    print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in host)} ms")
+    verdict = "ok" if ratio <= max_ratio else "OVER TARGET"
+    print(f"{label}container/host: {ratio:.3f} (target <= {max_ratio}) {verdict}")
+    return ratio
+
+
 def shlex_join(argv: list[str]) -> str:
     import shlex
 
@@ -157,24 +175,10 @@ def main() -> int:
         short = [str(EXAMPLE), "--epochs", "1", "--samples", "256"]
         inside = [first_line_seconds([*alloc, *run, *short], env, cwd) for _ in range(opts.repeat)]
         outside = [first_line_seconds([*run, *short], env, cwd) for _ in range(opts.repeat)]
-    c, h = statistics.median(container), statistics.median(host)
-    ratio = c / h
-    print(
-        f"step time, container (hvd-container run, ch-run): {c:.3f} ms (median of {opts.repeat} run medians)"
+    ratio = report("", "hvd-container run, ch-run", container, host, opts.max_ratio)
+    ddp_ratio = report(
+        "DDP ", "--controller torch, ch-run", ddp_container, ddp_host, opts.max_ratio
     )
-    print(f"step time, host virtualenv (--runtime none):     {h:.3f} ms")
-    print(f"  runs, container: {', '.join(f'{x:.2f}' for x in container)} ms")
-    print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in host)} ms")
-    verdict = "ok" if ratio <= opts.max_ratio else "OVER TARGET"
-    print(f"container/host: {ratio:.3f} (target <= {opts.max_ratio}) {verdict}")
-    dc, dh = statistics.median(ddp_container), statistics.median(ddp_host)
-    ddp_ratio = dc / dh
-    print(f"DDP step time, container (--controller torch, ch-run): {dc:.3f} ms")
-    print(f"DDP step time, host virtualenv (--runtime none):      {dh:.3f} ms")
-    print(f"  runs, container: {', '.join(f'{x:.2f}' for x in ddp_container)} ms")
-    print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in ddp_host)} ms")
-    ddp_verdict = "ok" if ddp_ratio <= opts.max_ratio else "OVER TARGET"
-    print(f"DDP container/host: {ddp_ratio:.3f} (target <= {opts.max_ratio}) {ddp_verdict}")
     print(
         f"run -> first rank's first line, inside an allocation: {statistics.median(inside):.2f} s"
     )
