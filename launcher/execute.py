@@ -104,7 +104,6 @@ def execute(
     path = slurm.output_path(job)
     if path is not None:
         reporter.status(f"job {job_id} output: {path}")
-    failure = slurm.failure_summary(job)
-    if failure:
-        reporter.status(failure)
+    if job.failed is not None and job.failed.summary:
+        reporter.status(job.failed.summary)
     return job.exit_code

@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hvd_container.launcher.report import Reporter
@@ -66,9 +66,20 @@ class Job:
     def finished(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    # what follow() read in the log of the finished job (failure()), where it read it
+    failed: Failure | None = None
+
     @property
     def exit_code(self) -> int:
-        """The job's result as a process exit code: 0 only for COMPLETED."""
+        """The job's result as a process exit code: 0 only for COMPLETED; a failed task's own
+        code where the log shows the others were only ended for it (failure())."""
+        if self.failed is not None:
+            return self.failed.exit_code
+        return self.slurm_exit_code
+
+    @property
+    def slurm_exit_code(self) -> int:
+        """The job's result as Slurm records it, as a process exit code."""
         if self.state == "COMPLETED":
             return 0
         if self.exit_status:
@@ -417,6 +428,8 @@ def _describe(job: Job) -> str:
         detail = f"exit code {job.exit_status}" if job.exit_status is not None else ""
         if job.signal:
             detail += f", signal {job.signal}"
+        if job.exit_code != job.slurm_exit_code:  # srun's 143 was its SIGTERM to the others
+            detail = f"exit code {job.exit_code}"
         return f"job {job.job_id} {job.state}" + (f" ({detail})" if detail else "")
     return f"job {job.job_id} {job.state}"
 
@@ -445,6 +458,11 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
                 raise StepFailed(f"job {job_id}: Slurm no longer knows this job")
             time.sleep(poll)
             continue
+        if job.finished:
+            # slurmd may flush the last lines just after the state changes; the log read once,
+            # for the line below and for run and jobs
+            time.sleep(min(poll, 0.3))
+            job = replace(job, failed=failure(job))
         if job.state != last_state:
             reporter.status(_describe(job))
             last_state = job.state
@@ -458,9 +476,6 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
                     tails[path] = (_Tail(path), stderr)
             copy_new()
         if job.finished:
-            # slurmd may flush the last lines just after the state changes
-            time.sleep(min(poll, 0.3))
-            copy_new()
             return job
         time.sleep(poll)
 
@@ -514,12 +529,35 @@ def _last_bytes(path: Path, count: int) -> str:
         return fh.read().decode(errors="replace")
 
 
-def failure_summary(job: Job) -> str | None:
-    """One line naming what failed: the nodes that went down (NODE_FAIL), then the failed tasks
-    and their nodes (from srun's lines in the job's stderr); None for a job that did not fail,
-    or whose log and Slurm name nothing."""
-    if job.exit_code == 0:
-        return None
+@dataclass(frozen=True)
+class Failure:
+    """What `run` says of a finished job: the one line naming what failed (None where nothing
+    failed, or the log and Slurm name nothing), and the exit code it returns."""
+
+    summary: str | None
+    exit_code: int
+
+
+# a failed task's own exit code, from srun's words for it
+_TASK_CODE = {"Killed": 128 + signal.SIGKILL, "Segmentation fault": 128 + signal.SIGSEGV}
+
+
+def _task_code(said: str) -> int | None:
+    """The exit code behind srun's "task 1 on node2: Exited with exit code 3" (or Killed, ...)."""
+    words = said.split(": ", 1)[-1]
+    found = re.fullmatch(r"Exited with exit code (\d+)", words)
+    if found:
+        return int(found[1])
+    return next((code for w, code in _TASK_CODE.items() if words.startswith(w)), None)
+
+
+def failure(job: Job) -> Failure:
+    """The nodes that went down (NODE_FAIL), then the failed tasks and their nodes (from
+    srun's lines in the job's stderr). The exit code is the job's, except where
+    --kill-on-bad-exit's SIGTERM to the other tasks (143) is all srun returned: then it is the
+    first failed task's own (rank 0's `exit 3` gives 3, whichever task srun saw end last)."""
+    if job.slurm_exit_code == 0:
+        return Failure(None, 0)
     nodes: list[str] = []
     tasks: list[str] = []
     for path in log_paths(job):
@@ -531,14 +569,17 @@ def failure_summary(job: Job) -> str | None:
         # the batch host itself went down: nobody was left to write srun's line
         nodes = down_nodes(job.nodes)
     parts = [f"node {n} went down" for n in dict.fromkeys(nodes)]
+    causes = [t for t in tasks if not t.endswith(": Terminated")]
+    code = job.slurm_exit_code
     if nodes:
-        # the tasks the node failure took with it say nothing more
-        tasks = [t for t in tasks if not t.endswith(": Terminated")]
+        tasks = causes  # the tasks the node failure took with it say nothing more
+    elif code == 128 + signal.SIGTERM and causes and len(causes) < len(tasks):
+        code = _task_code(causes[0]) or code
     parts += list(dict.fromkeys(tasks))
     if not parts:
-        return None
+        return Failure(None, code)
     more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
-    return f"job {job.job_id} {job.state}: " + "; ".join(parts[:3]) + more
+    return Failure(f"job {job.job_id} {job.state}: " + "; ".join(parts[:3]) + more, code)
 
 
 def print_log(job_id: str, reporter: Reporter) -> Job:

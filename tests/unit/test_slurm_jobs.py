@@ -592,7 +592,7 @@ def test_a_node_failure_names_the_node_not_the_tasks_it_took_along(
     job = Job("205", "t", "NODE_FAIL", 0, 15, nodes="node[1-2]", stderr="t.err",
               workdir=str(tmp_path))  # fmt: skip
     monkeypatch.setattr(slurm, "down_nodes", lambda nodes: pytest.fail("srun named it"))
-    assert slurm.failure_summary(job) == "job 205 NODE_FAIL: node node2 went down"
+    assert slurm.failure(job).summary == "job 205 NODE_FAIL: node node2 went down"
     assert job.exit_code != 0
 
 
@@ -606,7 +606,7 @@ def test_a_batch_host_that_went_down_is_found_by_asking_slurm(
               workdir=str(tmp_path))  # fmt: skip
     asked: list[str] = []
     monkeypatch.setattr(slurm, "down_nodes", lambda nodes: asked.append(nodes) or ["node1"])
-    assert slurm.failure_summary(job) == "job 206 NODE_FAIL: node node1 went down"
+    assert slurm.failure(job).summary == "job 206 NODE_FAIL: node node1 went down"
     assert asked == ["node[1-2]"]
 
 
@@ -627,3 +627,27 @@ def test_a_job_is_requeued_only_when_asked_and_then_keeps_its_log(
     script = plan(load_site("local"), request, "batch", dry_run=True).script or ""
     sbatch = [line for line in script.splitlines() if "requeue" in line or "open-mode" in line]
     assert sbatch == lines
+
+
+@pytest.mark.parametrize(
+    ("log", "code"),
+    [
+        # rank 0 exited 3 first; --kill-on-bad-exit's SIGTERM ended rank 1 before its own exit 3
+        ("srun: error: node1: task 0: Exited with exit code 3\n"
+         "srun: error: node2: task 1: Terminated\n", 3),
+        ("srun: error: node2: task 1: Killed\nsrun: error: node1: task 0: Terminated\n", 137),
+        # nothing but SIGTERM (scancel, a time limit): the job's own code stays
+        ("srun: error: node1: tasks 0-1: Terminated\n", 143),
+    ],
+)  # fmt: skip
+def test_run_returns_the_failed_tasks_code_not_the_sigterm_sent_to_the_others(
+    tmp_path: Path, log: str, code: int
+) -> None:
+    from hvd_container.launcher import slurm
+
+    (tmp_path / "t.err").write_text(log)
+    job = Job("207", "t", "FAILED", 143, 0, nodes="node[1-2]", stderr="t.err",
+              workdir=str(tmp_path))  # fmt: skip
+    failed = slurm.failure(job)
+    assert failed.exit_code == code
+    assert failed.summary is not None and failed.summary.startswith("job 207 FAILED: task")
