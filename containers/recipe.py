@@ -36,7 +36,7 @@ from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
 Controller = Literal["mpi", "gloo"]
-HorovodPatch = Literal["cxx17", "cxx20"]
+HorovodPatch = Literal["cxx17", "cxx20", "gcc13"]
 Pmi = Literal["pmi2", "pmix"]
 
 _NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"

@@ -38,8 +38,9 @@ def init(args: argparse.Namespace, kind: str) -> torch.device:
     if use_cuda:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     backend = "nccl" if use_cuda else "gloo"
-    dist.init_process_group(backend)
     device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+    # device_id binds the group to this rank's GPU (torch warns at every barrier without it)
+    dist.init_process_group(backend, device_id=device if use_cuda else None)
     torch.manual_seed(args.seed)
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_size)))

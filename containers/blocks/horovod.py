@@ -2,7 +2,8 @@
 
 `--no-build-isolation` always: Horovod's build imports the installed torch/tensorflow, which an
 isolated build environment would not see. Patches listed in the recipe are applied to the
-unpacked sdist before building (see horovod_patches.py).
+unpacked sdist before building, and so are those the release always needs (see
+horovod_patches.py: gcc13 up to 0.28.1).
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def build_env(recipe: Recipe) -> dict[str, str]:
     return dict(sorted(flags.items()))
 
 
+def patches(recipe: Recipe) -> list[str]:
+    """The patches applied to the sdist: the recipe's, then those its release always needs."""
+    hvd = recipe.horovod
+    assert hvd is not None
+    listed = list(hvd.patches)
+    return listed + [p for p in horovod_patches.needed(hvd.version) if p not in listed]
+
+
 def build_packages(recipe: Recipe) -> list[str]:
     packages = ["cmake", "g++", "make"]
     if recipe.python.source == "system":
@@ -74,14 +83,15 @@ def render(recipe: Recipe) -> Block | None:
         # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs
         # (Horovod dlopens libcuda, so the wheels' toolkit, which has no stubs, needs none).
         commands.append(f"ldconfig {CUDA_STUBS}")
-    if hvd.patches:
+    applied = patches(recipe)
+    if applied:
         commands += [
             "hvd_src=$(mktemp -d)",
             'hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" ' + " ".join(source),
             f'tar -xzf "$hvd_src/horovod-{hvd.version}.tar.gz" -C "$hvd_src"',
             f'cd "$hvd_src/horovod-{hvd.version}"',
         ]
-        for name in hvd.patches:
+        for name in applied:
             commands += horovod_patches.commands(name)
         commands += [
             f"{flags} {pip_install('--no-build-isolation', *no_deps, '.')}",

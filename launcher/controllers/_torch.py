@@ -55,8 +55,9 @@ RENDEZVOUS = (
 
 
 # Runs in the container under --controller torch: rank and size from init_process_group, then
-# an all_reduce with its sum checked and the bus bandwidth measured, over gloo on the CPU and
-# over NCCL where there are GPUs. Lines start with SMOKE for doctor's parser.
+# an all_reduce with its sum checked and the bus bandwidth measured (not at one rank: a copy,
+# not a network), over gloo on the CPU and over NCCL where there are GPUs, where an Average of
+# an odd length is checked too. Lines start with SMOKE for doctor's parser.
 SMOKE = r"""
 import os, socket, time
 import torch, torch.distributed as dist
@@ -71,21 +72,31 @@ one = torch.full((4,), float(rank + 1), device=device)
 dist.all_reduce(one)
 total = float(one[0])
 ok = abs(total - size * (size + 1) / 2) < 1e-6
-big = torch.ones(4 * 1024 * 1024, device=device)
-dist.all_reduce(big)
-if cuda:
-    torch.cuda.synchronize()
-started = time.perf_counter()
-for _ in range(5):
-    dist.all_reduce(big)
-if cuda:
-    torch.cuda.synchronize()
-seconds = (time.perf_counter() - started) / 5
-factor = 2 * (size - 1) / size if size > 1 else 1.0
-busbw = factor * big.numel() * 4 / seconds / 1e6
-word = "ok" if ok else f"WRONG sum {total:g}"
 op = "nccl" if cuda else "gloo"
-print(f"SMOKE rank {rank} op torch-{op} allreduce {word} busbw {busbw:.1f} MB/s", flush=True)
+word = "ok" if ok else f"WRONG sum {total:g}"
+if size > 1:
+    big = torch.ones(4 * 1024 * 1024, device=device)
+    dist.all_reduce(big)
+    if cuda:
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(5):
+        dist.all_reduce(big)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / 5
+    busbw = 2 * (size - 1) / size * big.numel() * 4 / seconds / 1e6
+    print(f"SMOKE rank {rank} op torch-{op} allreduce {word} busbw {busbw:.1f} MB/s", flush=True)
+else:  # one rank: a copy, not a network; no bandwidth to report
+    print(f"SMOKE rank {rank} op torch-{op} allreduce {word}", flush=True)
+if cuda:
+    # an Average of an odd length on every rank: NCCL < 2.29.7 drops its tail (NVIDIA/nccl#1950)
+    odd = torch.arange(4913, dtype=torch.float32, device=device) + rank
+    dist.all_reduce(odd, op=dist.ReduceOp.AVG)
+    want = torch.arange(4913, dtype=torch.float32, device=device) + (size - 1) / 2
+    wrong = int((odd - want).abs().gt(1e-3).sum())
+    word = "ok" if wrong == 0 else f"WRONG {wrong} of 4913 values (last {float(odd[-1]):g}, want {float(want[-1]):g})"
+    print(f"SMOKE rank {rank} op torch-{op} average {word}", flush=True)
 dist.destroy_process_group()
 """
 

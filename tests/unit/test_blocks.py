@@ -19,6 +19,7 @@ from hvd_container.containers.blocks import (
     extras,
     gpu_wheels,
     horovod,
+    horovod_patches,
     lightning,
     mpi,
     mpi_wheel,
@@ -259,8 +260,10 @@ def test_horovod_cxx17_patch_builds_from_patched_sdist(cpu: Recipe) -> None:
     sed = "sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "
     assert steps[4] == sed + "CMakeLists.txt horovod/torch/CMakeLists.txt \\"
     assert steps[5].startswith("! grep -n 'CMAKE_CXX_STANDARD 14'")
-    assert "hvd-pip install --no-cache-dir --no-build-isolation . \\" in steps[6]
-    assert steps[6].startswith("HOROVOD_WITHOUT_MXNET=1 ")
+    install = next(s for s in steps if "hvd-pip install" in s)
+    assert "hvd-pip install --no-cache-dir --no-build-isolation . \\" in install
+    assert install.startswith("HOROVOD_WITHOUT_MXNET=1 ")
+    assert steps.index(install) > steps.index(horovod_patches.commands("gcc13")[-1] + " \\")
     assert 'rm -rf "$hvd_src"' in build
     assert "ldconfig" not in text  # CPU: no CUDA stubs
 
@@ -275,9 +278,7 @@ def test_horovod_gpu_links_against_cuda_stubs(gpu: Recipe) -> None:
     text = text_of(horovod.render(gpu))
     assert "RUN ldconfig /usr/local/cuda/lib64/stubs \\" in text
     run = text[text.index("RUN ldconfig") :]
-    assert run.index("horovod==0.28.1") < run.index("&& ldconfig \\")
-    assert "--no-build-isolation horovod==0.28.1" in run
-    assert "mktemp" not in run  # no patch asked for: straight from the sdist
+    assert run.index("--no-build-isolation .") < run.index("&& ldconfig \\")
 
 
 def test_extras_apt_then_pip_quoted(tmp_path: Path) -> None:
@@ -385,8 +386,6 @@ def test_horovod_builds_against_the_wheels_nccl_without_stubs(tmp_path: Path) ->
 
 @pytest.mark.parametrize("before", ["14", "17"])
 def test_cxx20_patch_rewrites_horovods_cmake_files(tmp_path: Path, before: str) -> None:
-    from hvd_container.containers.blocks import horovod_patches
-
     for name in horovod_patches.CXX_FILES:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(f"project(x)\nset(CMAKE_CXX_STANDARD {before})\n")
@@ -397,13 +396,47 @@ def test_cxx20_patch_rewrites_horovods_cmake_files(tmp_path: Path, before: str) 
 
 
 def test_cxx20_patch_fails_when_a_file_keeps_its_old_standard(tmp_path: Path) -> None:
-    from hvd_container.containers.blocks import horovod_patches
-
     for name in horovod_patches.CXX_FILES:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         # spelled differently upstream: the sed misses it, the check must fail the build
         (tmp_path / name).write_text("set( CMAKE_CXX_STANDARD 14 )\nCMAKE_CXX_STANDARD 14\n")
     script = " && ".join(horovod_patches.commands("cxx20"))
+    assert subprocess.run(["sh", "-ec", script], cwd=tmp_path).returncode != 0
+
+
+def test_every_release_up_to_0_28_1_gets_the_gcc13_patch(tmp_path: Path) -> None:
+    assert horovod_patches.needed("0.28.1") == ["gcc13"]
+    assert horovod_patches.needed("0.27.0") == ["gcc13"]
+    assert horovod_patches.needed("0.29.0") == []
+    hvd = dict(CPU_RECIPE["horovod"], patches=["gcc13", "cxx17"])
+    recipe = recipe_of(tmp_path, merged(CPU_RECIPE, horovod=hvd))
+    assert horovod.patches(recipe) == ["gcc13", "cxx17"]  # listed once, in the recipe's order
+
+
+def test_gcc13_patch_makes_horovods_headers_compile_alone(tmp_path: Path) -> None:
+    """The headers as 0.28.1 ships them (std::string without <string>), compiled alone: the
+    patch must give them what GCC 13's libstdc++ no longer includes transitively."""
+    (tmp_path / "horovod" / "common").mkdir(parents=True)
+    header = "#ifndef X\n#define X\n#include <vector>\nstd::string name;\nstd::uint8_t b;\n#endif\n"
+    for name in horovod_patches.GCC13_FILES:
+        (tmp_path / name).write_text(header)
+    script = " && ".join(horovod_patches.commands("gcc13"))
+    subprocess.run(["sh", "-ec", script], cwd=tmp_path, check=True)
+    for name in horovod_patches.GCC13_FILES:
+        text = (tmp_path / name).read_text()
+        assert text.index("#include <string>") < text.index("#include <vector>")
+        assert text.count("#include <string>") == 1  # the first #include only
+        compiled = subprocess.run(
+            ["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", name], cwd=tmp_path
+        )
+        assert compiled.returncode == 0
+
+
+def test_gcc13_patch_fails_when_a_file_has_no_include(tmp_path: Path) -> None:
+    (tmp_path / "horovod" / "common").mkdir(parents=True)
+    for name in horovod_patches.GCC13_FILES:
+        (tmp_path / name).write_text("// moved upstream\n")
+    script = " && ".join(horovod_patches.commands("gcc13"))
     assert subprocess.run(["sh", "-ec", script], cwd=tmp_path).returncode != 0
 
 

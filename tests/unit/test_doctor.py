@@ -106,7 +106,10 @@ SMOKE rank 1 op mpi allreduce ok busbw 790.1 MB/s
 def test_smoke_output_is_judged_per_rank_and_node() -> None:
     ranks, ops = parse_smoke(SMOKE_OK)
     assert [r.host for r in ranks] == ["node1", "node2"]
-    assert ops["mpi"] == [(0, "ok", 812.5), (1, "ok", 790.1)]
+    assert [(o.rank, o.word, o.busbw, o.average) for o in ops["mpi"]] == [
+        (0, "ok", 812.5, None),
+        (1, "ok", 790.1, None),
+    ]
     report = Report()
     judge_smoke("mpi", 2, 0, SMOKE_OK, report)
     assert [(r.check, r.status, r.message) for r in report.smoke] == [
@@ -128,7 +131,7 @@ def test_smoke_output_is_judged_per_rank_and_node() -> None:
         ),
         (
             "Traceback ...\nImportError: no horovod\n",
-            "no rank started Horovod (exit 1): Traceback ... | ImportError: no horovod",
+            "no rank started (exit 1): Traceback ... | ImportError: no horovod",
         ),
         (
             SMOKE_OK.replace(
@@ -143,6 +146,39 @@ def test_smoke_failures_say_what_went_wrong(text: str, expected: str) -> None:
     judge_smoke("mpi", 2, 1, text, report)
     assert report.failed
     assert any(r.status == "fail" and r.message.startswith(expected) for r in report.smoke), report
+
+
+def test_one_rank_reports_no_bus_bandwidth() -> None:
+    text = (
+        "SMOKE rank 0 size 1 host node1 controller torch\nSMOKE rank 0 op torch-nccl allreduce ok\n"
+    )
+    report = Report()
+    judge_smoke("torch", 1, 0, text, report)
+    [line] = [r for r in report.smoke if r.check == "allreduce-torch-nccl"]
+    assert line.status == "pass"
+    assert "MB/s" not in line.message and "one rank: no bus bandwidth" in line.message
+
+
+def test_a_wrong_average_fails_naming_the_known_bad_nccl() -> None:
+    """What the Horovod payload printed on an H200 with NCCL 2.28.9 (bench/README.md)."""
+    text = (
+        "SMOKE rank 0 size 1 host gpu1 controller mpi\n"
+        "SMOKE rank 0 op nccl allreduce ok\n"
+        "SMOKE rank 0 op nccl average WRONG 1 of 4913 values (last -7, want 4912)\n"
+    )
+    report = Report()
+    judge_smoke("mpi", 1, 0, text, report)
+    [line] = [r for r in report.smoke if r.check == "average-nccl"]
+    assert line.status == "fail" and report.failed
+    assert "WRONG 1 of 4913 values" in line.message
+    assert "NVIDIA/nccl issue 1950" in line.message and "2.29.7" in line.message
+
+
+def test_a_right_average_passes() -> None:
+    text = SMOKE_OK + "SMOKE rank 0 op mpi average ok\nSMOKE rank 1 op mpi average ok\n"
+    report = Report()
+    judge_smoke("mpi", 2, 0, text, report)
+    assert ("average-mpi", "pass") in [(r.check, r.status) for r in report.smoke]
 
 
 def test_doctor_command_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -38,6 +38,14 @@ RUN hvd_src=$(mktemp -d) \
     && cd "$hvd_src/horovod-0.28.1" \
     && sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' CMakeLists.txt horovod/torch/CMakeLists.txt \
     && ! grep -n 'CMAKE_CXX_STANDARD 14' CMakeLists.txt horovod/torch/CMakeLists.txt \
+    && sed -i '0,/^#include/s//#include <cstdint>\n#include <stdexcept>\n#include <string>\n&/' horovod/common/common.h \
+    && sed -i '0,/^#include/s//#include <cstdint>\n#include <stdexcept>\n#include <string>\n&/' horovod/common/group_table.h \
+    && grep -q '^#include <cstdint>' horovod/common/common.h \
+    && grep -q '^#include <stdexcept>' horovod/common/common.h \
+    && grep -q '^#include <string>' horovod/common/common.h \
+    && grep -q '^#include <cstdint>' horovod/common/group_table.h \
+    && grep -q '^#include <stdexcept>' horovod/common/group_table.h \
+    && grep -q '^#include <string>' horovod/common/group_table.h \
     && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation . \
     && cd / \
     && rm -rf "$hvd_src" \

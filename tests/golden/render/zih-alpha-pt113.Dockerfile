@@ -41,7 +41,21 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY horovod.lock /opt/hvd/horovod.lock
 RUN ldconfig /usr/local/cuda/lib64/stubs \
-    && HOROVOD_BUILD_CUDA_CC_LIST=80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /opt/hvd/horovod.lock \
+    && hvd_src=$(mktemp -d) \
+    && hvd-pip download --no-deps --no-binary :all: -d "$hvd_src" --require-hashes -r /opt/hvd/horovod.lock \
+    && tar -xzf "$hvd_src/horovod-0.28.1.tar.gz" -C "$hvd_src" \
+    && cd "$hvd_src/horovod-0.28.1" \
+    && sed -i '0,/^#include/s//#include <cstdint>\n#include <stdexcept>\n#include <string>\n&/' horovod/common/common.h \
+    && sed -i '0,/^#include/s//#include <cstdint>\n#include <stdexcept>\n#include <string>\n&/' horovod/common/group_table.h \
+    && grep -q '^#include <cstdint>' horovod/common/common.h \
+    && grep -q '^#include <stdexcept>' horovod/common/common.h \
+    && grep -q '^#include <string>' horovod/common/common.h \
+    && grep -q '^#include <cstdint>' horovod/common/group_table.h \
+    && grep -q '^#include <stdexcept>' horovod/common/group_table.h \
+    && grep -q '^#include <string>' horovod/common/group_table.h \
+    && HOROVOD_BUILD_CUDA_CC_LIST=80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
+    && cd / \
+    && rm -rf "$hvd_src" \
     && ldconfig \
     && horovodrun --check-build
 
