@@ -9,6 +9,7 @@ Docker build), context files here-documents at the top of %post, Help %help, Tes
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable
 
 from hvd_container.containers.instructions import (
@@ -56,7 +57,10 @@ def _heredoc(copy: Copy) -> list[str]:
     text = copy.data.decode()
     if any(line == HEREDOC_END for line in text.splitlines()):
         raise UserError(f"cannot inline {copy.source}: it has a line {HEREDOC_END}")
-    return [f"cat > {one_line(copy.dest, 'COPY')} <<'{HEREDOC_END}'", *text.rstrip("\n").split("\n"), HEREDOC_END]  # fmt: skip
+    dest = one_line(copy.dest, "COPY")
+    # Docker's COPY makes the destination's folders; a here-document in a fresh root does not
+    folder = posixpath.dirname(dest) or "/"
+    return [f"mkdir -p {folder}", f"cat > {dest} <<'{HEREDOC_END}'", *text.rstrip("\n").split("\n"), HEREDOC_END]  # fmt: skip
 
 
 def _post_lines(item: object) -> list[str]:
