@@ -26,6 +26,7 @@ class BatchScript:
     options: list[str]  # each an #SBATCH line: the allocation, then the site's sbatch_options
     site: str
     runtime: str
+    controller: str  # its name and why it was chosen
     modules: list[str]  # `module load` before the step
     env: dict[str, str]  # exported before the step
     step: list[str]  # the srun line
@@ -43,6 +44,9 @@ def script_text(script: BatchScript) -> str:
     """The script, every command one line (quoted so that no value can start another)."""
     lines = ["#!/bin/bash", *(_sbatch_line(o) for o in script.options)]
     lines.append(f"# hvd-container: site {script.site}, runtime {script.runtime}")
+    # a comment of one line, whatever the script's name holds
+    said = "".join(c if c.isprintable() else "?" for c in script.controller)
+    lines.append(f"# controller {said}")
     lines.append("")
     if script.modules:
         lines.append(shell.join(["module", "load", *script.modules], one_line=True))

@@ -112,7 +112,11 @@ def plan(
         image_origin=origin,
         image_unreadable=unreadable,
         facts=facts,
-        env={**site.env, **request.env},
+        env={
+            **site.env,
+            **controller.environment(request.script, layout.gpus_per_node),
+            **request.env,
+        },
         mpi=mpi,
         dry_run=dry_run,
         judged_here=keep_going or (not dry_run and mode != "batch"),
@@ -155,9 +159,11 @@ def plan(
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
     step = controller.wrap_step([*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container])
+    notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
     done = dict(
-        launch=launch, image=invocation.image, env=env, results=results, notes=prepared.notes
-    )
+        launch=launch, image=invocation.image, env=env, results=results,
+        notes=[*notes, *prepared.notes],
+    )  # fmt: skip
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
@@ -188,6 +194,7 @@ def plan(
             ],
             site=site.name,
             runtime=runtime.kind,
+            controller=f"{controller.name} ({controller.why})",
             modules=site.modules,
             env=env,
             step=step,

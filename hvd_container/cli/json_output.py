@@ -141,6 +141,9 @@ _JOB_ROW = _record(
     }
 )
 
+# the controller a launch uses, and why: asked for, declared, the script's own, the default
+_CONTROLLER = _record({"name": _STR, "why": _STR})
+
 _CHECK_RESULTS = {
     "type": "array",
     "items": _record(
@@ -238,6 +241,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "inside_allocation": _BOOL,
             "allocation": _STRS,
             "step": _STRS,
+            "controller": _CONTROLLER,
             "warnings": _STRS,
         }
     ),
@@ -248,6 +252,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "path": _NULL_STR,
             "script": _STR,
             "argv": _STRS,  # how to submit it (the script on stdin when there is no path)
+            "controller": _CONTROLLER,
             "warnings": _STRS,
         }
     ),

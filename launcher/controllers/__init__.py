@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from hvd_container.launcher.controllers import _scan
 from hvd_container.launcher.rooms import classes_in
 
 from hvd_container.core.errors import UserError
@@ -63,8 +64,11 @@ class Controller:
     # it all it needs as task_env, so a runtime that drops the host's variables may still run it
     reads_srun_env: ClassVar[bool] = True
 
-    def __init__(self, reason: str | None = None) -> None:
+    def __init__(self, reason: str | None = None, why: str = "") -> None:
         self.reason = reason  # why it was chosen, when it was not asked for by name
+        # why it was chosen, in words for the dry run, the batch script and --json
+        self.why = why or "asked for with --controller"
+        self.guessed = False  # nothing told: the default, taken without evidence
 
     @classmethod
     def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
@@ -97,6 +101,10 @@ class Controller:
         """What each srun task runs on its node around the runtime's command `argv` (outside
         the container: Slurm's tools are there); the variables it sets are `task_env`."""
         return argv
+
+    def environment(self, script: str, gpus: int) -> dict[str, str]:
+        """Variables the program needs from this controller's launch (the request's -e win)."""
+        return {}
 
     def program(self, python: str, script: str, args: list[str]) -> list[str]:
         """The argv each task runs in the container."""
@@ -148,7 +156,8 @@ def choose(
     request: LaunchRequest, facts: ImageFacts | None, site: Site | None = None
 ) -> Controller:
     """The controller asked for by name, else the one the image's recipe or the site declares,
-    else the one the script is written for, else the default (Horovod over MPI)."""
+    else the one the script is written for, else the default (Horovod over MPI); its `why`
+    says which of these it was."""
     if request.controller is not None:
         return get(request.controller)
     for declared, where in (
@@ -161,12 +170,34 @@ def choose(
                 raise UserError(
                     f"controller: {declared!r} ({where}) is not allowed (allowed: {', '.join(names())})"
                 )
-            return chosen(f"{where} declares it")
+            return chosen(f"{where} declares it", f"{where} declares it")
+    found = _scan.read(request.script)
     for cls in _classes().values():
         reason = cls.detect(request.script, facts)
         if reason is not None:
-            return cls(reason)
-    return next(cls for cls in _classes().values() if cls.default)()
+            shown = evidence(found) or "it says so"
+            return cls(reason, reason or f"{request.script} {shown}")
+    default = next(cls for cls in _classes().values() if cls.default)
+    if found.text is not None:
+        nothing = "names neither Horovod, torch.distributed nor Lightning"
+    else:
+        nothing = f"is {found.why_not}"
+    guess = default(
+        None,
+        f"the default: {request.script} {nothing}, so nothing tells; pass --controller "
+        "(torch or torchrun for torch.distributed) if it is not written for Horovod",
+    )
+    guess.guessed = True
+    return guess
+
+
+def evidence(found: _scan.Script) -> str | None:
+    """What in the script shows its controller, for `why`."""
+    for family in (_scan.LIGHTNING, _scan.HOROVOD, _scan.TORCH_DISTRIBUTED):
+        shown = found.shows(family)
+        if shown:
+            return shown
+    return None
 
 
 def smoke_controllers(facts: ImageFacts | None) -> list[Controller]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from hvd_container.launcher.checks import Verdict, fail, warn
-from hvd_container.launcher.controllers import Controller
+from hvd_container.launcher.controllers import Controller, _scan
 
 if TYPE_CHECKING:
     from hvd_container.launcher.checks import Launch
@@ -121,6 +121,13 @@ class TorchController(Controller):
 
     def exports(self, launch: Launch) -> str:
         return self.own
+
+    def environment(self, script: str, gpus: int) -> dict[str, str]:
+        # Accelerate takes a CPU launch for one process per node without it, and each rank then
+        # runs alone (`accelerate launch --cpu` sets it)
+        if gpus == 0 and _scan.read(script).shows(_scan.ACCELERATE):
+            return {"ACCELERATE_USE_CPU": "1"}
+        return {}
 
     def application(self, facts: ImageFacts | None) -> str | None:
         return "pytorch-ddp"

@@ -10,12 +10,11 @@ only on the cluster) when the image has Lightning and no Horovod.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hvd_container.launcher.checks import Launch, Verdict, check, fail, warn
-from hvd_container.launcher.controllers import Controller, Shape, script_label, stem
+from hvd_container.launcher.controllers import Controller, Shape, _scan, script_label, stem
 
 if TYPE_CHECKING:
     from hvd_container.launcher.request import LaunchRequest
@@ -24,22 +23,13 @@ if TYPE_CHECKING:
 
 BAD_JOB_NAMES = ("bash", "interactive")
 
-_IMPORT = re.compile(
-    r"^\s*(?:from\s+(?:lightning|pytorch_lightning)(?:\.[\w.]+)?\s+import|import\s+(?:lightning|pytorch_lightning)\b)",
-    re.MULTILINE,
-)
-
 
 def scan_script(script: str | Path) -> bool | None:
     """True when the file imports lightning or pytorch_lightning; None if unreadable."""
-    path = Path(script)
-    if path.suffix != ".py":
-        return False  # a program, not a Python script
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return None
-    return bool(_IMPORT.search(text))
+    found = _scan.read(str(script))
+    if found.text is None:
+        return False if found.why_not == "not a Python script" else None
+    return found.shows(_scan.LIGHTNING) is not None
 
 
 class Lightning(Controller):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hvd_container.launcher.checks import Launch, Verdict, check, fail, skip, warn
+from hvd_container.launcher.controllers import _scan
 from hvd_container.launcher.controllers._horovod import HorovodController
 
 if TYPE_CHECKING:
@@ -25,6 +26,14 @@ class Mpi(HorovodController):
     about = "Horovod over MPI, the ranks started by srun's PMI plugin"
     default = True
     uses_host_mpi = True
+
+    @classmethod
+    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+        """A script that imports horovod (and not Lightning, which has its own controller)."""
+        found = _scan.read(script)
+        if found.shows(_scan.HOROVOD) and not found.shows(_scan.LIGHTNING):
+            return ""
+        return None
 
     def mpi_plugin(
         self, site: Site, request: LaunchRequest, facts: ImageFacts | None, single_task: bool

@@ -5,7 +5,13 @@ as with Horovod; the script picks its GPU with LOCAL_RANK."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from hvd_container.launcher.controllers import _scan
 from hvd_container.launcher.controllers._torch import SMOKE, TorchController
+
+if TYPE_CHECKING:
+    from hvd_container.facts import ImageFacts
 
 
 class Torch(TorchController):
@@ -16,6 +22,17 @@ class Torch(TorchController):
         'LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"'
     )
     smoke = SMOKE
+
+    @classmethod
+    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+        """A script written for torch.distributed (init_process_group, torchrun's variables,
+        Accelerate, the transformers Trainer) that uses neither Horovod nor Lightning; torchrun
+        is asked for by name (it runs one task per node)."""
+        found = _scan.read(script)
+        if found.shows(_scan.HOROVOD) or found.shows(_scan.LIGHTNING):
+            return None
+        return "" if found.shows(_scan.TORCH_DISTRIBUTED) else None
+
     task_env = (
         "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
         "GROUP_RANK",

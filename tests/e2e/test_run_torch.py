@@ -16,6 +16,7 @@ from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
+    cpu_sif,
     job_dir,
     slurm_cluster,
     torch_sif,
@@ -103,3 +104,22 @@ def test_the_recipe_declares_its_controller_and_the_sif_has_no_horovod(
     assert lines == [f"horovod False rank {r} of 4 local {r % 2} 2" for r in range(4)], (
         result.stdout
     )
+
+
+def test_a_ddp_script_runs_with_no_controller_named(
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    cpu_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """The Horovod image (cpu-bookworm, which declares no controller) and the DDP example with
+    no --controller: the script's init_process_group chooses torch (it got Horovod's MPI
+    launch before: no RANK, WORLD_SIZE or MASTER_ADDR, and init_process_group failed)."""
+    checkpoint = job_dir / "ddp" / "model.pt"
+    result = cli(
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        str(ROOT / "examples" / "ddp_synthetic.py"), "--epochs", "3", "--checkpoint",
+        str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)

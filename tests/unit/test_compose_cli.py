@@ -35,7 +35,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, "--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
-        "--dry-run", "train.py", *HOSTILE,
+        "--controller", "mpi", "--dry-run", "train.py", *HOSTILE,
     )  # fmt: skip
     assert code == 0, err
     assert out.count("\n") == 1
@@ -137,8 +137,9 @@ def test_recipe_names_the_image_and_is_checked(
     capsys: pytest.CaptureFixture[str], in_job_dir: Path
 ) -> None:
     code, out, err = run(
-        capsys, "--site", "local", "--recipe", "cpu-bookworm", "-n", "2", "--dry-run", "t.py"
-    )
+        capsys, "--site", "local", "--recipe", "cpu-bookworm", "-n", "2", "--controller", "mpi",
+        "--dry-run", "t.py",
+    )  # fmt: skip
     assert code == 0
     assert out.endswith(" cpu-bookworm_1.sif -- /opt/venv/bin/python t.py\n")
     # the image the template names is checked, not only --image
@@ -237,7 +238,7 @@ def test_a_reader_that_went_away_is_exit_1_without_a_traceback() -> None:
     os.close(read_end)
     done = subprocess.run(
         [sys.executable, "-m", "hvd_container", "run", "--site", "perlmutter", "--image", "u/i:t",
-         "--account", "m_g", "--dry-run", "t.py"],
+         "--account", "m_g", "--controller", "mpi", "--dry-run", "t.py"],
         stdout=write_end, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(write_end)

@@ -235,7 +235,9 @@ def test_a_deleted_working_directory_is_a_one_line_error(
         "cd to an existing directory and run again\n"
     )
     for site in ("zih-alpha", "local"):
-        code, _, err = cli(capsys, "run", "--site", site, "--image", "/", "-n", "8", "t.py")
+        code, _, err = cli(
+            capsys, "run", "--site", site, "--image", "/", "-n", "8", "--controller", "mpi", "t.py"
+        )
         assert (code, err) == (2, expected), site
 
 

@@ -51,7 +51,7 @@ def test_one_set_of_records_in_both_formats() -> None:
         "Bootstrap: docker\nFrom: debian:bookworm\n\n%help\n    an image\n\n"
         "%labels\nteam ml infra\n\n"
         '%environment\nexport A="x y"\nexport PATH=/opt/bin:$PATH\n\n'
-        "%post\nset -e\ncat > /usr/local/bin/tool <<'HVD_CONTAINER_EOF'\n#!/bin/sh\necho hi\n"
+        "%post\nset -e\nmkdir -p /usr/local/bin\ncat > /usr/local/bin/tool <<'HVD_CONTAINER_EOF'\n#!/bin/sh\necho hi\n"
         "HVD_CONTAINER_EOF\n# made here\n"
         "# hvd-container phase: base\nexport DEBIAN_FRONTEND=noninteractive\n\n"
         "# hvd-container phase: extras\napt-get update \\\n&& true\n"

@@ -80,8 +80,14 @@ def dry_run_record(launch: Plan) -> dict[str, Any]:
         "inside_allocation": launch.request.inside_allocation,
         "allocation": launch.allocation,
         "step": launch.step,
+        "controller": controller_record(launch),
         "warnings": launch.warnings,
     }
+
+
+def controller_record(launch: Plan) -> dict[str, str]:
+    """The controller the launch uses and why (asked, declared, the script, the default)."""
+    return {"name": launch.launch.controller.name, "why": launch.launch.controller.why}
 
 
 @launch_parameters(*EVERY)
@@ -151,6 +157,7 @@ def batch(
                 "path": path,
                 "script": launch.script,
                 "argv": ["sbatch", path] if path else ["sbatch"],  # the script on stdin
+                "controller": controller_record(launch),
                 "warnings": launch.warnings,
             }
         )

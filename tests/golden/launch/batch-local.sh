@@ -6,6 +6,7 @@
 #SBATCH --error=%x_%j.err
 #SBATCH --no-requeue
 # hvd-container: site local, runtime charliecloud
+# controller mpi (the default: train.py is not readable here, so nothing tells; pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod)
 
 export PMIX_MCA_gds=hash
 export OMPI_MCA_btl_vader_single_copy_mechanism=none

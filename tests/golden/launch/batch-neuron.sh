@@ -11,6 +11,7 @@
 #SBATCH --error=%x_%j.err
 #SBATCH --no-requeue
 # hvd-container: site neuron, runtime singularity
+# controller lightning (asked for with --controller)
 
 module load gcc/10.2.0 cuda/11.4 cudampi/openmpi-4.1.1 singularity/4.3.4
 

@@ -12,6 +12,7 @@
 #SBATCH --error=%x_%j.err
 #SBATCH --no-requeue
 # hvd-container: site perlmutter, runtime shifter
+# controller mpi (the default: tf_keras_fashion_mnist.py is not readable here, so nothing tells; pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod)
 
 export SLURM_CPU_BIND=cores
 export NCCL_NET='AWS Libfabric'

@@ -10,5 +10,6 @@
 #SBATCH --error=%x_%j.err
 #SBATCH --no-requeue
 # hvd-container: site zih-alpha, runtime singularity
+# controller mpi (the default: train.py is not readable here, so nothing tells; pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod)
 
 srun --kill-on-bad-exit=1 -N 2 -n 16 --cpus-per-task=6 singularity exec --nv hvd.sif python train.py
