@@ -20,6 +20,7 @@ the first failed check; `hvd-container doctor` shows every one of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -313,11 +314,34 @@ def time_limit(launch: Launch) -> Verdict | None:
     )
 
 
-@check("gpus-per-rank", "one GPU per rank on each node")
+@check("gpus-per-rank", "one GPU per rank on each node, none left idle")
 def gpus_per_rank(launch: Launch) -> Verdict | None:
-    if launch.layout.crowded:
-        return warn(launch.layout.crowded)
-    return None
+    layout = launch.layout
+    if layout.crowded:
+        return warn(layout.crowded)
+    nodes, per_node = layout.nodes, layout.gpus_per_node
+    if not nodes or not per_node or launch.request.gpus_per_node or launch.request.gpus_per_task:
+        return None
+    idle = nodes * per_node - layout.ranks
+    if idle <= 0:
+        return None
+    return warn(
+        f"-n {layout.ranks} on {nodes} nodes of {per_node} GPUs leaves {idle} GPU{'s' if idle > 1 else ''} idle (the job holds {nodes * per_node}): -n {nodes * per_node} uses them all"
+    )
+
+
+@check("script", "the script is here, where the launch reads it")
+def script_here(launch: Launch) -> Verdict | None:
+    """A .py script that is not here is started on the nodes after the queue wait anyway: said
+    now (it may be in the image, or only on the cluster: a warning, not a refusal)."""
+    script = launch.request.script
+    if not script.endswith(".py"):
+        return skip("a program, not a .py script: looked up where it runs")
+    if os.path.isfile(script):
+        return None
+    return warn(
+        f"{script}: no such file here: the job starts it on the nodes after its queue wait; check the path (relative to the job's working directory), or that it is in the image or on the cluster's shared file system"
+    )
 
 
 @check("account", "the site's account suffix rule", needs=("allocation",))

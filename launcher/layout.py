@@ -37,6 +37,11 @@ class Layout:
     def ranks(self) -> int:
         return self.ntasks or (self.nodes or 1) * (self.ntasks_per_node or 1)
 
+    def task_cpus(self, per_rank: int | None) -> int | None:
+        """--cpus-per-task of a task: a rank's CPUs, times the ranks a node's one task starts
+        (torchrun's task holds all of its node's ranks)."""
+        return per_rank * (self.processes_per_node or 1) if per_rank else None
+
     @property
     def single_task(self) -> bool:
         if self.ntasks is not None:
@@ -90,9 +95,10 @@ def resolve_layout(
         None if request.inside_allocation else site.scheduler.cpus_per_task
     )
     layout_known = per_node is not None or nodes is not None
-    if node_cpus and cpus and layout_known and cpus * tasks_on_node > node_cpus:
+    if node_cpus and cpus and layout_known and cpus * users > node_cpus:
+        said = "" if request.cpus_per_task else f" (site {site.name}'s default)"
         raise UserError(
-            f"--cpus-per-task {cpus} x {tasks_on_node} ranks per node needs {cpus * tasks_on_node} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
+            f"--cpus-per-task {cpus}{said} x {users} ranks per node needs {cpus * users} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
         )
     return Layout(
         nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded, shape.processes_per_node

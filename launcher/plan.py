@@ -155,7 +155,9 @@ def plan(
     container = [*wrapped.srun_flags, *controller.wrap_task(launch, wrapped.argv)]
     # inside an allocation the step inherits GPUs unless they were asked for; CPUs it does not:
     # srun no longer reads SLURM_CPUS_PER_TASK (Slurm 22.05), so every step says its -c
-    cpus = request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
+    cpus = layout.task_cpus(
+        request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
+    )
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
     step = controller.wrap_step([*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container])

@@ -16,9 +16,26 @@ from typing import TYPE_CHECKING
 from hvd_container.launcher.controllers import Shape, program_path
 from hvd_container.launcher.controllers._torch import TorchController
 
+from hvd_container.core.errors import UserError
+
 if TYPE_CHECKING:
     from hvd_container.launcher.checks import Launch
     from hvd_container.launcher.request import LaunchRequest
+
+
+def _uneven(n: int, nodes: int, procs: int, site_gpus: int) -> str:
+    """Why -n does not split into equal nodes, with the layouts nearest to it that do."""
+    fits = [(nodes, n // nodes), (nodes, procs)] if n // nodes else [(nodes, procs)]
+    if site_gpus:
+        fits.append((math.ceil(n / site_gpus), site_gpus))
+    said = " or ".join(
+        dict.fromkeys(f"-N {a} --ntasks-per-node {b} ({a * b} ranks)" for a, b in fits if b > 0)
+    )
+    return (
+        f"-n {n}: --controller torchrun starts the same number of ranks on each node, and {n} "
+        f"ranks do not split evenly over {nodes} nodes; use {said}, or --controller torch "
+        "(one task a rank, any -n)"
+    )
 
 
 class Torchrun(TorchController):
@@ -31,9 +48,20 @@ class Torchrun(TorchController):
     )  # fmt: skip
 
     def shape(self, request: LaunchRequest, site_gpus: int) -> Shape:
+        """The same ranks on every node, -n of them in all: -n alone spreads like --controller
+        torch (a node's GPUs a node, one node on CPU nodes); a world -n cannot make evenly is
+        refused with the nearest layouts that can."""
         n, nodes, per_node = request.ntasks, request.nodes, request.ntasks_per_node
-        procs = per_node or (math.ceil(n / nodes) if n and nodes else None) or max(site_gpus, 1)
-        nodes = nodes or (math.ceil(n / procs) if n else 1)
+        if n is None:
+            procs = per_node or max(site_gpus, 1)
+            return Shape(None, nodes or 1, 1, request.job_name, processes_per_node=procs)
+        if nodes is None and per_node is not None:
+            nodes = math.ceil(n / per_node)
+        elif nodes is None:
+            nodes = math.ceil(n / site_gpus) if site_gpus and not request.inside_allocation else 1
+        procs = per_node or math.ceil(n / nodes)
+        if nodes * procs != n:
+            raise UserError(_uneven(n, nodes, procs, site_gpus))
         return Shape(None, nodes, 1, request.job_name, processes_per_node=procs)
 
     def exports(self, launch: Launch) -> str:

@@ -123,3 +123,24 @@ def test_a_ddp_script_runs_with_no_controller_named(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
+
+
+def test_torchruns_task_holds_the_cpus_of_all_its_ranks(
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    torch_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """-c is a rank's CPUs: torchrun's one task on a node starts 2 ranks, so it gets 2 x 1
+    CPUs (it got 1, which the 2 ranks shared). Each rank prints the CPUs it may run on."""
+    probe = job_dir / "cpus.py"
+    probe.write_text(
+        "import os\nprint('ranks', os.environ['RANK'], len(os.sched_getaffinity(0)), flush=True)\n"
+    )
+    result = cli(
+        "run", "--site", "local", "--image", str(torch_sif), "--controller", "torchrun",
+        "-N", "1", "--ntasks-per-node", "2", "-c", "1", str(probe), cwd=job_dir, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = sorted(line for line in result.stdout.splitlines() if line.startswith("ranks"))
+    assert seen == ["ranks 0 2", "ranks 1 2"], result.stdout

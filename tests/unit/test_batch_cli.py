@@ -18,9 +18,10 @@ ARGS += ["-e", "NCCL_SOCKET_IFNAME=ib0", "-e", "NCCL_NET=IB"]
 
 @pytest.fixture(autouse=True)
 def in_job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run from a directory holding the image file the tests name."""
+    """Run from a directory holding the image file and the script the tests name."""
     job = tmp_path / "job"
     write(job / "x.sif", "")
+    write(job / "train.py", "import horovod.torch as hvd\n")
     monkeypatch.chdir(job)
     return job
 
@@ -47,7 +48,7 @@ def test_batch_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     target = out_dir / "job.sh"
-    assert main(["batch", *ARGS, "--controller", "mpi", "-o", str(target), "train.py"]) == 0
+    assert main(["batch", *ARGS, "-o", str(target), "train.py"]) == 0
     assert target.read_text().startswith("#!/bin/bash\n#SBATCH --job-name=train\n")
     assert os.stat(target).st_mode & 0o777 == 0o700  # it can carry --env values
     err = capsys.readouterr().err.splitlines()

@@ -18,9 +18,12 @@ HOSTILE = ["--lr", "0.1", "a b", "it's", "x;y", "$HOME", "-n", "--dry-run", "--h
 
 @pytest.fixture(autouse=True)
 def in_job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run from a directory holding the image file the tests name, as user `alice`."""
+    """Run from a directory holding the image file and the scripts the tests name, as user
+    `alice`."""
     job = tmp_path / "job"
     write(job / "x.sif", "")
+    for name in ("train.py", "t.py"):
+        write(job / name, "import horovod.torch as hvd\n")
     monkeypatch.chdir(job)
     monkeypatch.setenv("USER", "alice")
     return job

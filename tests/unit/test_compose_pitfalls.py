@@ -57,12 +57,14 @@ X86 = ImageFacts(source="recipe x86", name="x86", version="1", arch="amd64")
 
 @pytest.fixture(autouse=True)
 def images_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The image files the tests name exist in the working directory (as user u)."""
+    """The image files and the script the tests name exist in the working directory (as
+    user u)."""
     job = tmp_path / "job"
     for name in ("x.sif", "i.sif", "hvd.sif", "pl.sif", "p.sif"):
         write(job / name, "")  # no SIF magic: a file whose facts are unknown
     for name in ("i.sqfs", "x.sqfs", "hvd.sqfs"):
         write(job / name, "hsqs")  # a SquashFS file, which ch-run mounts as it is
+    write(job / "train.py", "import horovod.torch as hvd\n")  # the script the tests launch
     monkeypatch.chdir(job)
     monkeypatch.setenv("USER", "u")
 
@@ -73,9 +75,11 @@ def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
 
 
 def warned(result: Any) -> list[str]:
-    """The warnings of every check but where the image lies: the tests run under /tmp, which
-    the image-location check rightly calls node-local (its own tests are below)."""
-    return [r.message for r in result.results if r.status == "warn" and r.check != "image-location"]
+    """The warnings of every check but where the image lies (the tests run under /tmp, which
+    the image-location check rightly calls node-local: its own tests are below) and whether
+    the script is here (tests/unit/test_checks_script.py)."""
+    mine = ("image-location", "script")
+    return [r.message for r in result.results if r.status == "warn" and r.check not in mine]
 
 
 def fails(message: str, site: str, **fields: Any) -> None:

@@ -225,6 +225,8 @@ def test_a_deleted_working_directory_is_a_one_line_error(
 ) -> None:
     gone = tmp_path / "gone"
     gone.mkdir()
+    script = tmp_path / "t.py"
+    script.write_text("import horovod.torch as hvd\n")
     monkeypatch.chdir(gone)
     gone.rmdir()
     monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
@@ -235,9 +237,7 @@ def test_a_deleted_working_directory_is_a_one_line_error(
         "cd to an existing directory and run again\n"
     )
     for site in ("zih-alpha", "local"):
-        code, _, err = cli(
-            capsys, "run", "--site", site, "--image", "/", "-n", "8", "--controller", "mpi", "t.py"
-        )
+        code, _, err = cli(capsys, "run", "--site", site, "--image", "/", "-n", "8", str(script))
         assert (code, err) == (2, expected), site
 
 

@@ -192,3 +192,75 @@ def test_cleanenv_is_still_refused_where_the_program_reads_sruns_variables(tmp_p
     site.write_text("name: clean\nruntime: {kind: apptainer, flags: [--cleanenv]}\n")
     with pytest.raises(UserError, match=r"so --controller mpi's ranks cannot find each other"):
         plan_launch(load_site(str(site)), LaunchRequest(script="t.py", image="x.sif", ntasks=2))
+
+
+IMAGES = {"perlmutter": "u/i:t"}
+
+
+def torchrun_layout(site: str, **fields: object) -> tuple[int, int, list[str]]:
+    """(nodes, ranks a node, the allocation's options) of a torchrun launch on `site`."""
+    extra = {"account": "m_g"} if site == "perlmutter" else {}
+    if site == "neuron":
+        extra = {"comment": "field=ai;appl=pytorch-ddp"}
+    plan = plan_launch(
+        load_site(site),
+        LaunchRequest(
+            script="t.py", image=IMAGES.get(site, "x.sif"), controller="torchrun", **extra, **fields
+        ),  # type: ignore[arg-type]  # fmt: skip
+    )
+    layout = plan.launch.layout
+    return layout.nodes, layout.processes_per_node, plan.allocation
+
+
+@pytest.mark.parametrize(
+    ("site", "n", "nodes", "per_node"),
+    [
+        ("perlmutter", 6, 2, 3),  # was 2 nodes x 4 GPUs: 8 ranks
+        ("perlmutter", 8, 2, 4),
+        ("zih-ml", 8, 2, 4),  # was 2 x 6 (--gres=gpu:6): 12 ranks
+        ("local", 8, 1, 8),  # CPU nodes: one node, like --controller torch (was 8 nodes)
+    ],
+)
+def test_torchrun_makes_n_ranks_as_torch_would(
+    site: str, n: int, nodes: int, per_node: int
+) -> None:
+    got_nodes, procs, _ = torchrun_layout(site, ntasks=n)
+    assert (got_nodes, procs) == (nodes, per_node) and got_nodes * procs == n
+    torch_plan = plan_launch(
+        load_site(site),
+        LaunchRequest(
+            script="t.py",
+            image=IMAGES.get(site, "x.sif"),
+            controller="torch",
+            ntasks=n,
+            **({"account": "m_g"} if site == "perlmutter" else {}),
+        ),
+    )
+    assert torch_plan.launch.layout.ranks == n
+    assert (torch_plan.launch.layout.nodes or 1) == got_nodes  # one layout rule for both
+
+
+def test_torchrun_refuses_a_world_that_does_not_split_and_names_the_nearest() -> None:
+    with pytest.raises(UserError) as info:
+        torchrun_layout("local", ntasks=7, nodes=2)
+    text = str(info.value)
+    assert text.startswith("-n 7: --controller torchrun starts the same number of ranks")
+    assert "-N 2 --ntasks-per-node 3 (6 ranks)" in text
+    assert "-N 2 --ntasks-per-node 4 (8 ranks)" in text and "--controller torch" in text
+
+
+def test_torchruns_task_gets_the_cpus_of_all_its_ranks() -> None:
+    # Neuron gives each rank 4 CPUs: torchrun's one task holds a node's 8 ranks
+    _nodes, procs, allocation = torchrun_layout("neuron", ntasks=8)
+    assert procs == 8 and "--cpus-per-task=32" in allocation
+    _nodes, procs, allocation = torchrun_layout("local", ntasks=4, nodes=2, cpus_per_task=1)
+    assert procs == 2 and "--cpus-per-task=2" in allocation
+
+
+def test_a_site_default_in_a_refusal_is_named_as_the_sites() -> None:
+    with pytest.raises(UserError) as info:
+        plan_launch(
+            load_site("perlmutter"),
+            LaunchRequest(script="t.py", image="u/i:t", ntasks_per_node=8, account="m_g"),
+        )
+    assert "--cpus-per-task 32 (site perlmutter's default) x 8 ranks" in str(info.value)

@@ -1,0 +1,38 @@
+"""The script check, and GPUs a launch holds but leaves idle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _launch_helpers import plan_launch
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.sites import load_site
+
+
+def results(site: str, **fields: object) -> dict[str, tuple[str, str]]:
+    plan = plan_launch(load_site(site), LaunchRequest(image="u/i:t", **fields))  # type: ignore[arg-type]
+    return {r.check: (r.status, r.message) for r in plan.results}
+
+
+def test_a_script_that_is_not_here_is_warned_before_the_queue(tmp_path: Path) -> None:
+    status, message = results("local", script=str(tmp_path / "tain.py"))["script"]
+    assert status == "warn" and message.startswith(f"{tmp_path / 'tain.py'}: no such file here")
+
+
+def test_a_script_that_is_here_passes_and_a_program_is_not_judged(tmp_path: Path) -> None:
+    here = tmp_path / "train.py"
+    here.write_text("import horovod.torch as hvd\n")
+    assert results("local", script=str(here))["script"][0] == "pass"
+    assert results("local", script="/opt/venv/bin/python")["script"][0] == "skip"
+
+
+@pytest.mark.parametrize(("n", "per_node", "idle"), [(7, 4, 1), (5, 3, 1), (8, 4, 0), (6, 3, 0)])
+def test_gpus_a_launch_holds_but_leaves_idle_are_warned(n: int, per_node: int, idle: int) -> None:
+    status, message = results("perlmutter", script="t.py", ntasks=n, account="m_g")["gpus-per-rank"]
+    if idle:
+        assert status == "warn"
+        assert message.startswith(f"-n {n} on 2 nodes of {per_node} GPUs leaves {idle} GPU idle")
+        assert message.endswith(f"-n {2 * per_node} uses them all")
+    else:
+        assert status == "pass"
