@@ -562,6 +562,10 @@ def image_location(launch: Launch) -> Verdict | None:
     assert launch.image is not None
     path = launch.runtime.image_path(launch.image)
     if path is None:
+        if not launch.runtime.pulls_itself:
+            return skip(
+                f"a registry image, which {launch.runtime.kind} runs once pulled (check image-pulled)"
+            )
         return skip("a registry image: the runtime pulls it")
     if launch.runtime.missing_image(launch.image, "") is not None:
         # a dry run may name an image that lives on the cluster: only one that is here is judged
@@ -578,6 +582,28 @@ def image_location(launch: Launch) -> Verdict | None:
             f"image {path} is in a node-local place ({', '.join(NODE_LOCAL)}): the compute nodes see their own, not this one; move it to a shared file system (home, project or scratch)"
         )
     return None
+
+
+@check("image-pulled", "a runtime that does not pull has the image pulled", needs=("image",))
+def image_pulled(launch: Launch) -> Verdict | None:
+    """Shifter runs only images its gateway has pulled: asked here where `shifterimg` is,
+    else said with the command (a job would fail at its start, after the queue wait)."""
+    assert launch.image is not None
+    runtime = launch.runtime
+    if runtime.pulls_itself or runtime.image_path(launch.image) is not None:
+        return None
+    if runtime.unusable_image(launch.image):
+        return skip("not an image this runtime takes (check image)")
+    hint = runtime.pull_hint(launch.image)
+    reason = _machine_reason(launch)
+    listing = None if reason else launch.machine.shifter_images if launch.machine else None
+    if listing is None:
+        return warn(
+            f"{runtime.kind} runs only images its gateway has pulled: run `{hint}` on a login node before the job (doctor there checks it)"
+        )
+    if runtime.pulled(launch.image, listing):
+        return passed(f"{launch.image} is pulled ({runtime.kind}'s image list)")
+    return fail(f"{launch.image} is not among {runtime.kind}'s pulled images: run `{hint}` first")
 
 
 @check("nccl-interface", "NCCL's network interface is named", needs=("gpus", "nodes"))

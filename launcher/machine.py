@@ -57,6 +57,19 @@ class ThisMachine:
         ok = proc.returncode == 0 and re.fullmatch(r"[0-9]+(\.[0-9]+)*", first)
         return first if ok else None
 
+    @functools.cached_property
+    def shifter_images(self) -> str | None:
+        """What `shifterimg images` lists here (None where it is not installed or fails)."""
+        if shutil.which("shifterimg") is None:
+            return None
+        try:
+            proc = subprocess.run(
+                ["shifterimg", "images"], capture_output=True, text=True, timeout=QUERY_TIMEOUT
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
 
 def parse_mpi_list(text: str) -> list[str]:
     """Plugin names from `srun --mpi=list` (indented names, then "versions available: a,b")."""

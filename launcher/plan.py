@@ -192,6 +192,7 @@ def plan(
                 # Slurm's default requeues a batch job whose node fails and runs it again from
                 # the start, its log truncated; a requeue is asked for (and then keeps the log)
                 *(["--requeue", "--open-mode=append"] if request.requeue else ["--no-requeue"]),
+                *runtime.sbatch_options(invocation.image, invocation.modules),
                 *sched.sbatch_options,
             ],
             site=site.name,

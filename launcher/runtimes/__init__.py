@@ -111,6 +111,9 @@ class Runtime:
     programs: ClassVar[dict[str, str]] = {}
     srun_option: ClassVar[str | None] = None
     probe_rank: ClassVar[int] = 99
+    # a registry image: whether the runtime fetches it itself when the job starts (Shifter
+    # runs only what its image gateway has pulled: `pull_hint`)
+    pulls_itself: ClassVar[bool] = True
 
     @classmethod
     def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:
@@ -157,6 +160,18 @@ class Runtime:
         path = self.image_path(ref)
         problem = not_a_file(path, "an image file or directory", directory=True) if path else None
         return f"--image {ref}: {problem}" if problem else None
+
+    def sbatch_options(self, image: str | None, modules: list[str]) -> list[str]:
+        """#SBATCH options of the runtime's own (its Slurm plugin's), for the batch script."""
+        return []
+
+    def pull_hint(self, image: str) -> str:
+        """The command that makes a registry image runnable, where the runtime does not pull."""
+        return ""
+
+    def pulled(self, image: str, listing: str) -> bool:
+        """Whether the runtime's own listing of its images has `image`."""
+        return False
 
     def needs_image_here(self, launch: Launch) -> bool:
         """Whether preparing the launch reads the image file on this machine."""

@@ -75,6 +75,26 @@ class Shifter(Runtime):
             return f"{UDIROOT_CONF}: {exc.strerror or exc}"
         return sorted(set(_UDIROOT_MODULE.findall(text)))
 
+    # the image gateway pulls and converts; shifter itself runs only what it has (NERSC's
+    # "shifterimg pull docker:image:tag" before the job)
+    pulls_itself = False
+
+    def sbatch_options(self, image: str | None, modules: list[str]) -> list[str]:
+        """The image and modules in the header, as NERSC's job scripts give them: Shifter's
+        Slurm plugin sets the image up on every node at the job's start (SLURM_SPANK_SHIFTER_*,
+        which the shifter command reads; the srun line names them too)."""
+        options = [f"--image={self.image_ref(image)}"] if image else []
+        return options + ([f"--module={','.join(modules)}"] if modules else [])
+
+    def pull_hint(self, image: str) -> str:
+        return f"shifterimg pull {self.image_ref(image)}"
+
+    def pulled(self, image: str, listing: str) -> bool:
+        """`shifterimg images` rows: SYSTEM TYPE STATUS DATE TIME NAME (docker READY ... u/i:t)."""
+        want = self.image_ref(image).removeprefix("docker:")
+        rows = (line.split() for line in listing.splitlines())
+        return any(f[1:3] == ["docker", "READY"] and f[-1] == want for f in rows if len(f) >= 4)
+
     profile_model = ShifterProfile
     accepts_modules = True
     profile: ShifterProfile

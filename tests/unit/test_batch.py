@@ -151,6 +151,9 @@ def test_sbatch_lines_carry_the_allocation() -> None:
         "#SBATCH --output=%x_%j.out",
         "#SBATCH --error=%x_%j.err",
         "#SBATCH --no-requeue",
+        # Shifter's image and modules in the header, as NERSC's job scripts give them
+        "#SBATCH --image=docker:u/hvd:tf2.10",
+        "#SBATCH --module=gpu,nccl-plugin,mpich",
     ]
     assert "export SLURM_CPU_BIND=cores" in text.splitlines()
     srun = text.rstrip().splitlines()[-1]

@@ -11,7 +11,8 @@ from hvd_container.launcher.sites import load_site
 
 
 def results(site: str, **fields: object) -> dict[str, tuple[str, str]]:
-    plan = plan_launch(load_site(site), LaunchRequest(image="u/i:t", **fields))  # type: ignore[arg-type]
+    fields = {"image": "u/i:t", **fields}
+    plan = plan_launch(load_site(site), LaunchRequest(**fields))  # type: ignore[arg-type]
     return {r.check: (r.status, r.message) for r in plan.results}
 
 
@@ -36,3 +37,36 @@ def test_gpus_a_launch_holds_but_leaves_idle_are_warned(n: int, per_node: int, i
         assert message.endswith(f"-n {2 * per_node} uses them all")
     else:
         assert status == "pass"
+
+
+def test_shifter_says_to_pull_the_image_first() -> None:
+    status, message = results("perlmutter", script="t.py", ntasks=4, account="m_g")["image-pulled"]
+    assert status == "warn" and "`shifterimg pull docker:u/i:t`" in message
+    assert results("local", script="t.py", image="x.sif")["image-pulled"][0] == "pass"  # not asked
+
+
+@pytest.mark.parametrize(
+    ("listing", "status"),
+    [
+        ("perlmutter docker     READY    2026-11-20T10:11:12 u/i:t\n", "pass"),
+        ("perlmutter docker     READY    2026-11-20T10:11:12 u/other:t\n", "fail"),
+        ("perlmutter docker     PULLING  2026-11-20T10:11:12 u/i:t\n", "fail"),
+    ],
+)
+def test_doctor_on_the_login_node_reads_shifterimg_images(
+    listing: str, status: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher.checks import run_checks
+    from hvd_container.launcher.machine import ThisMachine
+    from hvd_container.launcher.plan import plan
+
+    machine = ThisMachine("perlmutter")
+    monkeypatch.setattr(ThisMachine, "shifter_images", property(lambda _: listing))
+    request = LaunchRequest(script="t.py", image="u/i:t", ntasks=4, account="m_g")
+    launch = plan(
+        load_site("perlmutter"), request, "smoke", dry_run=True, keep_going=True, machine=machine
+    )
+    found = {r.check: r for r in run_checks(launch.launch)}["image-pulled"]
+    assert found.status == status
+    if status == "fail":
+        assert "shifterimg pull docker:u/i:t" in found.message

@@ -11,6 +11,8 @@
 #SBATCH --output=%x_%j.out
 #SBATCH --error=%x_%j.err
 #SBATCH --no-requeue
+#SBATCH --image=docker:u/hvd:tf2.10
+#SBATCH --module=gpu,nccl-plugin,mpich
 # hvd-container: site perlmutter, runtime shifter
 # controller mpi (the default: tf_keras_fashion_mnist.py is not readable here, so nothing tells; pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod)
 
