@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Literal
 
 from hvd_container.launcher import controllers, runtimes
 from hvd_container.launcher.slurm import slurm_seconds
-from hvd_container.launcher.verdict import Status, Verdict, fail, passed, skip, warn
+from hvd_container.launcher.verdict import (
+    Status,
+    Verdict,
+    fail,
+    not_applicable,
+    passed,
+    skip,
+    warn,
+)
 
 from hvd_container.core.errors import UserError
 
@@ -119,8 +127,14 @@ class Check:
     owner: str  # the module that registered it
 
     def result(self, launch: Launch) -> Result:
-        reason = _not_for(self, launch) or _unmet(self.needs, launch)
-        verdict = skip(reason) if reason else self.function(launch) or passed(self.about)
+        apart = _not_for(self, launch) or _not_this_launch(self.needs, launch)
+        reason = None if apart else _unmet(self.needs, launch)
+        if apart:
+            verdict = not_applicable(apart)
+        elif reason:
+            verdict = skip(reason)
+        else:
+            verdict = self.function(launch) or passed(self.about)
         return Result(self.name, verdict.status, verdict.message)
 
 
@@ -174,6 +188,19 @@ def _not_for(item: Check, launch: Launch) -> str | None:
     return None
 
 
+def _not_this_launch(needs: tuple[Need, ...], launch: Launch) -> str | None:
+    """Why the rule does not apply to a launch of this shape (n/a, not a skip: nothing is
+    missing to judge it)."""
+    for need in needs:
+        if need == "allocation" and not launch.asks_allocation:
+            return "inside an allocation: Slurm took the job's options when it was allocated"
+        if need == "gpus" and launch.gpus <= 0:
+            return "the job asks for no GPUs"
+        if need == "nodes" and (launch.nodes or 1) < 2:
+            return "a single-node launch"
+    return None
+
+
 def _unmet(needs: tuple[Need, ...], launch: Launch) -> str | None:
     for need in needs:
         if need == "facts" and launch.facts is None:
@@ -185,16 +212,10 @@ def _unmet(needs: tuple[Need, ...], launch: Launch) -> str | None:
             )
         if need == "image" and launch.image is None:
             return "no image"
-        if need == "allocation" and not launch.asks_allocation:
-            return "inside an allocation: Slurm took the job's options when it was allocated"
         if need == "slurm":
             reason = _machine_reason(launch)
             if reason:
                 return reason
-        if need == "gpus" and launch.gpus <= 0:
-            return "the job asks for no GPUs"
-        if need == "nodes" and (launch.nodes or 1) < 2:
-            return "a single-node launch"
     return None
 
 
@@ -219,6 +240,13 @@ def image_exists(launch: Launch) -> Verdict | None:
     problem = launch.runtime.missing_image(launch.image, launch.image_origin)
     if problem is None:
         return passed(f"{launch.image} (runtime {launch.runtime.kind})")
+    elsewhere = launch.machine.not_the_site(launch.site.name) if launch.machine else None
+    if elsewhere and launch.judged_here and launch.runtime.image_path(launch.image):
+        # doctor away from the cluster: the file may well be there
+        name = launch.site.name
+        return skip(
+            f"{launch.image} is not on this machine, which is not site {name}: run doctor on {name}'s login node, where the image is, or pass --recipe NAME to judge the recipe's facts here"
+        )
     if launch.judged_here or (launch.runtime.needs_image_here(launch) and not launch.dry_run):
         return fail(problem)
     return warn(f"{problem}; a launch on this machine would refuse it")
@@ -243,7 +271,7 @@ def comment(launch: Launch) -> Verdict | None:
     allowed = ", ".join(rule.allowed)
     if value is None:
         if not rule.required:
-            return None
+            return not_applicable(f"site {launch.site.name} asks for no --comment")
         hint = f" (allowed: {allowed})" if allowed else ""
         example = rule.allowed[0] if rule.allowed else "python"
         return fail(
@@ -320,7 +348,9 @@ def gpus_per_rank(launch: Launch) -> Verdict | None:
     if layout.crowded:
         return warn(layout.crowded)
     nodes, per_node = layout.nodes, layout.gpus_per_node
-    if not nodes or not per_node or launch.request.gpus_per_node or launch.request.gpus_per_task:
+    if not per_node:
+        return not_applicable("the job asks for no GPUs")
+    if not nodes or launch.request.gpus_per_node or launch.request.gpus_per_task:
         return None
     idle = nodes * per_node - layout.ranks
     if idle <= 0:
@@ -336,7 +366,7 @@ def script_here(launch: Launch) -> Verdict | None:
     now (it may be in the image, or only on the cluster: a warning, not a refusal)."""
     script = launch.request.script
     if not script.endswith(".py"):
-        return skip("a program, not a .py script: looked up where it runs")
+        return not_applicable("a program, not a .py script: looked up where it runs")
     if os.path.isfile(script):
         return None
     return warn(
@@ -351,7 +381,7 @@ def account(launch: Launch) -> Verdict | None:
     value = launch.request.account or launch.site.scheduler.account
     name = launch.site.name
     if not suffix:
-        return None
+        return not_applicable(f"site {name} has no account suffix rule")
     if value is None:
         return warn(
             f"no --account: Slurm charges your default project, but GPU jobs on site {name} need <project>{suffix}; pass e.g. --account m1234{suffix}"
@@ -535,7 +565,7 @@ def registry_for_recipe(launch: Launch) -> Verdict | None:
     ref = launch.image
     assert ref is not None
     if launch.request.image or launch.request.recipe is None:
-        return skip("the image was not named from --recipe")
+        return not_applicable("the image was not named from --recipe")
     if launch.site.images.registry:
         return None
     repository = ref.rsplit("@", 1)[0].rsplit(":", 1)[0] if "/" not in ref else ref
@@ -590,8 +620,10 @@ def image_pulled(launch: Launch) -> Verdict | None:
     else said with the command (a job would fail at its start, after the queue wait)."""
     assert launch.image is not None
     runtime = launch.runtime
-    if runtime.pulls_itself or runtime.image_path(launch.image) is not None:
-        return None
+    if runtime.pulls_itself:
+        return not_applicable(f"{runtime.kind} pulls a registry image itself")
+    if runtime.image_path(launch.image) is not None:
+        return not_applicable("an image file, not a registry image")
     if runtime.unusable_image(launch.image):
         return skip("not an image this runtime takes (check image)")
     hint = runtime.pull_hint(launch.image)

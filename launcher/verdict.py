@@ -1,5 +1,6 @@
-"""What a check says: pass, warn, fail or skip, and the message (with the fix, or the reason
-it could not judge). Checks (launcher/checks.py) return these, and so do the runtimes' and
+"""What a check says: pass, warn, fail, skip (it could not judge: it lacked what it needs) or
+n/a (its rule does not apply to this launch or site), and the message (with the fix, or the
+reason). Checks (launcher/checks.py) return these, and so do the runtimes' and
 controllers' answers to them."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Status = Literal["pass", "warn", "fail", "skip"]
+Status = Literal["pass", "warn", "fail", "skip", "n/a"]
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,7 @@ def fail(message: str) -> Verdict:
 
 def skip(reason: str) -> Verdict:
     return Verdict("skip", reason)
+
+
+def not_applicable(reason: str) -> Verdict:
+    return Verdict("n/a", reason)

@@ -147,7 +147,12 @@ _CONTROLLER = _record({"name": _STR, "why": _STR})
 _CHECK_RESULTS = {
     "type": "array",
     "items": _record(
-        {"check": _STR, "status": {"enum": ["pass", "warn", "fail", "skip"]}, "message": _STR}
+        {
+            "check": _STR,
+            # skip: it could not judge; n/a: its rule does not apply to this launch or site
+            "status": {"enum": ["pass", "warn", "fail", "skip", "n/a"]},
+            "message": _STR,
+        }
     ),
 }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hvd_container.launcher.checks import Launch, Verdict, check, fail, skip
+from hvd_container.launcher.checks import Launch, Verdict, check, fail, not_applicable
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,
@@ -106,7 +106,7 @@ def registry_image_per_rank(launch: Launch) -> Verdict | None:
     assert launch.image is not None
     kind = launch.runtime.kind
     if is_file_ref(launch.image):
-        return skip("the image is a file")
+        return not_applicable("the image is a file")
     if launch.ranks <= 1:
         return None
     ref = launch.runtime.image_ref(launch.image)

@@ -25,7 +25,7 @@ def test_a_script_that_is_here_passes_and_a_program_is_not_judged(tmp_path: Path
     here = tmp_path / "train.py"
     here.write_text("import horovod.torch as hvd\n")
     assert results("local", script=str(here))["script"][0] == "pass"
-    assert results("local", script="/opt/venv/bin/python")["script"][0] == "skip"
+    assert results("local", script="/opt/venv/bin/python")["script"][0] == "n/a"
 
 
 @pytest.mark.parametrize(("n", "per_node", "idle"), [(7, 4, 1), (5, 3, 1), (8, 4, 0), (6, 3, 0)])
@@ -42,7 +42,7 @@ def test_gpus_a_launch_holds_but_leaves_idle_are_warned(n: int, per_node: int, i
 def test_shifter_says_to_pull_the_image_first() -> None:
     status, message = results("perlmutter", script="t.py", ntasks=4, account="m_g")["image-pulled"]
     assert status == "warn" and "`shifterimg pull docker:u/i:t`" in message
-    assert results("local", script="t.py", image="x.sif")["image-pulled"][0] == "pass"  # not asked
+    assert results("local", script="t.py", image="x.sif")["image-pulled"][0] == "n/a"
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ output judged per rank and node, and the command's text and JSON."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def test_every_check_of_the_registry_reports_once(tmp_path: Path) -> None:
     assert not report.failed
     found = lines(report)
     assert found["arch"] == [("pass", "amd64, as the nodes")]
-    assert found["comment"] == [("pass", ABOUT["comment"])]
+    assert found["comment"] == [("n/a", "site local asks for no --comment")]  # no such rule
 
 
 def test_a_planted_fault_fails_with_its_fix_and_the_rest_still_runs(tmp_path: Path) -> None:
@@ -90,8 +91,10 @@ def test_an_image_without_facts_gets_skips_never_a_pass_from_the_checks_that_nee
         ask_machine=False,
     )
     statuses = {r.check: r.status for r in report.checks}
-    assert NEED_FACTS and {statuses[name] for name in NEED_FACTS} == {"skip"}
-    skipped = [r for r in report.checks if r.check in NEED_FACTS]
+    # skip (not judged) or n/a (a GPU rule on CPU nodes): never a pass
+    assert NEED_FACTS and {statuses[name] for name in NEED_FACTS} <= {"skip", "n/a"}
+    assert "skip" in {statuses[name] for name in NEED_FACTS}
+    skipped = [r for r in report.checks if r.check in NEED_FACTS and r.status == "skip"]
     assert all("facts are unknown" in r.message for r in skipped)
 
 
@@ -184,9 +187,18 @@ def test_a_right_average_passes() -> None:
 def test_doctor_command_text_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     image = tmp_path / "image"  # an image directory, as ch-run takes it
     image.mkdir()
-    assert main(["doctor", "--site", "zih-alpha", "--image", "/nonexistent.sif", "-N", "1"]) == 1
+    assert main(["doctor", "--site", "local", "--image", "/nonexistent.sif", "-N", "1"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("FAIL  image ") and any(s.startswith("SKIP  arch ") for s in out)
+    # the reason arch shares with facts is named, not repeated; the counts end the text
+    assert any(s.startswith("SKIP  arch") and s.endswith("same reason as facts") for s in out)
+    assert re.fullmatch(r"\d+ pass, \d+ warn, [1-9]\d* fail, \d+ skip, \d+ n/a", out[-1])
+    # away from the cluster, a SIF that is not here may be on it: not judged, and said where
+    assert main(["doctor", "--site", "zih-alpha", "--image", "/nonexistent.sif", "-N", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("SKIP  image ") and "run doctor on zih-alpha's login node" in out[0]
+    assert "or pass --recipe NAME" in out[0]
+    assert any(s.startswith("N/A   account ") for s in out)  # zih-alpha has no suffix rule
     assert main(["doctor", "--site", "local", "--image", str(image), "-N", "2", "--json"]) == 0
     record = result("doctor", capsys.readouterr().out)
     assert record["ok"] is True and record["site"] == "local"

@@ -81,7 +81,7 @@ def test_cuda_13_image_on_an_older_driver_is_refused() -> None:
     )
     cpu_site = with_values("local", gpu_driver="535.104")
     no_gpus = doctor_results(cpu_site, image="/data/x.sif", nodes=1, facts=OMPI)
-    assert no_gpus["cuda-driver"] == Result("cuda-driver", "skip", "the job asks for no GPUs")
+    assert no_gpus["cuda-driver"] == Result("cuda-driver", "n/a", "the job asks for no GPUs")
     unknown = doctor_results("zih-alpha", image="/data/x.sif", nodes=1, facts=OMPI)
     assert unknown["cuda-driver"].status == "skip"  # no driver known: not judged, not passed
     assert driver_at_least("525.60.13", "525.60.13")
@@ -107,7 +107,7 @@ def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
     ]
     assert unforced.status == "warn" and "sets no NCCL_NET" in unforced.message
     one_node = doctor_results("neuron", image="x.sif", nodes=1, comment="field=ai;appl=pytorch")
-    assert one_node["nccl-network"] == Result("nccl-network", "skip", "a single-node launch")
+    assert one_node["nccl-network"] == Result("nccl-network", "n/a", "a single-node launch")
 
 
 def test_gloo_launch_of_an_image_without_gloo_is_refused() -> None:
@@ -192,7 +192,7 @@ def test_gpu_launch_of_horovod_without_nccl_is_warned() -> None:
     found = doctor_results("zih-alpha", image="/data/x.sif", nodes=1, facts=nccl)
     assert found["gpu-operations"].status == "pass"
     cpu_only = doctor_results("local", image="/srv/x.sif", nodes=1, facts=no_nccl)
-    assert cpu_only["gpu-operations"].status == "skip"  # no GPUs asked for
+    assert cpu_only["gpu-operations"].status == "n/a"  # no GPUs asked for: the rule does not apply
     labels = {
         "org.hvd-container.horovod.tensor_ops": "gloo,mpi,nccl",
         "org.hvd-container.arch": "amd64",

@@ -167,7 +167,23 @@ def batch(
         typer.echo(f"wrote {path}", err=True)
 
 
-_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP", "n/a": "N/A "}
+
+
+def doctor_lines(results: list[Any]) -> list[str]:
+    """One line a check; a reason said already is named, not repeated; then the counts."""
+    lines: list[str] = []
+    first: dict[str, str] = {}  # reason -> the check that said it first
+    for r in results:
+        said = first.get(r.message) if r.status in ("skip", "n/a") else None
+        message = f"same reason as {said}" if said else r.message
+        first.setdefault(r.message, r.check)
+        lines.append(f"{_MARK[r.status]}  {r.check:<18} {message}")
+    counts = {status: sum(r.status == status for r in results) for status in _MARK}
+    lines.append(", ".join(f"{n} {status}" for status, n in counts.items()))
+    return lines
+
+
 DOCTOR_PARAMETERS = (
     "site", "image", "recipe", "ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "mpi",
     "controller", "runtime", "modules", "env", "time", "partition", "account", "comment",
@@ -212,8 +228,8 @@ def doctor(
             }
         )
     else:
-        for r in [*report.checks, *report.smoke]:
-            typer.echo(f"{_MARK[r.status]}  {r.check:<18} {r.message}")
+        for line in doctor_lines([*report.checks, *report.smoke]):
+            typer.echo(line)
     if report.failed:
         raise typer.Exit(1)
 
