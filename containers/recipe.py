@@ -476,9 +476,28 @@ def load_recipe(ref: str | Path, *, with_lock: bool = True) -> Recipe:
                 if len(layered.docs) > 1
                 else ""
             )
-            raise UserError(
+            raise LockMissing(
                 f"{path}: recipe {recipe.name} takes {parts} from PyPI, which a build installs "
                 f"only from a lock, and {lock_path} does not exist{inherited}: make it with "
-                f"`hvd-container lock {ref}`"
+                f"`hvd-container lock {ref}`",
+                command=f"hvd-container lock {ref}",
             )
     return recipe
+
+
+class LockMissing(UserError):
+    """A recipe that needs a lock to build or render, and has none yet."""
+
+    def __init__(self, message: str, *, command: str) -> None:
+        super().__init__(message)
+        self.command = command
+
+
+def load_recipe_to_read(ref: str | Path) -> tuple[Recipe, str | None]:
+    """The recipe as `recipes validate` and `recipes show` read it: without its lock where it
+    has none yet, with a note that build and render need one (and the command that makes it)."""
+    try:
+        return load_recipe(ref), None
+    except LockMissing as exc:
+        recipe = load_recipe(ref, with_lock=False)
+        return recipe, f"no lock yet: build and render need one: `{exc.command}`"

@@ -172,7 +172,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "recipes-list": _result({"recipes": {"type": "array", "items": _RECIPE_ROW}}),
     "recipes-show": _result(
-        {"name": _STR, "image": _STR, "digest": _STR, "file": _STR, "recipe": {"type": "object"}}
+        {"name": _STR, "image": _STR, "digest": _STR, "file": _STR, "recipe": {"type": "object"}},
+        {"note": _STR},  # a recipe that needs a lock and has none yet: the command to make it
     ),
     "recipes-validate": _result(
         {
@@ -180,7 +181,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "recipes": {
                 "type": "array",
                 "items": _record(
-                    {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS}
+                    {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS},
+                    {"note": _STR},
                 ),
             },
         }

@@ -429,8 +429,9 @@ def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The README tour's pattern on the GPU recipe: the parent's lock does not carry over, and
-    CUDA and NCCL from PyPI are installed from a lock alone, so validate and render say so
-    with the command that makes the lock, and render writes no Dockerfile that cannot build."""
+    CUDA and NCCL from PyPI are installed from a lock alone, so render refuses with the command
+    that makes the lock and writes no Dockerfile that cannot build, while validate and show
+    check and show the recipe and say that build and render need the lock."""
     from hvd_container.cli.app import main
 
     derived = write(tmp_path, "extends: gpu-bookworm\nname: g2\n", "g2.yaml")
@@ -440,8 +441,21 @@ def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
         f"a lock, and {tmp_path / 'g2.lock'} does not exist (a recipe that extends another does "
         f"not take its lock): make it with `hvd-container lock {derived}`"
     )
-    assert main(["recipes", "validate", str(derived)]) == 2
-    assert "make it with `hvd-container lock" in capsys.readouterr().err
+    assert main(["recipes", "validate", str(derived)]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"OK   {derived} (g2:1); no lock yet: build and render need one: "
+        f"`hvd-container lock {derived}`\n"
+    )
+    assert main(["recipes", "show", str(derived)]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[1] == f"# no lock yet: build and render need one: `hvd-container lock {derived}`"
+    assert "name: g2" in shown
+    broken = write(
+        tmp_path, "extends: gpu-bookworm\nname: g3\npython: {version: '2.7'}\n", "g3.yaml"
+    )
+    assert main(["recipes", "validate", str(broken)]) == 2  # a wrong recipe still fails
+    assert "python.version" in capsys.readouterr().err
     assert main(["render", str(derived)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "hvd-container lock" in err

@@ -11,7 +11,12 @@ from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.containers import recipe as recipe_module
-from hvd_container.containers.recipe import builtin_path, load_recipe, recipe_file
+from hvd_container.containers.recipe import (
+    builtin_path,
+    load_recipe,
+    load_recipe_to_read,
+    recipe_file,
+)
 from hvd_container.core.errors import UserError
 
 recipes_app = typer.Typer(
@@ -54,7 +59,7 @@ def show_cmd(
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
 
     with json_errors(json_output):
-        loaded = load_recipe(recipe)
+        loaded, note = load_recipe_to_read(recipe)
         data = loaded.model_dump(mode="json", exclude_none=True)
         if json_output:
             emit(
@@ -64,10 +69,13 @@ def show_cmd(
                     "digest": loaded.digest(),
                     "file": str(recipe_file(recipe)),
                     "recipe": data,
+                    **({"note": note} if note else {}),
                 }
             )
             return
     typer.echo(f"# {loaded.image_tag} digest {loaded.digest()}")
+    if note:
+        typer.echo(f"# {note}")
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
 
 
@@ -88,15 +96,16 @@ def validate_cmd(
     rows = []
     for ref in recipes or recipe_module.list_builtin():
         try:
-            loaded = load_recipe(ref)
+            loaded, note = load_recipe_to_read(ref)
         except UserError as exc:
             rows.append({"recipe": ref, "ok": False, "image": None, "problems": exc.problems})
             for problem in exc.problems:
                 typer.echo(f"FAIL {problem}", err=True)
         else:
-            rows.append({"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []})
+            row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []}
+            rows.append({**row, **({"note": note} if note else {})})
             if not json_output:
-                typer.echo(f"OK   {ref} ({loaded.image_tag})")
+                typer.echo(f"OK   {ref} ({loaded.image_tag})" + (f"; {note}" if note else ""))
     failed = not all(row["ok"] for row in rows)
     if json_output:  # the report is the result: a failed check is not a failed command's record
         emit({"ok": not failed, "recipes": rows})
