@@ -19,6 +19,7 @@ from hvd_container.containers.engine import CommandNotFound, EngineError, Engine
 from hvd_container.containers.recipe import list_builtin, load_recipe
 
 from hvd_container import facts as labels_of
+from hvd_container import known_bad
 from hvd_container.core.errors import StepFailed, UserError, brief
 
 if TYPE_CHECKING:
@@ -50,6 +51,13 @@ for key, dist in (("torch", "torch"), ("tensorflow", "tensorflow"), ("tensorflow
 try:
     import torch
     out["cuda"] = torch.version.cuda or ""
+    if torch.version.cuda:
+        # compiled-in flags: known without a GPU (get_arch_list() is empty without one)
+        out["torch.cuda_archs"] = ",".join(torch._C._cuda_getArchFlags().split())
+        try:
+            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:
+            pass
     import torch.distributed as dist
     if dist.is_available():
         found = (("gloo", dist.is_gloo_available()), ("nccl", dist.is_nccl_available()),
@@ -167,6 +175,7 @@ class VerifyResult:
     arch: str
     problems: list[str] = field(default_factory=list)
     checks_run: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # known-bad versions: said, not refused
 
     @property
     def ok(self) -> bool:
@@ -178,6 +187,7 @@ def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
     cb = result.check_build
     versions = dict(result.versions)
     backends = versions.pop("torch.distributed", None)
+    archs = versions.pop("torch.cuda_archs", None)
     if "mpi" in versions:
         versions["mpi"] = mpi_version(versions["mpi"])
     return labels_of.verified_labels(
@@ -187,6 +197,7 @@ def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
         ok=result.ok,
         recipe=recipe,
         torch_backends=backends.split(",") if backends is not None else None,
+        torch_cuda_archs=archs.split(",") if archs else None,
     )
 
 
@@ -240,6 +251,12 @@ def verify_image(
         result.versions = parse_versions(out)
     except ValueError:
         result.problems.append(f"version probe failed (exit {code}): {_last(out)}")
+    for entry, version in known_bad.problems(result.versions):
+        said = (
+            f"{entry.library} {version} is known-bad: {entry.effect} ({entry.source}): {entry.fix}"
+        )
+        result.warnings.append(said)
+        note(f"warning: {said}")
     if recipe is not None:
         result.problems += compare_versions(recipe, result.versions)
     elif facts is not None and result.versions:

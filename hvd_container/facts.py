@@ -28,8 +28,13 @@ MPI_FAMILY = PREFIX + "mpi.family"
 HOROVOD_FRAMEWORKS = PREFIX + "horovod.frameworks"
 HOROVOD_CONTROLLERS = PREFIX + "horovod.controllers"
 HOROVOD_TENSOR_OPS = PREFIX + "horovod.tensor_ops"
-VERSIONS = PREFIX + "versions."  # + python, torch, tensorflow, horovod, lightning, cuda, mpi, glibc
+VERSIONS = (
+    PREFIX + "versions."
+)  # + python, torch, tensorflow, horovod, lightning, cuda, mpi, glibc, nccl
 TORCH_DISTRIBUTED = PREFIX + "torch.distributed"  # the backends torch.distributed has: gloo,nccl
+# the GPU code torch carries: sm_NN machine code and compute_NN PTX (its compiled arch flags)
+TORCH_CUDA_ARCHS = PREFIX + "torch.cuda_archs"
+HOROVOD_CUDA_CC = PREFIX + "horovod.cuda_cc"  # the compute capabilities Horovod was built for
 SIF_SOURCE_IMAGE = PREFIX + "sif.source-image"
 SIF_SOURCE_ID = PREFIX + "sif.source-id"
 VERIFY_RUN = PREFIX + "verify"  # marks the throw-away containers verification runs
@@ -55,6 +60,21 @@ class ImageFacts:
     torch: bool | None = None  # PyTorch installed
     torch_backends: tuple[str, ...] | None = None  # torch.distributed's: gloo, nccl, mpi
     controller: str | None = None  # the controller the recipe says its scripts use
+    nccl: str | None = None  # the NCCL the image's framework loads ("" = none)
+    # GPU code: torch's sm_NN/compute_NN (its arch flags); Horovod's compute capabilities
+    # (sm_NN of each, and PTX of the highest: horovod's cmake/build_utils.py)
+    torch_cuda_archs: tuple[str, ...] | None = None
+    horovod_cuda_cc: tuple[str, ...] | None = None
+
+    def gpu_code(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(whose, its sm_NN and compute_NN) for each framework whose GPU code is known."""
+        found = []
+        if self.torch_cuda_archs:
+            found.append(("torch", self.torch_cuda_archs))
+        if self.horovod_cuda_cc:
+            ccs = sorted(self.horovod_cuda_cc, key=int)
+            found.append(("horovod", (*(f"sm_{c}" for c in ccs), f"compute_{ccs[-1]}")))
+        return found
 
     def known(self) -> dict[str, str]:
         """The facts that are known, as short text (doctor's summary line)."""
@@ -96,6 +116,7 @@ def verified_labels(
     ok: bool,
     recipe: Any = None,
     torch_backends: Iterable[str] | None = None,
+    torch_cuda_archs: Iterable[str] | None = None,
 ) -> dict[str, str]:
     """What a verification found, as labels: `horovod` is check-build's (frameworks,
     controllers, tensor operations), `versions` the probe's package versions, `recipe` the
@@ -108,6 +129,8 @@ def verified_labels(
         labels[HOROVOD_TENSOR_OPS] = ",".join(sorted(tensor_ops))
     if torch_backends is not None:
         labels[TORCH_DISTRIBUTED] = ",".join(sorted(torch_backends))
+    if torch_cuda_archs:
+        labels[TORCH_CUDA_ARCHS] = ",".join(torch_cuda_archs)
     for key, value in sorted(versions.items()):
         labels[VERSIONS + key] = value
     labels[VERIFIED] = "true" if ok else "false"
@@ -116,6 +139,8 @@ def verified_labels(
         if recipe.mpi is not None:
             labels[MPI_PMI] = ",".join(recipe.mpi.pmi)
             labels[MPI_FAMILY] = recipe.mpi.flavor
+        if recipe.horovod is not None and recipe.horovod.cuda_cc:
+            labels[HOROVOD_CUDA_CC] = ",".join(recipe.horovod.cuda_cc)
     return labels
 
 
@@ -181,6 +206,9 @@ def facts_from_labels(
         horovod=horovod,
         torch=torch,
         torch_backends=_names(facts.get(TORCH_DISTRIBUTED)),
+        nccl=facts.get(VERSIONS + "nccl", known.nccl if known else None),
+        torch_cuda_archs=_names(facts.get(TORCH_CUDA_ARCHS)),
+        horovod_cuda_cc=_names(facts.get(HOROVOD_CUDA_CC)),
     )
 
 
@@ -216,6 +244,12 @@ def facts_from_recipe(recipe: Any) -> ImageFacts:
         horovod=recipe.horovod is not None or "horovod" in pip,
         torch=recipe.pytorch is not None or "torch" in pip,
         controller=recipe.controller,
+        nccl=recipe.nccl.version if recipe.nccl is not None else None,
+        horovod_cuda_cc=(
+            tuple(recipe.horovod.cuda_cc)
+            if recipe.horovod is not None and recipe.horovod.cuda_cc
+            else None
+        ),
     )
 
 

@@ -37,6 +37,7 @@ from hvd_container.launcher.verdict import (
     warn,
 )
 
+from hvd_container import known_bad
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -245,7 +246,12 @@ def image_exists(launch: Launch) -> Verdict | None:
         # doctor away from the cluster: the file may well be there
         name = launch.site.name
         return skip(
-            f"{launch.image} is not on this machine, which is not site {name}: run doctor on {name}'s login node, where the image is, or pass --recipe NAME to judge the recipe's facts here"
+            f"{launch.image} is not on this machine, which is not site {name}: run doctor on {name}'s login node, where the image is"
+            + (
+                ""
+                if launch.request.recipe
+                else ", or pass --recipe NAME to judge the recipe's facts here"
+            )
         )
     if launch.judged_here or (launch.runtime.needs_image_here(launch) and not launch.dry_run):
         return fail(problem)
@@ -546,6 +552,70 @@ def cuda_driver(launch: Launch) -> Verdict | None:
     fix = f"build the image for CUDA {fits[-1]}" if fits else "ask the site for a newer driver"
     return fail(
         f"{facts.source} is built for CUDA {facts.cuda}, which needs NVIDIA driver >= {needed}; {where} has {driver}: {fix}"
+    )
+
+
+@check("gpu-arch", "the image's GPU code runs on the partition's GPUs", needs=("facts", "gpus"))
+def gpu_arch(launch: Launch) -> Verdict | None:
+    """CUDA 13 dropped Volta (sm_70); a framework's code runs on a GPU of compute capability
+    cc when it has sm_NN machine code of cc's major with NN <= cc, or compute_NN PTX (which the
+    driver compiles) with NN <= cc. Else the job dies at its first kernel ("no kernel image is
+    available"), after the queue wait."""
+    facts = launch.facts
+    assert facts is not None
+    info = launch.site.scheduler.partition_info(launch.partition)
+    cc = info.compute_capability if info else None
+    where = f"partition {launch.partition}" if launch.partition else f"site {launch.site.name}"
+    if cc is None:
+        return skip(
+            f"the GPUs of {where} are not known: add gpu: <model> (or gpu_cc:) to its partition in the profile"
+        )
+    model = info.gpu if info and info.gpu else f"compute capability {cc}"
+    other = "choose a partition with newer GPUs (--partition)"
+    cuda_major = facts.cuda.split(".")[0] if facts.cuda else ""
+    if cuda_major.isdigit() and int(cuda_major) >= 13 and int(cc) < 75:
+        return fail(
+            f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12, or {other}"
+        )
+    for whose, code in facts.gpu_code():
+        if not runs_on(code, cc):
+            return fail(
+                f"{facts.source}'s {whose} carries GPU code for {', '.join(code)}, none of which runs on {where}'s {model} (sm_{cc}): rebuild it for {cc} (horovod.cuda_cc, or a torch built for it), or {other}"
+            )
+    if not facts.gpu_code():
+        return skip(
+            f"{facts.source}'s GPU code is not recorded (verify records torch's; horovod.cuda_cc Horovod's)"
+        )
+    return passed(f"{facts.source}'s GPU code runs on {model} (sm_{cc})")
+
+
+def runs_on(code: tuple[str, ...], cc: str) -> bool:
+    """Whether sm_NN machine code (same major, NN <= cc) or compute_NN PTX (NN <= cc) runs on a
+    GPU of compute capability cc (digits: 90 for 9.0)."""
+    for item in code:
+        kind, _, digits = item.partition("_")
+        digits = digits.rstrip("af")  # sm_90a, sm_100f: arch-specific, same rule at worst
+        if not digits.isdigit():
+            continue
+        if kind == "compute" and int(digits) <= int(cc):
+            return True
+        if kind == "sm" and digits[:-1] == cc[:-1] and int(digits) <= int(cc):
+            return True
+    return False
+
+
+@check("known-bad", "no library version of the image is known to be wrong", needs=("facts", "gpus"))
+def known_bad_versions(launch: Launch) -> Verdict | None:
+    facts = launch.facts
+    assert facts is not None
+    if facts.nccl is None:
+        return skip(f"{facts.source}'s NCCL version is not recorded (verify records it)")
+    found = known_bad.problems({"nccl": facts.nccl})
+    if not found:
+        return passed(f"NCCL {facts.nccl or 'none'}: no known-bad version")
+    entry, version = found[0]
+    return warn(
+        f"{facts.source} has {entry.library} {version}, known-bad: {entry.effect} ({entry.source}); {entry.fix}"
     )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from hvd_container.launcher import checks, runtimes
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.runtimes import RuntimeProfile
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, StringConstraints, model_validator
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError, raise_problems
@@ -214,12 +214,30 @@ class Comment(Strict):
         return None
 
 
+# Compute capability of the GPU models the profiles name (NVIDIA's "CUDA GPUs" table): what
+# GPU code runs there. A model not listed is given with the partition's `gpu_cc`.
+GPU_CC = {
+    "P100": "60", "V100": "70", "T4": "75", "A100": "80", "A30": "80", "A40": "86", "A10": "86",
+    "L4": "89", "L40": "89", "L40S": "89", "H100": "90", "H200": "90", "GH200": "90",
+    "B200": "100", "GB200": "100",
+}  # fmt: skip
+
+
 class Partition(Strict):
     """A partition's nodes and limits: what a launch on it is checked against."""
 
     gpus_per_node: int = Field(default=0, ge=0)
     cpus_per_node: int | None = Field(default=None, ge=0)
     gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
+    gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
+        default=None,
+        description="The GPUs' compute capability as digits (80 for 8.0), where `gpu` is a model the tool does not know.",
+    )
+
+    @property
+    def compute_capability(self) -> str | None:
+        return self.gpu_cc or (GPU_CC.get(self.gpu.upper()) if self.gpu else None)
+
     arch: Arch | None = Field(default=None, description="The nodes' CPU architecture.")
     max_time: SlurmTime | None = Field(default=None, description="The longest job it runs.")
 

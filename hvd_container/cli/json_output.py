@@ -292,7 +292,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "verify": _result(
-        {"image": _STR, "ok": _BOOL, "against": _STR, "problems": _STRS, "facts": _STR_MAP}
+        {"image": _STR, "ok": _BOOL, "against": _STR, "problems": _STRS, "facts": _STR_MAP},
+        {"warnings": _STRS},  # known-bad library versions (hvd_container/known_bad.py)
     ),
     "build": _result(
         {

@@ -164,6 +164,7 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
                     "against": done.against,
                     "problems": result.problems,
                     "facts": done.labels,
+                    **({"warnings": result.warnings} if result.warnings else {}),
                 }
             )
         )
