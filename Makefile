@@ -6,7 +6,7 @@ OUT ?= out
 # convert's own name for a recipe's SIF (<name>_<version>.sif), which the local site expects
 SIF ?= $(OUT)/$(shell $(PYTHON) -c "from hvd_container.containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
 
-.PHONY: help install test test-fast test-e2e test-gpu lint format image sif demo services services-down bench
+.PHONY: help install test test-fast test-e2e test-gpu test-heavy lint format image sif demo services services-down bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -31,6 +31,9 @@ test-fast:  ## the inner loop: seconds, no engines
 
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
+
+test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it
+	$(PYTHON) -m pytest -m heavy
 
 test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold) and gpu-bookworm-torch, verify, SIF, 2-node training
 	$(PYTHON) -m pytest -m gpu

@@ -49,13 +49,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# builds too long for .ci/run's time: run only when the marker expression names them
+ASKED_FOR_BY_NAME = ("gpu", "heavy")
+
+
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Tests marked `gpu` (the NCCL image: a 45-minute build) run only when the marker
-    expression names them (`make test-gpu`: -m gpu); every other run deselects them, so
-    `.ci/run` stays within its time."""
-    if "gpu" in (config.getoption("markexpr") or ""):
+    """Tests marked `gpu` (the NCCL image: a 45-minute build) or `heavy` (a CPU build too long
+    for CI) run only when the marker expression names them (`make test-gpu`: -m gpu, `make
+    test-heavy`: -m heavy); every other run deselects them, so `.ci/run` stays within its time."""
+    asked = config.getoption("markexpr") or ""
+    skipped = [m for m in ASKED_FOR_BY_NAME if m not in asked]
+    if not skipped:
         return
-    kept = [item for item in items if item.get_closest_marker("gpu") is None]
+    kept = [i for i in items if not any(i.get_closest_marker(m) for m in skipped)]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept

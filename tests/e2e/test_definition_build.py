@@ -6,8 +6,8 @@ root: the project's own hvd-base/debian:<suite>, made the same way), copy %files
 `/bin/sh -e` in that root, then %test with %environment sourced. What runs is the rendered text
 itself, not the Dockerfile: a %post that cannot run in a fresh root fails here.
 
-The CPU recipes run in .ci/run; the GPU ones (a Horovod compile against CUDA) under
-`make test-gpu`.
+The CPU recipes run in .ci/run, but for cpu-bookworm-tf-pt (Horovod compiled against
+TensorFlow and PyTorch) under `make test-heavy`; the GPU ones under `make test-gpu`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def built_like_apptainer(
     [
         TORCH_RECIPE,
         CPU_RECIPE,
-        TF_RECIPE,
+        # Horovod compiled against TensorFlow and PyTorch: too long next to the rest of CI
+        pytest.param(TF_RECIPE, marks=pytest.mark.heavy),
         pytest.param(GPU_TORCH_RECIPE, marks=pytest.mark.gpu),
         pytest.param(GPU_RECIPE, marks=pytest.mark.gpu),
     ],
