@@ -31,27 +31,14 @@ class ThisMachine:
     @functools.cached_property
     def srun_mpi_plugins(self) -> list[str] | None:
         """What `srun --mpi=list` offers here (None when srun is not installed)."""
-        if shutil.which("srun") is None:
-            return None
-        try:
-            proc = subprocess.run(
-                ["srun", "--mpi=list"], capture_output=True, text=True, timeout=QUERY_TIMEOUT
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return parse_mpi_list(proc.stdout + proc.stderr)
+        proc = _ask(["srun", "--mpi=list"])
+        return None if proc is None else parse_mpi_list(proc.stdout + proc.stderr)
 
     @functools.cached_property
     def nvidia_driver(self) -> str | None:
         """The driver of this node's GPUs (nvidia-smi), or None where there is none."""
-        if shutil.which("nvidia-smi") is None:
-            return None
-        try:
-            proc = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=QUERY_TIMEOUT,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
+        proc = _ask(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        if proc is None:
             return None
         first = proc.stdout.strip().splitlines()[0].strip() if proc.stdout.strip() else ""
         ok = proc.returncode == 0 and re.fullmatch(r"[0-9]+(\.[0-9]+)*", first)
@@ -60,15 +47,19 @@ class ThisMachine:
     @functools.cached_property
     def shifter_images(self) -> str | None:
         """What `shifterimg images` lists here (None where it is not installed or fails)."""
-        if shutil.which("shifterimg") is None:
-            return None
-        try:
-            proc = subprocess.run(
-                ["shifterimg", "images"], capture_output=True, text=True, timeout=QUERY_TIMEOUT
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout if proc.returncode == 0 else None
+        proc = _ask(["shifterimg", "images"])
+        return proc.stdout if proc is not None and proc.returncode == 0 else None
+
+
+def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+    """One of this machine's tools, asked within the time limit; None where it is not
+    installed, cannot start or does not answer in time."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=QUERY_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def parse_mpi_list(text: str) -> list[str]:
