@@ -52,8 +52,10 @@ try:
     import torch
     out["cuda"] = torch.version.cuda or ""
     if torch.version.cuda:
-        # compiled-in flags: known without a GPU (get_arch_list() is empty without one)
-        out["torch.cuda_archs"] = ",".join(torch._C._cuda_getArchFlags().split())
+        try:  # compiled-in flags: known without a GPU (get_arch_list() is empty without one)
+            out["torch.cuda_archs"] = ",".join(torch._C._cuda_getArchFlags().split())
+        except Exception:
+            pass
         try:
             out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:

@@ -63,7 +63,8 @@ def test_horovods_compute_capabilities_against_the_partition(
 
 
 def test_torchs_arch_list_against_the_partition() -> None:
-    cu13 = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
+    # what verify's probe printed for torch 2.11.0+cu130 on the H200 machine (no PTX in it)
+    cu13 = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     assert verdict(image(cuda="13.0", torch_cuda_archs=cu13), "amd_h200nv_8")[0] == "pass"
     only_hopper = ("sm_90",)
     status, message = verdict(image(cuda="12.4", torch_cuda_archs=only_hopper), "amd_a100_4")
@@ -120,3 +121,22 @@ def test_the_recipe_says_its_nccl_and_horovods_compute_capabilities() -> None:
 
     facts = facts_from_recipe(load_recipe("gpu-bookworm"))
     assert facts.nccl == "2.30.7" and facts.horovod_cuda_cc == ("80", "90")
+
+
+def test_verify_records_what_its_probe_printed_on_a_gpu_machine() -> None:
+    """The probe's line from the H200 machine, run there with CUDA_VISIBLE_DEVICES empty (the
+    same line as with the GPU: the flags and NCCL are known without one)."""
+    from hvd_container.containers.verify import VerifyResult, fact_labels, parse_versions
+
+    line = (
+        'HVD-VERSIONS {"python": "3.12.3", "glibc": "2.39", "torch": "2.11.0", "cuda": "13.0", '
+        '"torch.cuda_archs": "sm_75,sm_80,sm_86,sm_90,sm_100,sm_120", "nccl": "2.28.9", '
+        '"torch.distributed": "gloo,nccl", "mpi": "mpirun (Open MPI) 4.1.6"}'
+    )
+    result = VerifyResult("x", None, parse_versions(line), "amd64")
+    labels = fact_labels(result, None)
+    facts = facts_from_labels(labels, "image x")
+    assert facts is not None and facts.nccl == "2.28.9" and facts.torch_backends == ("gloo", "nccl")
+    assert facts.torch_cuda_archs == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+    assert verdict(facts, "cas_v100_4")[0] == "fail"  # CUDA 13, and no sm_70 either
+    assert verdict(facts, "amd_h200nv_8", "known-bad")[0] == "warn"
