@@ -71,8 +71,8 @@ class Controller:
         self.guessed = False  # nothing told: the default, taken without evidence
 
     @classmethod
-    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
-        """Whether `script` is written for this controller: None if not, "" when the script
+    def detect(cls, script: _scan.Script, facts: ImageFacts | None) -> str | None:
+        """Whether the script (read once, by `choose`) is written for this controller: None if not, "" when the script
         itself says so, else why it is taken to be (the script is not readable here, say)."""
         return None
 
@@ -173,7 +173,7 @@ def choose(
             return chosen(f"{where} declares it", f"{where} declares it")
     found = _scan.read(request.script)
     for cls in _classes().values():
-        reason = cls.detect(request.script, facts)
+        reason = cls.detect(found, facts)
         if reason is not None:
             shown = evidence(found) or "it says so"
             return cls(reason, reason or f"{request.script} {shown}")

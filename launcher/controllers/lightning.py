@@ -37,10 +37,11 @@ class Lightning(Controller):
     about = "PyTorch Lightning's own: it reads srun's variables (-N and --ntasks-per-node)"
 
     @classmethod
-    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
-        found = scan_script(script)
-        if found is not None:
-            return "" if found else None
+    def detect(cls, script: _scan.Script, facts: ImageFacts | None) -> str | None:
+        if script.text is not None:
+            return "" if script.shows(_scan.LIGHTNING) else None
+        if script.why_not == "not a Python script":
+            return None
         if facts is not None and facts.lightning and facts.horovod is False:
             return f"not readable here; {facts.source} has Lightning and no Horovod"
         return None

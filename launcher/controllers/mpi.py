@@ -28,10 +28,9 @@ class Mpi(HorovodController):
     uses_host_mpi = True
 
     @classmethod
-    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+    def detect(cls, script: _scan.Script, facts: ImageFacts | None) -> str | None:
         """A script that imports horovod (and not Lightning, which has its own controller)."""
-        found = _scan.read(script)
-        if found.shows(_scan.HOROVOD) and not found.shows(_scan.LIGHTNING):
+        if script.shows(_scan.HOROVOD) and not script.shows(_scan.LIGHTNING):
             return ""
         return None
 

@@ -24,14 +24,13 @@ class Torch(TorchController):
     smoke = SMOKE
 
     @classmethod
-    def detect(cls, script: str, facts: ImageFacts | None) -> str | None:
+    def detect(cls, script: _scan.Script, facts: ImageFacts | None) -> str | None:
         """A script written for torch.distributed (init_process_group, torchrun's variables,
         Accelerate, the transformers Trainer) that uses neither Horovod nor Lightning; torchrun
         is asked for by name (it runs one task per node)."""
-        found = _scan.read(script)
-        if found.shows(_scan.HOROVOD) or found.shows(_scan.LIGHTNING):
+        if script.shows(_scan.HOROVOD) or script.shows(_scan.LIGHTNING):
             return None
-        return "" if found.shows(_scan.TORCH_DISTRIBUTED) else None
+        return "" if script.shows(_scan.TORCH_DISTRIBUTED) else None
 
     task_env = (
         "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
