@@ -288,8 +288,7 @@ class DockerEngine:
                 out = client.logs(cid, stdout=True, stderr=True).decode(errors="replace")
             return int(status.get("StatusCode", 1)), out
         finally:
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                client.remove_container(cid, force=True)
+            _remove_container(client, cid)
 
     @contextlib.contextmanager
     def export(self, ref: str) -> Iterator[Iterator[bytes]]:
@@ -303,8 +302,7 @@ class DockerEngine:
         try:
             yield _neutral_stream(client.export(cid, chunk_size=EXPORT_CHUNK))
         finally:
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                client.remove_container(cid, force=True)
+            _remove_container(client, cid)
 
     def bridge_gateway(self) -> str:
         with _neutral():
@@ -317,6 +315,26 @@ class DockerEngine:
 
 
 EXPORT_CHUNK = 1024 * 1024
+REMOVE_TRIES = (0.0, 1.0, 3.0)  # seconds before each try to remove a throw-away container
+
+
+def _remove_container(client: Any, cid: str) -> None:
+    """Remove a throw-away container, trying again a few times.
+
+    A loaded engine can refuse at first (its overlay mount still busy); a container left
+    behind keeps its image from being removed. Gone already is fine; the last refusal is
+    swallowed: the result the container gave stands either way.
+    """
+    for pause in REMOVE_TRIES:
+        time.sleep(pause)
+        try:
+            client.remove_container(cid, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            continue
+
 
 # How runc/containerd say that the command of a container does not exist in its image.
 _NOT_FOUND = re.compile(

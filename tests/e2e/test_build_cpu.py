@@ -150,8 +150,16 @@ def test_verify_image_of_a_recipe_file_uses_its_labels(
             "verifying against the facts recorded in its labels"
         )
         assert lines[-1] == "hvd-test-file:1: verified against the facts recorded in its labels"
+        # the throw-away containers of both verifications are gone
+        assert _containers_of(api, "hvd-test-file:1") == []
     finally:
         import docker.errors
 
+        for cid in _containers_of(api, "hvd-test-file:1"):
+            api.remove_container(cid, force=True)
         with contextlib.suppress(docker.errors.ImageNotFound):
             api.remove_image("hvd-test-file:1")
+
+
+def _containers_of(api: Any, image: str) -> list[str]:
+    return [c["Id"] for c in api.containers(all=True, filters={"ancestor": image})]
