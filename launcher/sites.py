@@ -18,13 +18,14 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from hvd_container.launcher import checks, runtimes
+from hvd_container.launcher import checks, runtimes, site_rules
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.runtimes import RuntimeProfile
 from pydantic import AfterValidator, Field, PrivateAttr, StringConstraints, model_validator
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError, raise_problems
+from hvd_container.core.files import not_a_file, untrusted_because
 from hvd_container.core.model import ControllerName, EnvName, Line, Strict
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
@@ -71,6 +72,9 @@ def _binds_ok(value: list[str]) -> list[str]:
         parsed = parse_bind(bind, allow_unexpanded=True)
         if isinstance(parsed, str):
             raise ValueError(parsed)
+        why = site_rules.bind_source_refusal(parsed.source)
+        if why:
+            raise ValueError(f"{bind!r}: {why}")
     return value
 
 
@@ -80,6 +84,25 @@ def _options_ok(value: list[str]) -> list[str]:
             raise ValueError(
                 f"each entry is an option such as --exclusive or --gres=nic:1, not {option!r}"
             )
+        why = site_rules.scheduler_option_refusal(option)
+        if why:
+            raise ValueError(f"{option!r}: {why}")
+    return value
+
+
+def _env_ok(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        why = site_rules.env_refusal(name)
+        if why:
+            raise ValueError(f"{name}: {why}")
+    return value
+
+
+def _modules_ok(value: list[str]) -> list[str]:
+    for name in value:
+        why = site_rules.module_refusal(name)
+        if why:
+            raise ValueError(f"{name!r}: {why}")
     return value
 
 
@@ -342,14 +365,14 @@ class Site(Strict):
         description="Where compute nodes see the login node's files; empty: not known (then "
         "only the usual node-local places, /tmp and the like, are refused for images).",
     )
-    modules: list[Line] = Field(default_factory=list)
+    modules: Annotated[list[Line], AfterValidator(_modules_ok)] = Field(default_factory=list)
     site_modules: list[Line] | None = Field(
         default=None,
         description="The environment modules the site offers that matter to containers "
         "(runtimes, CUDA, NCCL and its plugins, MPI), as `sites probe` lists them; "
         "`sites probe --diff` watches them. None: not recorded.",
     )
-    env: dict[EnvName, Line] = Field(default_factory=dict)
+    env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(default_factory=dict)
     binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
     images: Images = Field(default_factory=Images)
     notes: list[Line] = Field(default_factory=list)
@@ -454,7 +477,27 @@ def validate_site_file(path: str | os.PathLike[str]) -> Site:
 
 
 def _load(path: Path) -> yamlconf.Layered:
-    return yamlconf.load_layered(path, _extended, "a site name or a path")
+    return yamlconf.load_layered(path, _extended, "a site name or a path", admit=require_trusted)
+
+
+def require_trusted(path: Path) -> None:
+    """A profile decides what runs on the cluster in the user's name: one read from a path
+    (--site FILE, extends:, the user's config folder) must be the user's or root's and
+    writable by nobody else, as OpenSSH asks of its config files. Built-in ones are trusted."""
+    try:
+        if path.resolve().parent == BUILTIN_DIR.resolve():
+            return
+    except (OSError, RuntimeError):
+        pass
+    if not path.exists() or not_a_file(path, "a YAML file"):
+        return  # said in one line where it is read
+    why = untrusted_because(path)
+    if why is not None:
+        raise UserError(
+            f"{path}: refused: {why}; a site profile decides what runs in your name, so it "
+            "must be yours (or root's) and writable by you only (chmod go-w; copy a "
+            "colleague's profile into your own folder)"
+        )
 
 
 def _extended(name: str, extending: Path) -> Path:
@@ -514,6 +557,7 @@ def _config_site() -> tuple[str, str] | None:
     path = user_config_dir() / "config.yaml"
     if not path.is_file():
         return None
+    require_trusted(path)
     doc = yamlconf.load(path)
     allowed = ("site",)
     for key in doc.data:

@@ -89,3 +89,44 @@ def read_limited_text(path: str | os.PathLike[str], what: str, limit: int, kind:
         return raw.decode()
     except UnicodeDecodeError:
         raise UserError(f"{p}: not a UTF-8 text file") from None
+
+
+def untrusted_because(path: str | os.PathLike[str], *, uid: int | None = None) -> str | None:
+    """Why a configuration file at `path` cannot be trusted, or None: as OpenSSH treats its
+    own files, the file and every folder above it must be owned by the user or root and not
+    writable by group or others. A folder that others may write but that has the sticky bit
+    and belongs to root (/tmp) is fine: there only an entry's owner can rename or remove it.
+    A link is judged by what it points to (and its own folders were judged on the way)."""
+    me = os.geteuid() if uid is None else uid
+    p = Path(os.path.abspath(path))
+    try:
+        real = p.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    checked: list[Path] = [real, *real.parents]
+    if p != real:  # the folders the link sits in decide too: another user could swap it
+        checked += [p.parent, *p.parent.parents]
+    seen: set[Path] = set()
+    for node in checked:
+        if node in seen:
+            continue
+        seen.add(node)
+        try:
+            info = os.stat(node)
+        except OSError as exc:
+            return f"{node}: cannot be checked ({exc.strerror or exc})"
+        what = "the file" if node == real else f"its folder {node}"
+        if info.st_uid not in (me, 0):
+            return f"{what} belongs to another user (uid {info.st_uid})"
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        sticky_root = (
+            stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX and info.st_uid == 0
+        )
+        if writable and not sticky_root:
+            who = (
+                "group and others"
+                if writable == (stat.S_IWGRP | stat.S_IWOTH)
+                else ("its group" if writable & stat.S_IWGRP else "others")
+            )
+            return f"{what} is writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None

@@ -379,20 +379,37 @@ class Layered(Document):
 Resolver = Callable[[str, Path], Path]
 
 
-def load_layered(path: Path, resolve: Resolver, what: str) -> Layered:
-    """The file at `path` over the files its `extends:` names, in turn (a chain, never a cycle):
-    `resolve(name, path)` finds the file a name in `path` means; `what` says what a name may be."""
-    data, docs = _layers(path, resolve, what, ())
+def load_layered(
+    path: Path, resolve: Resolver, what: str, admit: Callable[[Path], None] | None = None
+) -> Layered:
+    """The file at `path` over the files its `extends:` names, in turn (a chain, never a cycle,
+    at most MAX_EXTENDS files): `resolve(name, path)` finds the file a name in `path` means;
+    `what` says what a name may be; `admit(path)` may refuse a file before it is read."""
+    data, docs = _layers(path, resolve, what, (), admit)
     return Layered(data, docs)
 
 
+MAX_EXTENDS = 32  # files in one extends: chain (a deeper one would exhaust the stack)
+
+
 def _layers(
-    path: Path, resolve: Resolver, what: str, seen: tuple[Path, ...]
+    path: Path,
+    resolve: Resolver,
+    what: str,
+    seen: tuple[Path, ...],
+    admit: Callable[[Path], None] | None,
 ) -> tuple[dict[str, Any], list[Document]]:
     resolved = path.resolve()
     if resolved in seen:
         chain = " -> ".join(str(p) for p in (*seen, resolved))
         raise UserError(f"{path}: extends forms a cycle: {chain}")
+    if len(seen) >= MAX_EXTENDS:
+        raise UserError(
+            f"{seen[0]}: extends: a chain of more than {MAX_EXTENDS} files (at {path}); "
+            "extend a file nearer the base"
+        )
+    if admit is not None:
+        admit(path)
     doc = load(path)
     data = dict(doc.data)
     parent_ref = data.pop("extends", None)
@@ -410,5 +427,5 @@ def _layers(
             f"{where}: extends: {parent_ref!r}: no such file (relative paths are looked up next "
             f"to {path.name}, then in the current directory)"
         )
-    parent_data, parent_docs = _layers(parent_path, resolve, what, (*seen, resolved))
+    parent_data, parent_docs = _layers(parent_path, resolve, what, (*seen, resolved), admit)
     return deep_merge(parent_data, data), [doc, *parent_docs]

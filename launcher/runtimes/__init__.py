@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
+from hvd_container.launcher import site_rules
 from hvd_container.launcher.binds import source_of, split_binds
 from hvd_container.launcher.rooms import classes_in
 from hvd_container.launcher.verdict import Verdict, fail
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.files import not_a_file, user_path
@@ -52,6 +53,18 @@ class RuntimeProfile(Strict):
         description="The glibc the host libraries this runtime injects (MPI, GPU driver) were "
         "built against: an image with an older glibc cannot load them.",
     )
+    # the runtime's short options that bind paths, and those that choose the command, its
+    # folder or its variables (site_rules knows the long ones every runtime shares)
+    short_bind_flags: ClassVar[tuple[str, ...]] = ()
+    short_command_flags: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("flags")
+    @classmethod
+    def _flags_stay_options(cls, flags: list[str]) -> list[str]:
+        why = site_rules.runtime_flags_refusal(flags, cls.short_bind_flags, cls.short_command_flags)
+        if why:
+            raise ValueError(why)
+        return flags
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ CLEANENV_FLAGS = ("--cleanenv", "-e", "--containall", "-C")
 
 
 class ApptainerProfile(RuntimeProfile):
+    short_bind_flags = ("-B",)
     kind: Literal["apptainer", "singularity"]
     command: Literal["run", "exec"] = Field(
         default="exec",

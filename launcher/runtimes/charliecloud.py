@@ -57,6 +57,8 @@ from hvd_container.core.files import not_a_file, read_limited_text, user_path
 
 
 class CharliecloudProfile(RuntimeProfile):
+    short_bind_flags = ("-b",)
+    short_command_flags = ("-c",)
     kind: Literal["charliecloud"]
 
 

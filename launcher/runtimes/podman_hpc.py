@@ -51,6 +51,8 @@ CRAY_MPICH = ("mpi", "cuda-mpi")
 
 
 class PodmanHpcProfile(RuntimeProfile):
+    short_bind_flags = ("-v",)
+    short_command_flags = ("-w", "-e")
     kind: Literal["podman-hpc"]
     mpi_module: Literal["mpi", "cuda-mpi", "openmpi-pmi2", "openmpi-pmix"] | None = Field(
         default=None,

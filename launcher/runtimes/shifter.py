@@ -32,6 +32,11 @@ from hvd_container.core.model import Line
 def _unique(value: list[str]) -> list[str]:
     if len(set(value)) != len(value):
         raise ValueError("each entry may appear once")
+    for name in value:  # joined with commas into one --module=: a comma would add another
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", name):
+            raise ValueError(
+                f"{name!r} is not a Shifter module name (letters, digits and _ . + - only)"
+            )
     return value
 
 
@@ -44,6 +49,8 @@ _UDIROOT_MODULE = re.compile(
 
 
 class ShifterProfile(RuntimeProfile):
+    short_bind_flags = ("-V",)
+    short_command_flags = ("-w", "-e")
     kind: Literal["shifter"]
     modules: Annotated[list[Line], AfterValidator(_unique)] = Field(
         default_factory=list,

@@ -1,0 +1,244 @@
+"""Trust boundaries, group A: a site profile from someone else runs nothing of its author's.
+
+The corpus (hostile/a_site_profiles.yaml) changes one field at a time; the file cases below
+give a profile to the tool through a path others could write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hvd_container.launcher import sites
+
+from hvd_container.cli.app import main
+from hvd_container.core.errors import UserError
+
+HOSTILE = Path(__file__).with_name("hostile")
+CORPUS_A = yaml.safe_load((HOSTILE / "a_site_profiles.yaml").read_text())["cases"]
+
+
+def _profile(case: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": "t", "runtime": {"kind": case.get("runtime", "apptainer")}}
+    *parents, last = case["at"].split(".")
+    node = data
+    for key in parents:
+        node = node.setdefault(key, {} if key != "srun_options" else [])
+    if last.isdigit():
+        container_key = parents[-1]
+        parent = data
+        for key in parents[:-1]:
+            parent = parent[key]
+        parent[container_key] = [case["value"]]
+    else:
+        node[last] = case["value"]
+    return data
+
+
+def _case_id(case: dict[str, Any]) -> str:
+    return f"{case.get('runtime', '')}:{case['at']}={case['value']}"
+
+
+@pytest.mark.parametrize("case", CORPUS_A, ids=_case_id)
+def test_a_profile_cannot_set_what_decides_which_program_runs(
+    tmp_path: Path, case: dict[str, Any]
+) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(_profile(case)))
+    if case["refused"] is None:
+        sites.read_site_file(path)
+        return
+    with pytest.raises(UserError) as err:
+        sites.read_site_file(path)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith(f"{path}:"), message
+    assert case["refused"] in message, message
+    assert "allowed" in message or "not " in message or "cannot" in message, message
+
+
+def test_the_corpus_has_fifty_refusals() -> None:
+    assert sum(1 for c in CORPUS_A if c["refused"]) >= 50
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+PAYLOADS = {
+    "path": {"env": {"PATH": "{dir}/bin:/usr/bin:/bin"}},
+    "preload": {"env": {"LD_PRELOAD": "{dir}/x.so"}},
+    "task-prolog": {"env": {"SLURM_TASK_PROLOG": "{dir}/bin/srun"}},
+    "srun-option": {"scheduler": {"srun_options": ["--task-prolog={dir}/bin/srun"]}},
+    "job-log": {"scheduler": {"sbatch_options": ["--output={dir}/stolen.log"]}},
+    "module-file": {"modules": ["{dir}/evil.lua"]},
+    "none-flags": {"runtime": {"kind": "none", "flags": ["sh", "-c", "touch {dir}/owned", "x"]}},
+    "none-python": {"runtime": {"kind": "none", "python": "{dir}/bin/srun"}},
+}
+
+
+@pytest.mark.parametrize("payload", sorted(PAYLOADS))
+def test_a_hostile_profile_is_refused_before_anything_runs(tmp_path: Path, payload: str) -> None:
+    """The issue's payloads: a program of the profile's author that would create a file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(f"#!/bin/sh\ntouch {tmp_path}/owned\n")
+    srun.chmod(0o755)
+    data = {"name": "theirs", "runtime": {"kind": "apptainer"}}
+    text = yaml.safe_dump({**data, **PAYLOADS[payload]}).replace("{dir}", str(tmp_path))
+    profile = tmp_path / "theirs.yaml"
+    profile.write_text(text)
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    for argv in (
+        ("run", "--site", str(profile), "--dry-run", "-n", "2", "--image", "/x.sif", str(script)),
+        ("batch", "--site", str(profile), "-n", "2", "--image", "/x.sif", "-o",
+         str(tmp_path / "job.sh"), str(script)),
+    ):  # fmt: skip
+        code, _out, err = _cli(*argv)
+        assert code == 2, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert str(profile) in err
+    assert not (tmp_path / "owned").exists()
+    assert not (tmp_path / "job.sh").exists()
+
+
+# --- profiles read from paths others can write --------------------------------------------
+
+PROFILE = "name: mine\nruntime: {kind: apptainer}\n"
+
+
+def _write(path: Path, text: str = PROFILE, mode: int = 0o644) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def _refused(path: Path | str, *words: str) -> None:
+    with pytest.raises(UserError) as err:
+        sites.load_site(str(path))
+    message = str(err.value)
+    assert len(message.splitlines()) == 1, message
+    for word in words:
+        assert word in message, message
+
+
+OTHER_UID = 65534  # nobody
+
+
+@pytest.fixture
+def private(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    return home
+
+
+@pytest.mark.parametrize(
+    "mode, words",
+    [
+        (0o664, ("writable by its group", "mode 0664")),
+        (0o646, ("writable by others", "mode 0646")),
+        (0o666, ("writable by group and others",)),
+        (0o777, ("writable by group and others",)),
+        (0o620, ("writable by its group",)),
+    ],
+)
+def test_a_profile_others_can_write_is_refused(
+    private: Path, mode: int, words: tuple[str, ...]
+) -> None:
+    path = _write(private / "mine.yaml", mode=mode)
+    _refused(path, str(path), "refused", *words, "chmod go-w")
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o757, 0o777])
+def test_a_profile_in_a_folder_others_can_write_is_refused(private: Path, mode: int) -> None:
+    shared = private / "shared"
+    path = _write(shared / "mine.yaml")
+    shared.chmod(mode)
+    _refused(path, f"its folder {shared}", "writable")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_profile_of_another_user_is_refused(private: Path) -> None:
+    path = _write(private / "mine.yaml")
+    os.chown(path, OTHER_UID, -1)
+    _refused(path, "belongs to another user", f"uid {OTHER_UID}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_profile_in_a_folder_of_another_user_is_refused(private: Path) -> None:
+    theirs = private / "theirs"
+    path = _write(theirs / "mine.yaml")
+    os.chown(theirs, OTHER_UID, -1)
+    _refused(path, f"its folder {theirs}", "belongs to another user")
+
+
+def test_a_link_to_a_profile_others_can_write_is_refused(private: Path) -> None:
+    target = _write(private / "shared" / "theirs.yaml", mode=0o666)
+    link = private / "mine.yaml"
+    link.symlink_to(target)
+    _refused(link, "writable by group and others")
+
+
+def test_a_link_in_a_folder_others_can_write_is_refused(private: Path) -> None:
+    target = _write(private / "mine" / "real.yaml")
+    shared = private / "shared"
+    shared.mkdir()
+    (shared / "mine.yaml").symlink_to(target)
+    shared.chmod(0o777)
+    _refused(shared / "mine.yaml", f"its folder {shared}", "writable")
+
+
+def test_an_extends_of_a_profile_others_can_write_is_refused(private: Path) -> None:
+    _write(private / "shared" / "base.yaml", mode=0o666)
+    child = _write(private / "mine.yaml", "extends: shared/base.yaml\nname: mine\n")
+    _refused(child, str(private / "shared" / "base.yaml"), "writable")
+
+
+def test_a_private_profile_under_the_sticky_tmp_folder_loads(private: Path) -> None:
+    """/tmp lets everyone write but only an entry's owner rename it: as safe as a home folder."""
+    assert stat.S_IMODE(os.stat("/tmp").st_mode) & stat.S_ISVTX
+    assert sites.load_site(str(_write(private / "mine.yaml"))).name == "mine"
+
+
+def test_a_users_sites_folder_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    user_sites = config / "hvd-container" / "sites"
+    _write(user_sites / "mine.yaml")
+    user_sites.chmod(0o777)
+    _refused("mine", "its folder", "writable")
+    # a launch that only detects the site passes the profile over with a warning
+    warnings: list[str] = []
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "somewhere")
+    assert sites.detect_site("somewhere", warnings) is None
+    assert warnings and "mine passed over" in warnings[0]
+
+
+def test_a_config_file_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.delenv(sites.SITE_ENV_VAR, raising=False)
+    _write(config / "hvd-container" / "config.yaml", "site: local\n", mode=0o666)
+    with pytest.raises(UserError, match="config.yaml: refused: the file is writable"):
+        sites.choose_site(None)
+
+
+def test_builtin_profiles_are_trusted_as_shipped() -> None:
+    for name in sites.list_sites():
+        sites.load_site(name)
