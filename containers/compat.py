@@ -15,6 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import raise_problems, sort_by_line
+from hvd_container.core.text import ascii_digits
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import Recipe
@@ -280,7 +281,7 @@ def pytorch_companions_match(recipe: Recipe) -> Problem | None:
     if torch is None:
         return None
     parts = _line(torch.version).split(".")
-    if len(parts) != 2 or not all(x.isdigit() for x in parts):
+    if len(parts) != 2 or not all(ascii_digits(x) for x in parts):
         return None
     major, minor = int(parts[0]), int(parts[1])
     if major == 1:

@@ -40,6 +40,7 @@ from urllib.parse import unquote, urlparse
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import ascii_digits
 
 # A fixed port keeps the build arg (and so the layer cache) the same from build to build:
 # the classic builder treats a changed build-arg value as a cache miss for every later RUN.
@@ -291,7 +292,7 @@ def configured_port(environ: Mapping[str, str] = os.environ) -> int:
     raw = environ.get(PORT_ENV, "").strip()
     if not raw:
         return DEFAULT_PORT
-    if not raw.isdigit() or int(raw) > 65535:
+    if not ascii_digits(raw) or int(raw) > 65535:
         raise UserError(f"${PORT_ENV}={raw!r}: expected a port number (0-65535, 0: any free)")
     return int(raw)
 

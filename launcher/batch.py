@@ -7,6 +7,7 @@ the srun line is the step the plan composed (the one `run` runs inside an alloca
 from __future__ import annotations
 
 import os
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hvd_container.launcher import shell
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import has_line_ends, is_utf8
 
 OUTPUT_PATTERN = "%x_%j.out"
 ERROR_PATTERN = "%x_%j.err"
@@ -32,12 +34,33 @@ class BatchScript:
     step: list[str]  # the srun line
 
 
+# characters sbatch takes as they are in an #SBATCH word; any other makes the value quoted
+_PLAIN = frozenset(string.ascii_letters + string.digits + "_./:=,;+@%^-")
+
+
+def sbatch_word(option: str) -> str:
+    """`--flag=value` written so that sbatch reads back exactly `value`.
+
+    sbatch reads an #SBATCH line word by word (src/sbatch/opt.c, _get_argument): whitespace
+    ends a word unless quoted, `'` and `"` group, a backslash takes the next character as it
+    is, an unquoted `#` ends the line. A value with anything but plain characters is written
+    in double quotes with `\\` and `"` escaped; a line break or NUL cannot be written at all."""
+    name, eq, value = option.partition("=")
+    if has_line_ends(option):
+        raise UserError(f"#SBATCH {name}: {value!r} has line breaks or control characters")
+    if not is_utf8(option):
+        raise UserError(f"#SBATCH {name}: {ascii(value)} is not UTF-8 text")
+    if not eq:
+        return option if set(option) <= _PLAIN else _quoted(option)
+    return f"{name}={value if value and set(value) <= _PLAIN else _quoted(value)}"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _sbatch_line(option: str) -> str:
-    if any(c.isspace() for c in option):
-        raise UserError(
-            f"#SBATCH {option!r}: values in #SBATCH lines cannot contain spaces; choose a value without them"
-        )
-    return f"#SBATCH {option}"
+    return f"#SBATCH {sbatch_word(option)}"
 
 
 def script_text(script: BatchScript) -> str:

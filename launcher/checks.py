@@ -39,6 +39,7 @@ from hvd_container.launcher.verdict import (
 
 from hvd_container import known_bad
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import ascii_digits
 
 if TYPE_CHECKING:
     from hvd_container.launcher.controllers import Controller
@@ -515,7 +516,7 @@ def numbers(version: str) -> tuple[int, ...]:
     """ "550.127.05" -> (550, 127, 5); what is not a number ends it."""
     out: list[int] = []
     for part in version.split("."):
-        if not part.isdigit():
+        if not ascii_digits(part):
             break
         out.append(int(part))
     return tuple(out)
@@ -573,7 +574,7 @@ def gpu_arch(launch: Launch) -> Verdict | None:
     model = info.gpu if info and info.gpu else f"compute capability {cc}"
     other = "choose a partition with newer GPUs (--partition)"
     cuda_major = facts.cuda.split(".")[0] if facts.cuda else ""
-    if cuda_major.isdigit() and int(cuda_major) >= 13 and int(cc) < 75:
+    if ascii_digits(cuda_major) and int(cuda_major) >= 13 and int(cc) < 75:
         return fail(
             f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12, or {other}"
         )
@@ -595,7 +596,7 @@ def runs_on(code: tuple[str, ...], cc: str) -> bool:
     for item in code:
         kind, _, digits = item.partition("_")
         digits = digits.rstrip("af")  # sm_90a, sm_100f: arch-specific, same rule at worst
-        if not digits.isdigit():
+        if not ascii_digits(digits):
             continue
         if kind == "compute" and int(digits) <= int(cc):
             return True

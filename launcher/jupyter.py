@@ -26,6 +26,7 @@ from hvd_container.launcher.sites import Site
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.text import ascii_digits
 
 PORT_RANGE = (20000, 60000)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -239,6 +240,6 @@ def _this_host() -> str:
 
 
 def stop(job_id: str) -> None:
-    if not job_id.isdigit():
+    if not ascii_digits(job_id):
         raise UserError(f"--stop: {job_id!r} is not a job id (allowed: digits)")
     slurm.cancel(job_id)

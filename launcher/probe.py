@@ -36,6 +36,7 @@ from hvd_container.launcher.slurm import slurm_seconds
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import ascii_digits
 
 # the modules that matter to containers on a GPU site
 MODULE_PATTERN = re.compile(
@@ -125,9 +126,9 @@ def _gpus(gres: str) -> tuple[int, str | None]:
         parts = re.sub(r"\(.*?\)", "", item).split(":")
         if parts[0] != "gpu":
             continue
-        if len(parts) == 2 and parts[1].isdigit():
+        if len(parts) == 2 and ascii_digits(parts[1]):
             return int(parts[1]), None
-        if len(parts) == 3 and parts[2].isdigit():
+        if len(parts) == 3 and ascii_digits(parts[2]):
             return int(parts[2]), parts[1]
     return 0, None
 
@@ -165,7 +166,7 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
             facts.arch = arches.pop() if len(arches) == 1 else None
             feats = {f for n in members for f in n.get("AvailableFeatures", "").split(",")}
             facts.features = sorted(feats - {"", "(null)"})
-            cpus = [int(n["CPUTot"]) for n in members if n.get("CPUTot", "").isdigit()]
+            cpus = [int(n["CPUTot"]) for n in members if ascii_digits(n.get("CPUTot", ""))]
             facts.cpus_per_node = min(cpus) if cpus else None
             if len(counts) > 1:
                 probe.unread.append(

@@ -20,7 +20,7 @@ from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_s
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
-from hvd_container.core.text import has_line_ends
+from hvd_container.core.text import has_line_ends, is_utf8
 from hvd_container.facts import ImageFacts, facts_from_recipe
 
 
@@ -240,6 +240,11 @@ def check(site: Site, request: LaunchRequest) -> None:
             raise UserError(
                 f"{flag}: {value!r} has control characters or line breaks, which would break "
                 "the line it goes on (srun's options, #SBATCH lines)"
+            )
+        if isinstance(value, str) and not is_utf8(value):
+            raise UserError(
+                f"{flag}: {ascii(value)} is not UTF-8 text: Slurm would store it changed "
+                "(give the name in UTF-8)"
             )
     nul = [a for a in request.args if "\0" in a] + [v for v in request.env.values() if "\0" in v]
     if nul:

@@ -25,6 +25,7 @@ from hvd_container.launcher.report import Reporter
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError, source_checkout_hint
 from hvd_container.core.files import open_regular
+from hvd_container.core.text import ascii_digits
 
 TERMINAL_STATES = frozenset(
     {
@@ -170,7 +171,7 @@ def submit(
         argv.append(f"--chdir={os.fspath(workdir)}")
     out = _run(argv, input_text=script, umask=0o077 if private else None).strip()
     job_id = out.split(";", 1)[0]  # "ID" or "ID;CLUSTER"
-    if not job_id.isdigit():
+    if not ascii_digits(job_id):
         raise StepFailed(f"sbatch printed {out!r}, not a job id")
     return job_id
 

@@ -24,6 +24,7 @@ from hvd_container.containers.transfer import OnTransfer
 
 from hvd_container import facts
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.text import ascii_digits
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
@@ -49,7 +50,7 @@ def source_date_epoch() -> int | None:
     value = os.environ.get("SOURCE_DATE_EPOCH")
     if value is None or value == "":
         return None
-    if not value.isdigit():
+    if not ascii_digits(value):
         raise UserError(f"SOURCE_DATE_EPOCH: {value!r} is not a number of seconds")
     return int(value)
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from hvd_container.core.errors import brief
+from hvd_container.core.text import ascii_digits
 
 DOCKER_ENV = ".singularity.d/env/10-docker2singularity.sh"
 DEFINITION_ENV = ".singularity.d/env/90-environment.sh"
@@ -57,7 +58,7 @@ def _go_unquote(text: str) -> str:
             value = int(digits, 16)
             out += bytes([value]) if code == "x" else chr(value).encode(errors="replace")
             i += 2 + width
-        elif code[:1].isdigit():
+        elif ascii_digits(code[:1]):
             digits = body[i + 1 : i + 4]
             if len(digits) != 3 or not all(c in "01234567" for c in digits):
                 raise _Unparsable(f"bad escape \\{digits} in a Go string")

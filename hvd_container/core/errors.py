@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hvd_container.core.text import ascii_digits
+
 
 class UserError(Exception):
     """Bad input or a failed step the user can fix; the CLI prints it as one line, exit 2."""
@@ -31,7 +33,7 @@ def _line_key(problem: str) -> tuple[str, int]:
     """(file, line) of a `FILE:LINE: ...` problem, for sorting; a line-less one goes first."""
     head = problem.split(": ", 1)[0]
     source, _, line = head.rpartition(":")
-    return (source, int(line)) if line.isdigit() else (head, 0)
+    return (source, int(line)) if ascii_digits(line) else (head, 0)
 
 
 def sort_by_line(problems: list[str]) -> list[str]:

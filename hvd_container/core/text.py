@@ -23,3 +23,19 @@ TERMINAL_CONTROLS = (
 def has_line_ends(value: str) -> bool:
     """True when value holds a control character or a line break of any kind."""
     return _LINE_ENDS.search(value) is not None
+
+
+def is_utf8(value: str) -> bool:
+    """False for a str that holds the bytes of a non-UTF-8 argument (surrogateescape keeps
+    them as lone surrogates): it cannot be written as text without changing it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def ascii_digits(value: str) -> bool:
+    """0-9 only: str.isdigit() also takes ², ³ and other digits that int() refuses or reads
+    as another number, and a program would receive them as they are."""
+    return value.isascii() and value.isdigit()

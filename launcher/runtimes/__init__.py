@@ -287,6 +287,9 @@ def working_directory() -> str:
         ) from None
 
 
+BIND_SYNTAX = ":,"  # what -b/-v SRC:DST[:OPTS] and -B lists split on
+
+
 def bind_working_directory(launch: Launch) -> Prepared:
     """For runtimes that mount nothing on their own (ch-run, podman-hpc): the working directory
     (and a script's folder outside it) bound at the same path and made the working directory,
@@ -302,5 +305,14 @@ def bind_working_directory(launch: Launch) -> Prepared:
         if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
             wanted.append(parent)
             moved = str(script.resolve())
+    for path in wanted:
+        bad = sorted({c for c in path if c in BIND_SYNTAX})
+        if bad:
+            what = "the working directory" if path == cwd else "the script's folder"
+            raise UserError(
+                f"{what} {path!r} holds {' and '.join(repr(c) for c in bad)}, which the "
+                "runtime's bind option reads as its own syntax (SRC:DST, a list): run from "
+                "(or move the script to) a folder whose path has neither"
+            )
     added = [f"{path}:{path}" for path in wanted if not any(source_of(b) == path for b in binds)]
     return Prepared(launch.image, binds=added, workdir=launch.request.workdir or cwd, script=moved)

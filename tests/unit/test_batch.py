@@ -188,13 +188,30 @@ def test_batch_warnings_are_reported_once() -> None:
     assert sum("puts 16 ranks on a node" in w for w in warnings) == 1
 
 
-def test_sbatch_values_with_spaces_are_refused() -> None:
-    with pytest.raises(
-        UserError,
-        match=r"^#SBATCH '--job-name=my job': values in #SBATCH lines cannot contain spaces",
-    ):
+@pytest.mark.parametrize(
+    "value, written",
+    [
+        ("my job", '"my job"'),
+        ("run#2", '"run#2"'),
+        ("it's", '"it\'s"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("field=ai;appl=pytorch", "field=ai;appl=pytorch"),
+        ("%x_%j.out", "%x_%j.out"),
+    ],
+)
+def test_sbatch_values_are_written_so_that_sbatch_reads_them_back(value: str, written: str) -> None:
+    """sbatch's own reading is the oracle: tests/e2e/test_sbatch_values.py submits them."""
+    text = render_batch(
+        load_site("zih-alpha"), request(dict(image="x.sif", ntasks=8, job_name=value))
+    )
+    assert f"#SBATCH --job-name={written}\n" in text
+
+
+def test_a_value_that_is_not_utf8_is_one_line() -> None:
+    with pytest.raises(UserError, match=r"^-J/--job-name: 'run\\udcff' is not UTF-8 text"):
         render_batch(
-            load_site("zih-alpha"), request(dict(image="x.sif", ntasks=8, job_name="my job"))
+            load_site("zih-alpha"), request(dict(image="x.sif", ntasks=8, job_name="run\udcff"))
         )
 
 

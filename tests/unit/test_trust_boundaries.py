@@ -242,3 +242,33 @@ def test_a_config_file_others_can_write_is_refused(
 def test_builtin_profiles_are_trusted_as_shipped() -> None:
     for name in sites.list_sites():
         sites.load_site(name)
+
+
+# --- group C: values that reach Slurm's and the runtimes' own parsers -------------------------
+
+
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman-hpc"])
+@pytest.mark.parametrize("folder", ["w,/etc:/mnt/etc:rw", "a:b", "a,b", "x:/y"])
+def test_a_working_directory_in_bind_syntax_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: str, folder: str
+) -> None:
+    """`w,/etc:/mnt/etc:rw` as a folder would bind /etc into the container."""
+    work = tmp_path / folder
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    image = "/x.sif" if runtime == "charliecloud" else "registry.example/x:1"
+    code, out, err = _cli("run", "--site", "local", "--runtime", runtime, "--dry-run", "-n", "1",
+                          "--image", image, "true")  # fmt: skip
+    assert code == 2, out + err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "the working directory" in err and "bind option" in err
+    assert "/etc:/etc" not in out
+
+
+@pytest.mark.parametrize("job_id", ["²³", "١٢", "12³", "①", "12a", "-1", " 12", ""])
+def test_a_job_id_is_ascii_digits(job_id: str) -> None:
+    """`jupyter --stop ²³` ran `scancel ²³`: str.isdigit() takes other digits."""
+    for argv in (("jupyter", "--stop", job_id), ("logs", job_id), ("jobs", "--cancel", job_id)):
+        code, _out, err = _cli(*argv)
+        assert code == 2, (argv, err)
+        assert len(err.strip().splitlines()) == 1, err

@@ -10,6 +10,7 @@ from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import ascii_digits
 from hvd_container.launcher import slurm
 
 
@@ -71,7 +72,7 @@ def logs(
 
     reporter = TerminalReporter()
 
-    if not job_id.isdigit():
+    if not ascii_digits(job_id):
         raise UserError(
             f"JOBID: {job_id!r} is not a job id (allowed: digits, see `hvd-container jobs`)"
         )

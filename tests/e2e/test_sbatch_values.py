@@ -1,0 +1,115 @@
+"""Trust boundaries, group C: every value written into an #SBATCH line is read back by the
+real sbatch exactly as the user gave it (submitted held, read with squeue/scontrol, cancelled).
+
+The corpus is tests/unit/hostile/c_sbatch_values.yaml; values that cannot be written (line
+breaks, bytes that are not UTF-8) are refused in one line, and the script is not written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hvd_container.cli.app import main
+from tests.e2e.slurm_fixtures import slurm_cluster  # noqa: F401
+
+pytestmark = pytest.mark.e2e
+
+CORPUS = yaml.safe_load(
+    (Path(__file__).parents[1] / "unit" / "hostile" / "c_sbatch_values.yaml").read_text()
+)
+FLAG = {"name": "--job-name", "comment": "--comment", "output": "--job-output",
+        "error": "--job-error"}  # fmt: skip
+
+
+def _batch(workdir: Path, *argv: str) -> tuple[int, str]:
+    err = io.StringIO()
+    before = os.getcwd()
+    os.chdir(workdir)  # the job's relative output paths are the submit folder's
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(["batch", "--site", "local", "--runtime", "none", "-n", "1",
+                         "--partition", "debug", *argv])  # fmt: skip
+    finally:
+        os.chdir(before)
+    return code, err.getvalue()
+
+
+def _submit_held(script: Path) -> str:
+    done = subprocess.run(
+        ["sbatch", "--hold", "--parsable", str(script)],
+        capture_output=True, text=True, cwd=script.parent, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def _read_back(job: str) -> dict[str, str]:
+    try:
+        fields = {}
+        for key, code in (("name", "%j"), ("comment", "%k")):
+            out = subprocess.run(["squeue", "-h", "-j", job, "-o", code],
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+            fields[key] = out.stdout.rstrip("\n")
+        show = subprocess.run(["scontrol", "show", "job", job],
+                              capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        for key, word in (("output", "StdOut"), ("error", "StdErr")):
+            match = re.search(rf"^\s*{word}=(.*)$", show, re.M)
+            fields[key] = match.group(1) if match else "?"
+        return fields
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=60)
+
+
+def _cases(kind: str) -> list[Any]:
+    return [pytest.param(v, id=repr(v)) for v in CORPUS[kind]]
+
+
+@pytest.mark.parametrize("field", ["name", "comment", "output", "error"])
+def test_each_value_reaches_slurm_as_given(
+    slurm_cluster: str,  # noqa: F811
+    tmp_path: Path,
+    field: str,
+) -> None:
+    values = CORPUS["values"] if field in ("name", "comment") else CORPUS["paths"]
+    wrong = []
+    for i, value in enumerate(values):
+        script = tmp_path / f"job{i}.sh"
+        code, err = _batch(tmp_path, FLAG[field], value, "-o", str(script), "true")
+        assert code == 0, (value, err)
+        got = _read_back(_submit_held(script))[field]
+        want = value if field in ("name", "comment") else str(tmp_path / value)
+        if got != want:
+            wrong.append((value, got))
+    assert wrong == [], wrong
+
+
+@pytest.mark.parametrize("name", CORPUS["script_names"])
+def test_a_script_name_becomes_the_job_name_as_it_is(
+    slurm_cluster: str,  # noqa: F811
+    tmp_path: Path,
+    name: str,
+) -> None:
+    program = tmp_path / f"{name}.py"
+    program.write_text("print('hi')\n")
+    script = tmp_path / "job.sh"
+    code, err = _batch(tmp_path, "-o", str(script), str(program))
+    assert code == 0, err
+    assert _read_back(_submit_held(script))["name"] == name
+
+
+@pytest.mark.parametrize("value", _cases("refused"))
+def test_a_value_sbatch_cannot_read_back_is_one_line(tmp_path: Path, value: str) -> None:
+    script = tmp_path / "job.sh"
+    code, err = _batch(tmp_path, "--job-name", value, "-o", str(script), "true")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--job-name" in err
+    assert not script.exists()
