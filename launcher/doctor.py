@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from hvd_container.launcher import controllers, slurm
 from hvd_container.launcher.checks import Result, Status
@@ -24,12 +23,12 @@ from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.runtimes import working_directory
+from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site, choose_site
 
 from hvd_container import known_bad
-from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import write_new_private
 
 
 @dataclass
@@ -184,11 +183,11 @@ def smoke(site: Site, request: LaunchRequest, report: Report, *, poll: float = 0
     """Run the smoke job once per controller the image has, as a batch job on the nodes the
     request names, and add its lines to `report`."""
     facts = plan(site, request, "smoke", dry_run=True, keep_going=True).launch.facts
-    folder = Path(working_directory()) / ".hvd-container"
-    folder.mkdir(exist_ok=True)
+    folder = tool_folder("the smoke program")
     for controller in controllers.smoke_controllers(facts):
         script = folder / f"doctor-smoke-{controller.name}-{os.getpid()}.py"
-        write_text(script, controller.smoke or "")
+        script.unlink(missing_ok=True)  # a leftover of a killed run with this pid: ours
+        write_new_private(script, controller.smoke or "")
         one = replace(request, script=str(script), args=[], controller=controller.name)
         one = replace(one, job_name=one.job_name or f"hvd-doctor-{controller.name}")
         captured = _Captured()

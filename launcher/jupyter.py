@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from hvd_container.launcher import shell, slurm
 from hvd_container.launcher.execute import submitted_job
@@ -21,11 +22,12 @@ from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.runtimes import working_directory
+from hvd_container.launcher.runtimes import TOOL_FOLDER, working_directory
 from hvd_container.launcher.sites import Site
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.core.errors import StepFailed, UserError
+from hvd_container.core.files import private_folder
 from hvd_container.core.text import ascii_digits
 
 PORT_RANGE = (20000, 60000)
@@ -106,7 +108,7 @@ def jupyter_request(
     ]  # fmt: skip
     # Images are read-only (ch-run, Apptainer): Jupyter's state (not secret) goes to the
     # working directory, which is bound in; its runtime files go to BOOTSTRAP's private one.
-    state = f"{root_dir}/.hvd-container/jupyter"
+    state = f"{root_dir}/{TOOL_FOLDER}/jupyter"
     env = {
         "JUPYTERLAB_WORKSPACES_DIR": f"{state}/workspaces",
         "IPYTHONDIR": f"{state}/ipython",
@@ -138,9 +140,10 @@ def jupyter_plan(
     site: Site, request: LaunchRequest, port: int, token: str, *, dry_run: bool = False
 ) -> Plan:
     """The Jupyter job's plan: one JupyterLab process on one node, listening on `port`."""
-    req = jupyter_request(
-        request, port, token, request.workdir or working_directory(), site.jupyter_interface
-    )
+    root_dir = request.workdir or working_directory()
+    if not dry_run:  # IPython runs the startup files of its profile: nobody else may write there
+        private_folder(Path(root_dir), TOOL_FOLDER, "Jupyter's IPython profile")
+    req = jupyter_request(request, port, token, root_dir, site.jupyter_interface)
     python = site.runtime_for(req.runtime).python
     req = replace(req, script=python if python.startswith("/") else req.script)
     machine = None if dry_run else ThisMachine()

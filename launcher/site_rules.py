@@ -39,7 +39,7 @@ RENDEZVOUS_VARS = frozenset(
     {
         "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK",
         "LOCAL_WORLD_SIZE", "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT",
-        "HOROVOD_HOSTNAME", "HOROVOD_RANK", "HOROVOD_SIZE",
+        "HOROVOD_HOSTNAME", "HOROVOD_RANK", "HOROVOD_SIZE", "HVD_GLOO_DIR",
     }
 )  # fmt: skip
 # MPI launchers' remote-start programs (Open MPI's plm_rsh_agent, MPICH Hydra's)

@@ -12,3 +12,40 @@ def bash_words(line: str) -> list[str]:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.decode().split("\0")[:-1]
+
+
+def sbatch_words(line: str) -> list[str]:
+    """The words sbatch reads from an #SBATCH line's rest, as its _get_argument does
+    (src/sbatch/opt.c): whitespace ends a word unless quoted, ' and " group, a backslash
+    takes the next character, an unquoted # ends the line. An unmatched quote: ValueError
+    (sbatch exits "Unmatched"). tests/e2e/test_sbatch_values.py holds it to the real sbatch."""
+    words: list[str] = []
+    i = 0
+    while i < len(line):
+        while i < len(line) and line[i].isspace():
+            i += 1
+        if i >= len(line):
+            break
+        word, quote, escaped = [], "", False
+        while i < len(line) and (quote or not line[i].isspace()):
+            c = line[i]
+            i += 1
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+                continue
+            elif quote:
+                if c == quote:
+                    quote = ""
+                    continue
+            elif c in "'\"":
+                quote = c
+                continue
+            elif c == "#":
+                return words + (["".join(word)] if word else [])
+            word.append(c)
+        if quote:
+            raise ValueError(f"Unmatched {quote} in {line!r}")
+        words.append("".join(word))
+    return words

@@ -115,7 +115,10 @@ def untrusted_because(path: str | os.PathLike[str], *, uid: int | None = None) -
             info = os.stat(node)
         except OSError as exc:
             return f"{node}: cannot be checked ({exc.strerror or exc})"
-        what = "the file" if node == real else f"its folder {node}"
+        if node != real:
+            what = f"its folder {node}"
+        else:
+            what = f"the folder {node}" if stat.S_ISDIR(info.st_mode) else "the file"
         if info.st_uid not in (me, 0):
             return f"{what} belongs to another user (uid {info.st_uid})"
         writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
@@ -130,3 +133,46 @@ def untrusted_because(path: str | os.PathLike[str], *, uid: int | None = None) -
             )
             return f"{what} is writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
     return None
+
+
+def private_folder(parent: Path, name: str, purpose: str) -> Path:
+    """parent/name for the tool's own files that a job reads back (a smoke program, a
+    rendezvous address, Jupyter's state): made here with mode 0700, never through a link,
+    owned by the user; and parent's path writable by nobody else, or another user could
+    rename the folder away and put theirs in its place while the job waits in the queue."""
+    why = untrusted_because(parent)
+    if why is not None:
+        raise UserError(
+            f"{parent}: {why}: {purpose} would be read back from there, where another user "
+            "could swap it; work from a folder only you (or root) can write, e.g. one in "
+            "your home or your own scratch folder"
+        )
+    path = parent / name
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create: {exc.strerror or exc}") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder"
+        raise UserError(
+            f"{path}: is {kind}; the tool keeps {purpose} in a folder of its own: remove it"
+        )
+    if info.st_uid != os.geteuid():
+        raise UserError(f"{path}: belongs to another user (uid {info.st_uid}); remove it")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def write_new_private(path: Path, text: str) -> None:
+    """A new file, owner-only: never one that exists, never through a link (O_EXCL|O_NOFOLLOW)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise UserError(f"{path}: already exists; the tool writes only new files there") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)

@@ -15,10 +15,14 @@ starts no MPI (`--mpi=none`).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
-from hvd_container.launcher.checks import Launch, Verdict, check, fail
+from hvd_container.launcher.checks import Launch, Verdict, check, fail, skip
 from hvd_container.launcher.controllers._horovod import HorovodController
+from hvd_container.launcher.runtimes import working_directory
+
+from hvd_container.core.files import untrusted_because
 
 if TYPE_CHECKING:
     from hvd_container.launcher.request import LaunchRequest
@@ -112,14 +116,20 @@ if [ -z "$iface" ]; then
     exit 1
 fi
 host=${SLURMD_NODENAME:-$(hostname)}
+# the folder is the user's own, 0700, never a link: the address is read back from it
+(umask 077; mkdir -p "$dir")
+if [ -L "$dir" ] || [ ! -O "$dir" ]; then
+    echo "hvd-container gloo: $dir is a link or another user's folder; remove it" >&2
+    exit 1
+fi
+chmod 700 "$dir"
 if [ "$SLURM_LOCALID" = 0 ]; then
     # the node's name for the rendezvous server, by its index in the step: no hostlist to parse
-    mkdir -p "$file.nodes"
+    (umask 077; mkdir -p "$file.nodes")
     printf '%s\n' "$host" >"$file.nodes/.$SLURM_NODEID.$$" && mv -f "$file.nodes/.$SLURM_NODEID.$$" "$file.nodes/$SLURM_NODEID"
 fi
 server=
 if [ "$SLURM_PROCID" = 0 ]; then
-    mkdir -p "$dir"
     rm -f "$file"
     HVD_GLOO_IFACE=$iface HVD_GLOO_FILE=$file "$py" -c "$server_code" &
     server=$!
@@ -201,3 +211,23 @@ def even_layout(launch: Launch) -> Verdict | None:
     request = launch.request
     problem = layout_problem(request.ntasks, request.nodes, request.ntasks_per_node)
     return fail(problem) if problem else None
+
+
+@check("gloo-folder", "the rendezvous folder's path can be written by you (and root) only")
+def private_rendezvous(launch: Launch) -> Verdict | None:
+    """Task 0 publishes the rendezvous address in the working directory's .hvd-container and
+    every task reads it back: another user who can write on that path could swap the folder
+    and send every rank to an address of theirs."""
+    if os.environ.get("HVD_GLOO_DIR"):
+        return None  # the user named the folder
+    cwd = working_directory()
+    if not os.path.isdir(cwd):
+        return skip(f"{cwd} cannot be read here, so who can write on its path is not known")
+    why = untrusted_because(cwd)
+    if why is None:
+        return None
+    return fail(
+        f"{cwd}: {why}: the Gloo rendezvous address would be read back from there, where "
+        "another user could swap it; launch from a folder only you (or root) can write, or "
+        "set HVD_GLOO_DIR to such a folder"
+    )

@@ -26,7 +26,7 @@ from hvd_container.launcher.verdict import Verdict, fail
 from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError
-from hvd_container.core.files import not_a_file, user_path
+from hvd_container.core.files import not_a_file, private_folder, user_path
 from hvd_container.core.model import Line, Strict
 
 if TYPE_CHECKING:
@@ -285,6 +285,14 @@ def working_directory() -> str:
         raise UserError(
             "the current directory no longer exists: cd to an existing directory and run again"
         ) from None
+
+
+TOOL_FOLDER = ".hvd-container"  # in the working directory: the tool's files that jobs read
+
+
+def tool_folder(purpose: str) -> Path:
+    """The working directory's .hvd-container, made private (core.files.private_folder)."""
+    return private_folder(Path(working_directory()), TOOL_FOLDER, purpose)
 
 
 BIND_SYNTAX = ":,"  # what -b/-v SRC:DST[:OPTS] and -B lists split on

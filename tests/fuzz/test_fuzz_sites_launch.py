@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _shell import bash_words
+from _shell import bash_words, sbatch_words
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +77,7 @@ def _check_batch_shape(text: str, script_args: list[str] | None = None) -> None:
     assert lines[0] == "#!/bin/bash" and lines[-1] == ""
     for line in lines:
         if line.startswith("#SBATCH"):
-            assert len(line.split()) == 2, line  # one option, no spaces
+            assert len(sbatch_words(line[len("#SBATCH") :])) == 1, line  # one option
     # nothing a terminal acts on is left raw (newline and tab inside quotes are the shell's)
     assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text), text
     with tempfile.TemporaryDirectory() as tmp:

@@ -272,3 +272,145 @@ def test_a_job_id_is_ascii_digits(job_id: str) -> None:
         code, _out, err = _cli(*argv)
         assert code == 2, (argv, err)
         assert len(err.strip().splitlines()) == 1, err
+
+
+# --- group B: the tool's own files in a shared folder ---------------------------------------
+
+# the path above the working directory, as another user could leave it: (what, how to make it)
+PARENT_STATES = {
+    "work folder 0777": lambda w: w.chmod(0o777),
+    "work folder 0775": lambda w: w.chmod(0o775),
+    "work folder 0757": lambda w: w.chmod(0o757),
+    "work folder 0770": lambda w: w.chmod(0o770),
+    "work folder 0722": lambda w: w.chmod(0o722),
+    "work folder 0707": lambda w: w.chmod(0o707),
+    "work folder 2775": lambda w: w.chmod(0o2775),
+    "work folder 1777 of another user": lambda w: (w.chmod(0o1777), os.chown(w, OTHER_UID, -1)),
+    "project folder 0777": lambda w: w.parent.chmod(0o777),
+    "project folder 0775": lambda w: w.parent.chmod(0o775),
+    "project folder 2770": lambda w: w.parent.chmod(0o2770),
+    "work folder of another user": lambda w: os.chown(w, OTHER_UID, -1),
+    "project folder of another user": lambda w: os.chown(w.parent, OTHER_UID, -1),
+}
+# what another user may have put where the tool's folder goes
+ENTRY_STATES = {
+    "a link to their folder": lambda e, t: e.symlink_to(t),
+    "a link to the user's own folder": lambda e, t: e.symlink_to(e.parent.parent),
+    "a dangling link": lambda e, t: e.symlink_to(t / "nowhere"),
+    "a regular file": lambda e, t: e.write_text("x"),
+    "a named pipe": lambda e, t: os.mkfifo(e),
+    "a folder of another user": lambda e, t: (e.mkdir(), os.chown(e, OTHER_UID, -1)),
+    "a link to a folder of another user": lambda e, t: (
+        os.chown(t, OTHER_UID, -1),
+        e.symlink_to(t),
+    ),
+}
+NEEDS_ROOT = ("of another user", "a folder of another user", "a link to a folder of another user")
+
+
+def _workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "project" / "work"
+    work.mkdir(parents=True)
+    tmp_path.joinpath("project").chmod(0o755)
+    return work
+
+
+def _needs_root(state: str) -> None:
+    if "another user" in state and os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+
+
+@pytest.mark.parametrize("state", sorted(PARENT_STATES))
+def test_the_smoke_program_is_not_written_where_others_can_swap_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str
+) -> None:
+    from hvd_container.launcher.runtimes import tool_folder
+
+    _needs_root(state)
+    work = _workdir(tmp_path)
+    PARENT_STATES[state](work)
+    monkeypatch.chdir(work)
+    with pytest.raises(UserError) as err:
+        tool_folder("the smoke program")
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and "the smoke program" in message, message
+    assert not (work / ".hvd-container").exists()
+
+
+@pytest.mark.parametrize("state", sorted(PARENT_STATES))
+def test_the_gloo_rendezvous_is_not_read_back_where_others_can_swap_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str
+) -> None:
+    _needs_root(state)
+    work = _workdir(tmp_path)
+    PARENT_STATES[state](work)
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("HVD_GLOO_DIR", raising=False)
+    code, out, err = _cli("run", "--site", "local", "--runtime", "none", "--controller", "gloo",
+                          "--dry-run", "-N", "1", "--ntasks-per-node", "2", "train.py")  # fmt: skip
+    assert code == 2, out
+    assert len(err.strip().splitlines()) == 1 and "Gloo rendezvous address" in err, err
+
+
+@pytest.mark.parametrize("state", sorted(PARENT_STATES))
+def test_jupyters_profile_is_not_made_where_others_can_write(tmp_path: Path, state: str) -> None:
+    """IPython runs its profile's startup files: a swapped profile runs in the user's kernel."""
+    from hvd_container.core.files import private_folder
+
+    _needs_root(state)
+    work = _workdir(tmp_path)
+    PARENT_STATES[state](work)
+    with pytest.raises(UserError, match="Jupyter's IPython profile"):
+        private_folder(work, ".hvd-container", "Jupyter's IPython profile")
+
+
+@pytest.mark.parametrize("state", sorted(ENTRY_STATES))
+@pytest.mark.parametrize("purpose", ["the smoke program", "Jupyter's IPython profile"])
+def test_what_others_put_in_place_of_the_tools_folder_is_refused(
+    tmp_path: Path, state: str, purpose: str
+) -> None:
+    from hvd_container.core.files import private_folder
+
+    _needs_root(state)
+    work = _workdir(tmp_path)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    entry = work / ".hvd-container"
+    ENTRY_STATES[state](entry, theirs)
+    with pytest.raises(UserError) as err:
+        private_folder(work, ".hvd-container", purpose)
+    assert len(str(err.value).splitlines()) == 1
+    assert list(theirs.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o777, 0o750])
+def test_the_tools_own_folder_is_made_private(tmp_path: Path, mode: int) -> None:
+    from hvd_container.core.files import private_folder
+
+    work = _workdir(tmp_path)
+    (work / ".hvd-container").mkdir(mode=mode)
+    (work / ".hvd-container").chmod(mode)
+    folder = private_folder(work, ".hvd-container", "x")
+    assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o700
+
+
+@pytest.mark.parametrize("kind", ["file", "link", "dangling link", "named pipe"])
+def test_a_file_of_the_tool_is_always_new(tmp_path: Path, kind: str) -> None:
+    from hvd_container.core.files import write_new_private
+
+    target = tmp_path / "target"
+    target.write_text("theirs")
+    path = tmp_path / "smoke.py"
+    {"file": lambda: path.write_text("old"), "link": lambda: path.symlink_to(target),
+     "dangling link": lambda: path.symlink_to(tmp_path / "none"),
+     "named pipe": lambda: os.mkfifo(path)}[kind]()  # fmt: skip
+    with pytest.raises(UserError, match="already exists"):
+        write_new_private(path, "print(1)\n")
+    assert target.read_text() == "theirs" and not (tmp_path / "none").exists()
+
+
+def test_a_new_file_of_the_tool_is_owner_only(tmp_path: Path) -> None:
+    from hvd_container.core.files import write_new_private
+
+    write_new_private(tmp_path / "smoke.py", "print(1)\n")
+    assert stat.S_IMODE(os.stat(tmp_path / "smoke.py").st_mode) == 0o600
