@@ -17,7 +17,7 @@ from hvd_container.launcher.runtimes import Runtime, is_file_ref
 from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
-from hvd_container.core.files import user_path
+from hvd_container.core.files import read_limited_text, user_path
 from hvd_container.facts import ImageFacts, facts_from_labels, facts_from_recipe, merged
 
 
@@ -81,6 +81,9 @@ def _docker_labels(ref: str) -> dict[str, str] | None:
     return dict((info.get("Config") or {}).get("Labels") or {})
 
 
+MAX_LABELS_BYTES = 1 << 20  # an image directory's labels.json: a few KiB in practice
+
+
 def read_facts(image: str, *, ask_docker: bool) -> ImageFacts | None:
     """The build facts of a SIF file, an image directory or (`ask_docker`) a local Docker
     image; None when it records none. Files are read now; the engine is asked only when the
@@ -91,9 +94,10 @@ def read_facts(image: str, *, ask_docker: bool) -> ImageFacts | None:
         labels_file = path / ".singularity.d" / "labels.json"
         if not labels_file.is_file():
             return None
+        text = read_limited_text(labels_file, "a JSON file", MAX_LABELS_BYTES, "an image's labels")
         try:
-            labels = json.loads(labels_file.read_text())
-        except (OSError, ValueError, RecursionError):  # ValueError: bad JSON or UTF-8
+            labels = json.loads(text)
+        except (ValueError, RecursionError):  # not JSON: no facts recorded
             return None
         if not isinstance(labels, dict):
             return None

@@ -27,8 +27,10 @@ import yaml
 from hvd_container.launcher import runtimes
 from hvd_container.launcher.sites import (
     MPI_PLUGINS,
+    PARTITION_WORDS,
     Site,
     host_arch,
+    valid_partition_name,
     valid_site_name,
     validate_site_file,
 )
@@ -45,8 +47,15 @@ MODULE_PATTERN = re.compile(
     re.IGNORECASE,
 )
 _MACHINE = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le"}
-_PAIR = re.compile(r"(\S+?)=(\S*)")
 DEFAULT_TIMEOUT = 20.0
+# what is read of a command's output: a site's tools print short lines; a longer line or
+# output is cut (and said), so that every parser below stays linear in what it reads
+LINE_CAP = 4096
+OUTPUT_CAP = 4 << 20
+MAX_GPUS = 64  # per node: more is a misreading
+MAX_CPUS = 1 << 16
+_PARENS = re.compile(r"\([^()]*\)")  # (S:0-1), (default): never backtracks past a paren
+_GPU_TYPE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 
 
 @dataclass
@@ -112,24 +121,53 @@ def _run(
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         unread.append(f"{' '.join(argv)}: {why[:200]}")
         return None
-    return done.stdout + (done.stderr if both else "")
+    return _bounded(done.stdout + (done.stderr if both else ""), " ".join(argv), unread)
+
+
+def _bounded(text: str, what: str, unread: list[str]) -> str:
+    """text with each line cut at LINE_CAP characters and the whole at OUTPUT_CAP."""
+    cut = len(text) > OUTPUT_CAP
+    lines = text[:OUTPUT_CAP].splitlines()
+    long = sum(1 for line in lines if len(line) > LINE_CAP)
+    if cut or long:
+        unread.append(
+            f"{what}: printed {'more than ' + str(OUTPUT_CAP) + ' characters' if cut else ''}"
+            f"{' and ' if cut and long else ''}"
+            f"{str(long) + ' lines longer than ' + str(LINE_CAP) + ' characters' if long else ''}"
+            "; only the start was read"
+        )
+    return "\n".join(line[:LINE_CAP] for line in lines)
 
 
 def _records(text: str) -> list[dict[str, str]]:
-    """`scontrol show ... -o`: one KEY=VALUE record a line."""
-    return [dict(_PAIR.findall(line)) for line in text.splitlines() if "=" in line]
+    """`scontrol show ... -o`: one KEY=VALUE record a line (words without `=` belong to the
+    value before them, as in Reason=Not responding, and are not read)."""
+    records = []
+    for line in text.splitlines():
+        pairs = (word.partition("=") for word in line.split())
+        record = {key: value for key, eq, value in pairs if eq and key}
+        if record:
+            records.append(record)
+    return records
+
+
+def _count(text: str, most: int) -> int | None:
+    """A count Slurm printed: ASCII digits, at most `most`; None otherwise."""
+    return int(text) if ascii_digits(text) and len(text) <= 9 and int(text) <= most else None
 
 
 def _gpus(gres: str) -> tuple[int, str | None]:
-    """GPUs per node and their type from a node's Gres (gpu:2, gpu:a100:4(S:0-1), ...)."""
+    """GPUs per node and their type from a node's Gres (gpu:2, gpu:a100:4(S:0-1), ...); a
+    count that is not a plain number up to MAX_GPUS, or an odd type, is not taken."""
     for item in gres.split(","):
-        parts = re.sub(r"\(.*?\)", "", item).split(":")
+        parts = _PARENS.sub("", item).split(":")
         if parts[0] != "gpu":
             continue
-        if len(parts) == 2 and ascii_digits(parts[1]):
-            return int(parts[1]), None
-        if len(parts) == 3 and ascii_digits(parts[2]):
-            return int(parts[2]), parts[1]
+        count = _count(parts[-1], MAX_GPUS) if len(parts) in (2, 3) else None
+        if count is None:
+            continue
+        kind = parts[1] if len(parts) == 3 and _GPU_TYPE.fullmatch(parts[1]) else None
+        return count, kind
     return 0, None
 
 
@@ -150,6 +188,11 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
         name = record.get("PartitionName", "")
         if not name:
             continue
+        if not valid_partition_name(name):
+            probe.unread.append(
+                f"partition {ascii(name)[:80]}: not a name a profile takes ({PARTITION_WORDS})"
+            )
+            continue
         if record.get("Default") == "YES":
             probe.default_partition = name
         members = by_partition.get(name, [])
@@ -166,8 +209,9 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
             facts.arch = arches.pop() if len(arches) == 1 else None
             feats = {f for n in members for f in n.get("AvailableFeatures", "").split(",")}
             facts.features = sorted(feats - {"", "(null)"})
-            cpus = [int(n["CPUTot"]) for n in members if ascii_digits(n.get("CPUTot", ""))]
-            facts.cpus_per_node = min(cpus) if cpus else None
+            cpus = [_count(n.get("CPUTot", ""), MAX_CPUS) for n in members]
+            known = [c for c in cpus if c is not None]
+            facts.cpus_per_node = min(known) if known else None
             if len(counts) > 1:
                 probe.unread.append(
                     f"partition {name}: its nodes have different GPU counts ({sorted(counts)}); the smallest is recorded"
@@ -178,7 +222,11 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
 def _mpi(probe: SiteProbe, timeout: float) -> None:
     listed = _run(["srun", "--mpi=list"], timeout, probe.unread, both=True)
     if listed is not None:
-        words = re.findall(r"^\s*(?:srun:\s*)?([a-z][a-z0-9_]*)\s*$", listed, re.M)
+        words = []
+        for line in listed.splitlines():
+            word = line.strip().removeprefix("srun:").strip()
+            if _PLUGIN.fullmatch(word):
+                words.append(word)
         probe.mpi_plugins = [w for w in dict.fromkeys(words) if w not in ("srun",)]
         versions = re.findall(r"\b(pmix_v\d+)\b", listed)
         probe.mpi_plugins += [v for v in dict.fromkeys(versions) if v not in probe.mpi_plugins]
@@ -188,6 +236,9 @@ def _mpi(probe: SiteProbe, timeout: float) -> None:
         probe.mpi_default = match[1] if match else None
         cluster = re.search(r"^ClusterName\s*=\s*(\S+)", config, re.M)
         probe.cluster = cluster[1] if cluster else None
+
+
+_PLUGIN = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 def _runtimes(probe: SiteProbe, timeout: float) -> None:
@@ -238,7 +289,7 @@ def _modules(probe: SiteProbe, timeout: float) -> None:
         return
     names = []
     for line in text.splitlines():
-        line = re.sub(r"\(.*?\)", "", line).strip()  # (default), (D), (L)
+        line = _PARENS.sub("", line).strip()  # (default), (D), (L)
         if not line or line.endswith((":", "/")) or " " in line or line.startswith("-"):
             continue
         if MODULE_PATTERN.match(line):
@@ -495,6 +546,17 @@ def drift(site: Site, found: SiteProbe) -> list[str]:
     return lines
 
 
+def checked_profile_text(found: SiteProbe, name: str) -> tuple[str, Site]:
+    """The probed profile's text and the profile, once `sites validate` accepts it: every
+    value the site printed is held to what a profile takes."""
+    text = profile_text(found, name)
+    with tempfile.TemporaryDirectory(prefix="hvd-probe-") as tmp:
+        trial = Path(tmp) / f"{name}.yaml"
+        trial.write_text(text)
+        site = validate_site_file(trial)
+    return text, site
+
+
 def write_profile(found: SiteProbe, target: str) -> Site:
     """Write the probed profile to `target` (its name is the file's), only once `sites
     validate` accepts it: a probe of a site that says something odd leaves no file."""
@@ -504,10 +566,6 @@ def write_profile(found: SiteProbe, target: str) -> Site:
         raise UserError(
             f"-o {target}: the file's name is the site's name: NAME.yaml with lower-case letters, digits and . _ - (e.g. -o mysite.yaml)"
         )
-    text = profile_text(found, name)
-    with tempfile.TemporaryDirectory(prefix="hvd-probe-") as tmp:
-        trial = Path(tmp) / path.name
-        trial.write_text(text)
-        site = validate_site_file(trial)
+    text, site = checked_profile_text(found, name)
     write_text(path, text)
     return site

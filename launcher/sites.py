@@ -46,6 +46,8 @@ _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$"
 _DRIVER_PATTERN = r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$"
 _INTERFACE_PATTERN = r"^[A-Za-z0-9_.:@-]{1,15}$"
 _URL_PATTERN = r"^https?://\S+$"
+_PARTITION_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$"
+PARTITION_WORDS = "letters, digits and _ . + - (at most 64), as Slurm names partitions"
 # What each pattern allows, in words: error messages say this, never the expression.
 PATTERN_WORDS = {
     _NAME_PATTERN: "lower-case letters, digits and . _ - only",
@@ -54,12 +56,19 @@ PATTERN_WORDS = {
     _DRIVER_PATTERN: 'an NVIDIA driver version such as "535" or "550.127.05"',
     _INTERFACE_PATTERN: "a network interface name (letters, digits, _ . : @ -; at most 15 characters), e.g. hsn0",
     _URL_PATTERN: "an http(s) URL",
+    _PARTITION_PATTERN: PARTITION_WORDS,
 }
+MAX_GPUS_PER_NODE = 64
+MAX_CPUS_PER_NODE = 1 << 16
 
 
 def valid_site_name(value: str) -> bool:
     """A profile's name (and its file's): lower-case letters, digits and . _ - between them."""
     return bool(re.fullmatch(_NAME_PATTERN[1:-1], value))
+
+
+def valid_partition_name(value: str) -> bool:
+    return bool(re.fullmatch(_PARTITION_PATTERN[1:-1], value))
 
 
 def valid_slurm_time(value: str) -> bool:
@@ -155,6 +164,7 @@ def _unique(value: list[str]) -> list[str]:
 
 
 Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
+PartitionName = Annotated[str, Field(pattern=_PARTITION_PATTERN)]
 SlurmTime = Annotated[Line, Field(pattern=_TIME_PATTERN)]
 
 
@@ -249,8 +259,8 @@ GPU_CC = {
 class Partition(Strict):
     """A partition's nodes and limits: what a launch on it is checked against."""
 
-    gpus_per_node: int = Field(default=0, ge=0)
-    cpus_per_node: int | None = Field(default=None, ge=0)
+    gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
+    cpus_per_node: int | None = Field(default=None, ge=0, le=MAX_CPUS_PER_NODE)
     gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
     gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
         default=None,
@@ -268,8 +278,8 @@ class Partition(Strict):
 class Scheduler(Strict):
     """The Slurm options a site needs."""
 
-    partition: Line | None = None
-    partitions: dict[Line, Partition] = Field(default_factory=dict)
+    partition: PartitionName | None = None
+    partitions: dict[PartitionName, Partition] = Field(default_factory=dict)
     account: Line | None = None
     account_suffix: Line | None = Field(
         default=None, description="GPU jobs are charged to <project><suffix> (Perlmutter: _g)."
@@ -278,8 +288,8 @@ class Scheduler(Strict):
     constraint: Line | None = None
     comment: Comment = Field(default_factory=Comment)
     gpu_request: GpuRequest = "gres"
-    gpus_per_node: int = Field(default=0, ge=0)
-    cpus_per_node: int | None = Field(default=None, ge=0)
+    gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
+    cpus_per_node: int | None = Field(default=None, ge=0, le=MAX_CPUS_PER_NODE)
     cpus_per_task: int | None = Field(default=None, ge=0)
     time: SlurmTime | None = None
     max_time: SlurmTime | None = Field(

@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-import yaml
 from hvd_container.launcher.checks import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -33,6 +32,7 @@ from hvd_container.launcher.runtimes import (
 from hvd_container.launcher.slurm import current_user
 from pydantic import Field, field_validator
 
+from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
 
@@ -92,11 +92,13 @@ class PodmanHpc(Runtime):
                 continue
             try:
                 with open(os.path.join(found[1], entry), encoding="utf-8") as fh:
-                    data = yaml.safe_load(fh.read(1 << 16))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                    # nesting, size and aliases limited: a module file is the site's, not ours
+                    data = yamlconf.parse(fh.read(1 << 16), entry).data
+            except (OSError, UnicodeDecodeError, UserError):
                 continue
-            if isinstance(data, dict) and isinstance(data.get("cli_arg"), str):
-                names.append(data["cli_arg"])
+            flag = data.get("cli_arg") if isinstance(data, dict) else None
+            if isinstance(flag, str) and re.fullmatch(r"--[a-z0-9][a-z0-9-]{0,39}", flag):
+                names.append(flag)
         return sorted(names)
 
     profile_model = PodmanHpcProfile

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import re
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from hvd_container.launcher import sites
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import TERMINAL_CONTROLS
 
 HOSTILE = Path(__file__).with_name("hostile")
 CORPUS_A = yaml.safe_load((HOSTILE / "a_site_profiles.yaml").read_text())["cases"]
@@ -414,3 +418,220 @@ def test_a_new_file_of_the_tool_is_owner_only(tmp_path: Path) -> None:
 
     write_new_private(tmp_path / "smoke.py", "print(1)\n")
     assert stat.S_IMODE(os.stat(tmp_path / "smoke.py").st_mode) == 0o600
+
+
+# --- group D: what a site's tools print to `sites probe` ------------------------------------
+
+CORPUS_D = yaml.safe_load((HOSTILE / "d_probe_outputs.yaml").read_text())["cases"]
+PROBE_BOUND = 15.0  # seconds for the whole probe, whatever the site prints
+_RAW = re.compile(f"[{TERMINAL_CONTROLS}]")
+
+
+def _text(value: Any, default: str = "") -> str:
+    if value is None:
+        return default
+    if isinstance(value, dict):
+        return value["repeat"] * value["times"] + value.get("then", "")
+    return str(value)
+
+
+def _fake_site(tmp_path: Path, case: dict[str, Any]) -> dict[str, str]:
+    """A login node whose tools print the case's output: scontrol, srun, Lmod, podman-hpc."""
+    out = tmp_path / "out"
+    out.mkdir()
+    partition = _text(case.get("partition"), "debug")
+    outputs = {
+        "partitions": f"PartitionName={partition} Default=YES MaxTime=UNLIMITED Nodes=n1\n"
+        + _text(case.get("scontrol_extra")),
+        "nodes": f"NodeName=n1 Arch=x86_64 CPUTot={_text(case.get('cputot'), '8')} "
+        f"Gres=gpu:{_text(case.get('gres'), '4')} Partitions={partition}\n",
+        "config": "MpiDefault = none\nClusterName = c\n",
+        "mpi": _text(case.get("mpi_list"), "MPI plugin types are...\n  none\n  pmi2\n"),
+        "modules": _text(case.get("modules"), "cuda/12.2\n"),
+    }
+    for name, text in outputs.items():
+        (out / name).write_text(text, encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tools = {
+        "scontrol": f'case "$2" in partition) cat {out}/partitions;; node) cat {out}/nodes;; '
+        f"*) cat {out}/config;; esac",
+        "srun": f'case "$1" in --mpi=list) cat {out}/mpi;; esac',
+        "lmod": f"cat {out}/modules >&2",
+    }
+    if case.get("podman_module") is not None:
+        modules = tmp_path / "podman-modules"
+        modules.mkdir()
+        (modules / "m.yaml").write_text(_text(case["podman_module"]), encoding="utf-8")
+        tools["podman-hpc"] = f'[ "$1" = infohpc ] && echo "modules_dir (site): {modules}"; true'
+    for name, body in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "LMOD_CMD": str(bin_dir / "lmod")}
+
+
+@pytest.mark.parametrize("case", CORPUS_D, ids=lambda c: c["about"])
+def test_what_a_site_prints_cannot_break_the_probe_or_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: dict[str, Any]
+) -> None:
+    for name, value in _fake_site(tmp_path, case).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("MODULESHOME", raising=False)
+    for argv in (("sites", "probe", "--timeout", "5"), ("sites", "probe", "--diff", "local",
+                                                      "--timeout", "5")):  # fmt: skip
+        started = time.monotonic()
+        code, out, err = _cli(*argv)
+        assert time.monotonic() - started < PROBE_BOUND, argv
+        assert code in (0, 1, 2), err
+        assert "Traceback" not in err
+        assert not _RAW.search(out) and not _RAW.search(err), (out[-300:], err[-300:])
+        if argv[2] == "--timeout" and code == 0:
+            profile = tmp_path / "probed.yaml"
+            profile.write_text(out)
+            site = sites.read_site_file(profile)
+            for name, facts in site.scheduler.partitions.items():
+                assert sites.valid_partition_name(name), name
+                assert 0 <= facts.gpus_per_node <= sites.MAX_GPUS_PER_NODE
+
+
+# --- group E: crashes, and what reaches the terminal -----------------------------------------
+
+
+def _chain(folder: Path, depth: int, last: str, link: str) -> Path:
+    """depth files, each `extends:` the next; the last is `last`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(depth - 1):
+        (folder / f"c{i}.yaml").write_text(f"extends: c{i + 1}.yaml\n{link}")
+    (folder / f"c{depth - 1}.yaml").write_text(last)
+    return folder / "c0.yaml"
+
+
+@pytest.mark.parametrize("depth", [33, 100, 1000, 2000])
+def test_a_deep_extends_chain_of_site_profiles_is_one_line(tmp_path: Path, depth: int) -> None:
+    first = _chain(tmp_path / "p", depth, "name: c0\nruntime: {kind: apptainer}\n", "")
+    with pytest.raises(UserError, match=r"extends: a chain of more than 32 files") as err:
+        sites.read_site_file(first)
+    assert len(str(err.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("depth", [33, 100, 1000, 2000])
+def test_a_deep_extends_chain_of_recipes_is_one_line(tmp_path: Path, depth: int) -> None:
+    from hvd_container.containers.recipe import load_recipe
+
+    first = _chain(tmp_path / "r", depth, "extends: cpu-bookworm\nname: deep\n", "")
+    with pytest.raises(UserError, match=r"extends: a chain of more than 32 files") as err:
+        load_recipe(first, with_lock=False)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_a_chain_of_32_files_still_loads(tmp_path: Path) -> None:
+    first = _chain(tmp_path / "p", 32, "name: c0\nruntime: {kind: apptainer}\n", "")
+    assert sites.read_site_file(first).runtime.kind == "apptainer"
+
+
+@pytest.mark.parametrize("command", [("sites", "list"), ("run", "--dry-run", "-n", "1",
+                                     "--runtime", "none", "true")])  # fmt: skip
+def test_a_deep_chain_in_the_users_sites_folder_breaks_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    config = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.delenv(sites.SITE_ENV_VAR, raising=False)
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "elsewhere")
+    first = _chain(tmp_path / "chain", 1000, "name: deep\nruntime: {kind: apptainer}\n", "")
+    _write(config / "hvd-container" / "sites" / "deep.yaml", f"extends: {first}\nname: deep\n")
+    code, _out, err = _cli(*command)
+    assert code == 0, err
+    assert "Traceback" not in err and "RecursionError" not in err
+    if command[0] == "sites":
+        assert "site profile deep passed over" in err and "more than 32 files" in err
+
+
+LABELS = ".singularity.d/labels.json"
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda f: os.truncate(f, 4 << 30), "more than an image's labels"),  # sparse, 4 GiB
+        (lambda f: os.truncate(f, (1 << 20) + 1), "more than an image's labels"),
+        (lambda f: os.truncate(f, 64 << 20), "more than an image's labels"),
+        (lambda f: f.write_text("[" * 200_000), None),  # nested past the parser: no facts
+        (lambda f: f.write_text('{"a": ' * 100_000), None),
+        (lambda f: f.write_bytes(b"\xff\xfe"), "not a UTF-8"),
+        (lambda f: (f.unlink(), os.mkfifo(f)), None),  # never opened: it would block
+        (lambda f: (f.unlink(), f.symlink_to("/dev/zero")), None),
+    ],
+)
+def test_an_image_directorys_labels_are_read_with_limits(
+    tmp_path: Path, make: Any, words: str | None
+) -> None:
+    from hvd_container.launcher.image import read_facts
+
+    image = tmp_path / "image"
+    labels = image / LABELS
+    labels.parent.mkdir(parents=True)
+    labels.write_text("{}")
+    make(labels)
+    started = time.monotonic()
+    if words is None:
+        assert read_facts(str(image), ask_docker=False) is None
+    else:
+        with pytest.raises(UserError, match=words) as err:
+            read_facts(str(image), ask_docker=False)
+        assert len(str(err.value).splitlines()) == 1
+    assert time.monotonic() - started < 10
+
+
+# what a terminal acts on and a profile or recipe may still hold (their Line fields refuse
+# control characters and line breaks; these are printable by Python's rules or invisible)
+INVISIBLE = ["\u202e", "\u202a", "\u202b", "\u202c", "\u202d", "\u2066", "\u2067", "\u2068",
+             "\u2069", "\u200e", "\u200f"]  # fmt: skip
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_site_description_reaches_the_terminal_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, char: str
+) -> None:
+    config = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    _write(config / "hvd-container" / "sites" / "mine.yaml",
+           f"name: mine\ndescription: 'evil{char}txt.exe'\nruntime: {{kind: apptainer}}\n"
+           "sources:\n  - {about: 'fact" + char + "', url: 'https://example.org/" + char + "',"
+           " checked: '2026-01-01', confirmed: false}\n")  # fmt: skip
+    code, out, err = _cli("sites", "list")
+    assert code == 0, err
+    assert char not in out and f"\\u{ord(char):04x}" in out
+    code, out, err = _cli("sites", "show", "mine")
+    assert code == 0, err
+    assert char not in out and f"\\u{ord(char):04x}" in out
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_recipe_from_elsewhere_reaches_the_terminal_escaped(tmp_path: Path, char: str) -> None:
+    recipe = tmp_path / f"mine{char}.yaml"
+    recipe.write_text(f"extends: cpu-bookworm\nname: mine\ndescription: 'evil{char}txt'\n")
+    code, out, err = _cli("recipes", "show", str(recipe))
+    assert code == 0, err
+    assert char not in out + err
+    code, out, err = _cli("recipes", "validate", str(recipe))
+    assert char not in out + err
+
+
+CONTROLS = ["\x1b", "\x9b", "\x07", "\x08", "\x7f", "\u2028", "\u2029", "\r"]
+
+
+@pytest.mark.parametrize("field", ["description", "notes"])
+@pytest.mark.parametrize("char", CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_control_character_in_a_profile_text_is_refused_with_its_line(
+    tmp_path: Path, field: str, char: str
+) -> None:
+    value = json.dumps(f"evil{char}[2Jtxt")  # a JSON string is a YAML double-quoted one
+    text = f"name: mine\nruntime: {{kind: apptainer}}\n{field}: " + (
+        value if field == "description" else f"[{value}]"
+    )
+    path = _write(tmp_path / "home" / "mine.yaml", text + "\n")
+    with pytest.raises(UserError) as err:
+        sites.read_site_file(path)
+    message = str(err.value)
+    assert f"{path}:3: {field}" in message and char not in message, message

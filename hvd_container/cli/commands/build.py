@@ -12,6 +12,7 @@ import typer
 from hvd_container.cli.commands.common import RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.progress import JsonReporter, make_reporter
+from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import push as push_module
 from hvd_container.containers.build import BuildOptions, build_recipe
 from hvd_container.containers.engine.docker_api import DockerEngine, engine_errors
@@ -150,8 +151,8 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
         DockerEngine(),
         image,
         recipe,
-        on_step=None if quiet else lambda m: typer.echo(f"[checks] => {m}"),
-        on_note=None if quiet else typer.echo,
+        on_step=None if quiet else lambda m: typer.echo(safe_text(f"[checks] => {m}")),
+        on_note=None if quiet else lambda m: typer.echo(safe_text(m)),
     )
     result = done.result
     if json_output:
@@ -170,7 +171,7 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
         )
     else:
         for key, value in done.labels.items():
-            typer.echo(f"  {key}={value}")
+            typer.echo(safe_text(f"  {key}={value}"))  # what the image said
     if not result.ok:
         raise StepFailed(f"verification of {image} failed: {'; '.join(result.problems)}")
     if not json_output:

@@ -10,6 +10,7 @@ import yaml
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import recipe as recipe_module
 from hvd_container.containers.recipe import (
     builtin_path,
@@ -35,7 +36,7 @@ def list_cmd(json_output: JsonOpt = False) -> None:
         for name in recipe_module.list_builtin():
             recipe = load_recipe(name)
             if not json_output:
-                typer.echo(f"{name:<26} {recipe.image_tag:<30} {recipe.description}")
+                typer.echo(safe_text(f"{name:<26} {recipe.image_tag:<30} {recipe.description}"))
             rows.append(
                 {
                     "name": name,
@@ -75,7 +76,7 @@ def show_cmd(
             return
     typer.echo(f"# {loaded.image_tag} digest {loaded.digest()}")
     if note:
-        typer.echo(f"# {note}")
+        typer.echo(safe_text(f"# {note}"))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
 
 
@@ -100,12 +101,13 @@ def validate_cmd(
         except UserError as exc:
             rows.append({"recipe": ref, "ok": False, "image": None, "problems": exc.problems})
             for problem in exc.problems:
-                typer.echo(f"FAIL {problem}", err=True)
+                typer.echo(safe_text(f"FAIL {problem}"), err=True)
         else:
             row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []}
             rows.append({**row, **({"note": note} if note else {})})
             if not json_output:
-                typer.echo(f"OK   {ref} ({loaded.image_tag})" + (f"; {note}" if note else ""))
+                line = f"OK   {ref} ({loaded.image_tag})" + (f"; {note}" if note else "")
+                typer.echo(safe_text(line))
     failed = not all(row["ok"] for row in rows)
     if json_output:  # the report is the result: a failed check is not a failed command's record
         emit({"ok": not failed, "recipes": rows})

@@ -17,7 +17,7 @@ from hvd_container.cli.commands.launch_options import (
     launch_parameters,
 )
 from hvd_container.cli.json_output import emit, json_errors
-from hvd_container.cli.terminal import TerminalReporter
+from hvd_container.cli.terminal import TerminalReporter, safe_text
 from hvd_container.core.errors import UserError
 from hvd_container.launcher import commands
 from hvd_container.launcher.plan import Plan
@@ -229,7 +229,7 @@ def doctor(
         )
     else:
         for line in doctor_lines([*report.checks, *report.smoke]):
-            typer.echo(line)
+            typer.echo(safe_text(line))  # profile values and job output
     if report.failed:
         raise typer.Exit(1)
 

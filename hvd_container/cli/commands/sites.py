@@ -9,7 +9,7 @@ import yaml
 from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_site
 from hvd_container.cli.json_output import emit, json_errors
-from hvd_container.cli.terminal import warn
+from hvd_container.cli.terminal import safe_text, warn
 from hvd_container.core.errors import UserError
 from hvd_container.launcher.sites import (
     BUILTIN_DIR,
@@ -56,8 +56,10 @@ def list_cmd(json_output: JsonOpt = False) -> None:
             if not json_output:
                 mark = "*" if name == chosen else " "
                 typer.echo(
-                    f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} {origin:<10} "
-                    f"{site.description}"
+                    safe_text(
+                        f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} "
+                        f"{origin:<10} {site.description}"
+                    )
                 )
     if json_output:
         emit({"selected": chosen, "selected_by": why, "sites": rows, "warnings": warnings})
@@ -95,9 +97,9 @@ def show_cmd(
             }
         )
         return
-    typer.echo(f"# {source} (selected by {why})")
+    typer.echo(safe_text(f"# {source} (selected by {why})"))
     for fact in profile.unconfirmed:
-        typer.echo(f"# unconfirmed: {fact}")
+        typer.echo(safe_text(f"# unconfirmed: {fact}"))
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=None).rstrip())
 
 
@@ -157,7 +159,7 @@ def probe_cmd(
     if profile is not None:
         drifted = probe.drift(profile, found)
         for line in drifted:
-            typer.echo(line)
+            typer.echo(safe_text(line))  # what the site's tools printed
         if drifted:
             raise typer.Exit(1)
         typer.echo(f"site {profile.name}: no drift ({profile.source})")
@@ -169,7 +171,7 @@ def probe_cmd(
             f"runtime {site.runtime.kind} (check the TODO lines)"
         )
         return
-    typer.echo(probe.profile_text(found, "probed"), nl=False)
+    typer.echo(probe.checked_profile_text(found, "probed")[0], nl=False)
 
 
 def register(app: typer.Typer) -> None:
