@@ -21,6 +21,7 @@ the first failed check; `hvd-container doctor` shows every one of them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -327,6 +328,12 @@ def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> 
         )
     if not parts["field"]:
         return fail(f"--comment {value!r}: field= is empty; use {example}")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", parts["field"]):
+        # the site's accounting reads a word; `bio#x` or `bio x` is not one it knows
+        return fail(
+            f"--comment {value!r}: field={parts['field']} is not a field name (letters, digits "
+            f"and _ . + - only); use {example}"
+        )
     return None
 
 

@@ -139,6 +139,8 @@ def test_verify_image_of_a_recipe_file_uses_its_labels(
     recipe = tmp_path / "hvd-test-file.yaml"
     recipe.write_text(f"extends: {CPU_RECIPE}\nname: hvd-test-file\nchecks:\n  - 'true'\n")
     with_cpu_lock(recipe)
+    for cid in _containers_of(api, "hvd-test-file:1"):  # a killed earlier run's: the image
+        api.remove_container(cid, force=True)  # ids are the same from build to build
     try:
         proc = hvd("build", str(recipe), "--progress", "plain")
         assert proc.returncode == 0, proc.stderr
@@ -162,4 +164,9 @@ def test_verify_image_of_a_recipe_file_uses_its_labels(
 
 
 def _containers_of(api: Any, image: str) -> list[str]:
-    return [c["Id"] for c in api.containers(all=True, filters={"ancestor": image})]
+    import docker.errors
+
+    try:
+        return [c["Id"] for c in api.containers(all=True, filters={"ancestor": image})]
+    except docker.errors.NotFound:  # no such image (yet)
+        return []

@@ -635,3 +635,12 @@ def test_a_control_character_in_a_profile_text_is_refused_with_its_line(
         sites.read_site_file(path)
     message = str(err.value)
     assert f"{path}:3: {field}" in message and char not in message, message
+
+
+@pytest.mark.parametrize("field", ["bio#x", "bio x", "bio'", 'bio"', "bio\\x", "bio;appl"])
+def test_neurons_comment_field_is_a_word_sbatch_and_the_site_read_alike(field: str) -> None:
+    """`field=bio#x;appl=pytorch` passed the check; sbatch then read `field=bio`."""
+    code, _out, err = _cli("run", "--site", "neuron", "--dry-run", "-n", "1", "--image",
+                           "/x.sif", "--comment", f"field={field};appl=pytorch", "train.py")  # fmt: skip
+    assert code == 2, err
+    assert "--comment" in err and len(err.strip().splitlines()) == 1, err
