@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
@@ -99,20 +100,17 @@ def _options_ok(value: list[str]) -> list[str]:
     return value
 
 
-def _env_ok(value: dict[str, str]) -> dict[str, str]:
-    for name in value:
-        why = site_rules.env_refusal(name)
-        if why:
-            raise ValueError(f"{name}: {why}")
-    return value
+def _each(rule: Callable[[str], str | None], shown: Callable[[str], str] = repr) -> Any:
+    """A validator that holds each entry (each key of a mapping) to one of site_rules'."""
 
+    def check(value: Any) -> Any:
+        for entry in value:
+            why = rule(entry)
+            if why:
+                raise ValueError(f"{shown(entry)}: {why}")
+        return value
 
-def _modules_ok(value: list[str]) -> list[str]:
-    for name in value:
-        why = site_rules.module_refusal(name)
-        if why:
-            raise ValueError(f"{name!r}: {why}")
-    return value
+    return check
 
 
 def _sbatch_options_ok(value: list[str]) -> list[str]:
@@ -375,14 +373,18 @@ class Site(Strict):
         description="Where compute nodes see the login node's files; empty: not known (then "
         "only the usual node-local places, /tmp and the like, are refused for images).",
     )
-    modules: Annotated[list[Line], AfterValidator(_modules_ok)] = Field(default_factory=list)
+    modules: Annotated[list[Line], AfterValidator(_each(site_rules.module_refusal))] = Field(
+        default_factory=list
+    )
     site_modules: list[Line] | None = Field(
         default=None,
         description="The environment modules the site offers that matter to containers "
         "(runtimes, CUDA, NCCL and its plugins, MPI), as `sites probe` lists them; "
         "`sites probe --diff` watches them. None: not recorded.",
     )
-    env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(default_factory=dict)
+    env: Annotated[dict[EnvName, Line], AfterValidator(_each(site_rules.env_refusal, str))] = Field(
+        default_factory=dict
+    )
     binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
     images: Images = Field(default_factory=Images)
     notes: list[Line] = Field(default_factory=list)

@@ -324,16 +324,20 @@ def _needs_root(state: str) -> None:
         pytest.skip("giving a folder to another user needs root")
 
 
-@pytest.mark.parametrize("state", sorted(PARENT_STATES))
-def test_the_smoke_program_is_not_written_where_others_can_swap_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str
-) -> None:
+@pytest.fixture(params=sorted(PARENT_STATES))
+def shared_workdir(request: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory, with the path above it left as another user could leave it."""
+    _needs_root(request.param)
+    work = _workdir(tmp_path)
+    PARENT_STATES[request.param](work)
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_the_smoke_program_is_not_written_where_others_can_swap_it(shared_workdir: Path) -> None:
     from hvd_container.launcher.runtimes import tool_folder
 
-    _needs_root(state)
-    work = _workdir(tmp_path)
-    PARENT_STATES[state](work)
-    monkeypatch.chdir(work)
+    work = shared_workdir
     with pytest.raises(UserError) as err:
         tool_folder("the smoke program")
     message = str(err.value)
@@ -341,14 +345,9 @@ def test_the_smoke_program_is_not_written_where_others_can_swap_it(
     assert not (work / ".hvd-container").exists()
 
 
-@pytest.mark.parametrize("state", sorted(PARENT_STATES))
 def test_the_gloo_rendezvous_is_not_read_back_where_others_can_swap_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str
+    shared_workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _needs_root(state)
-    work = _workdir(tmp_path)
-    PARENT_STATES[state](work)
-    monkeypatch.chdir(work)
     monkeypatch.delenv("HVD_GLOO_DIR", raising=False)
     code, out, err = _cli("run", "--site", "local", "--runtime", "none", "--controller", "gloo",
                           "--dry-run", "-N", "1", "--ntasks-per-node", "2", "train.py")  # fmt: skip
@@ -356,16 +355,12 @@ def test_the_gloo_rendezvous_is_not_read_back_where_others_can_swap_it(
     assert len(err.strip().splitlines()) == 1 and "Gloo rendezvous address" in err, err
 
 
-@pytest.mark.parametrize("state", sorted(PARENT_STATES))
-def test_jupyters_profile_is_not_made_where_others_can_write(tmp_path: Path, state: str) -> None:
+def test_jupyters_profile_is_not_made_where_others_can_write(shared_workdir: Path) -> None:
     """IPython runs its profile's startup files: a swapped profile runs in the user's kernel."""
     from hvd_container.core.files import private_folder
 
-    _needs_root(state)
-    work = _workdir(tmp_path)
-    PARENT_STATES[state](work)
     with pytest.raises(UserError, match="Jupyter's IPython profile"):
-        private_folder(work, ".hvd-container", "Jupyter's IPython profile")
+        private_folder(shared_workdir, ".hvd-container", "Jupyter's IPython profile")
 
 
 @pytest.mark.parametrize("state", sorted(ENTRY_STATES))
