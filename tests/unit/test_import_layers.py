@@ -4,6 +4,8 @@
     hvd_container.facts           the image's facts (labels): the core only
     hvd_container.containers      build side: the core and the facts (never the launch side)
     hvd_container.launcher        launch side: the core, the facts and the build side's readers
+                                  (LAUNCH_READS: SIF files, built-in recipes, a local image's
+                                  labels through the engine interface)
     hvd_container.cli             parses, calls one library function, prints
 
 Run by `make lint` and by the fast suite.
@@ -125,6 +127,42 @@ FORBIDDEN = [
     ("hvd_container.cli", "docker", "the engine interface (containers/engine) wraps the client"),
     ("hvd_container.core", "docker", "the engine interface (containers/engine) wraps the client"),
 ]  # fmt: skip
+
+
+# what the launch side may use of the build side: it reads images and recipes, never builds
+LAUNCH_READS = (
+    "hvd_container.containers.sif.format",  # is it a SIF?
+    "hvd_container.containers.sif.reader",  # a SIF's labels and arch
+    "hvd_container.containers.sif.environment",  # a SIF's environment (ch-run)
+    "hvd_container.containers.recipe",  # a built-in recipe's facts, --recipe
+    "hvd_container.containers.engine.docker_api",  # a local image's labels (inspect only)
+)
+
+
+def test_the_launch_side_uses_only_the_build_sides_readers() -> None:
+    found = [
+        f"{module}:{line} imports {name}"
+        for module, path in MODULES.items()
+        if _under(module, "hvd_container.launcher")
+        for line, name in _imports(path, import_time_only=False)
+        if _under(name, "hvd_container.containers") and name not in LAUNCH_READS
+    ]
+    assert found == [], "read what the build side wrote through one of LAUNCH_READS"
+
+
+def test_the_launch_side_asks_the_engine_only_to_inspect() -> None:
+    """The engine backend is a reader for the launch side only: inspect, never build or run."""
+    calls = [
+        node.func.attr
+        for module, path in MODULES.items()
+        if _under(module, "hvd_container.launcher")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Call)
+        and getattr(node.func.value.func, "id", None) == "DockerEngine"
+    ]
+    assert calls and set(calls) == {"inspect"}, calls
 
 
 def test_only_the_engine_backend_imports_the_docker_client() -> None:
