@@ -10,7 +10,7 @@ from typing import Any
 from hvd_container.launcher import doctor as doctor_checks
 from hvd_container.launcher import jupyter as jupyter_job
 from hvd_container.launcher.batch import write_batch_script
-from hvd_container.launcher.execute import execute
+from hvd_container.launcher.execute import execute, run_plan
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest, request_from_options
@@ -26,10 +26,17 @@ def _request(
     return site, request
 
 
-def dry_run(reporter: Reporter, script: str, args: list[str] | None, **options: Any) -> Plan:
-    """`run --dry-run`: the launch planned as `run` would run it, nothing run or prepared."""
+def dry_run(
+    reporter: Reporter,
+    script: str,
+    args: list[str] | None,
+    *,
+    salloc: bool = False,
+    **options: Any,
+) -> Plan:
+    """`run --dry-run`: the plan `run` would execute, nothing run or prepared."""
     site, request = _request(reporter, script, args, options)
-    launch = plan(site, request, "run", dry_run=True)
+    launch = run_plan(site, request, salloc=salloc, dry_run=True)
     reporter.warn(launch.warnings)
     return launch
 
@@ -45,7 +52,7 @@ def run(
 ) -> int:
     """`run`: the step here inside an allocation, else a batch job followed to its end."""
     site, request = _request(reporter, script, args, options)
-    return execute(site, request, reporter, detach=detach, salloc=salloc)
+    return execute(run_plan(site, request, salloc=salloc, detach=detach), reporter, detach=detach)
 
 
 def batch(
@@ -72,7 +79,7 @@ def submit(
 ) -> int:
     """`batch --submit`: submit that script (from inside an allocation too) and follow it."""
     site, request = _request(reporter, script, args, options)
-    return execute(site, request, reporter, detach=detach, batch=True)
+    return execute(run_plan(site, request, batch=True, detach=detach), reporter, detach=detach)
 
 
 def doctor(

@@ -16,8 +16,9 @@ them all.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal
 
-from hvd_container.launcher import controllers, runtimes, shell
+from hvd_container.launcher import controllers, runtimes, shell, slurm
 from hvd_container.launcher.batch import ERROR_PATTERN, OUTPUT_PATTERN, BatchScript, script_text
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.checks import Launch, Mode, Result, refuse_on_failure, run_checks
@@ -31,6 +32,11 @@ from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
 
+How = Literal["step", "sbatch", "salloc"]
+SCRIPT_END = "HVD_CONTAINER_SCRIPT"  # the here-document's end; no line of a script is it
+# sbatch-only options that salloc does not take
+_NOT_FOR_SALLOC = ("--output=", "--error=", "--open-mode=", "--parsable")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -38,13 +44,16 @@ class Plan:
 
     launch: Launch
     image: str | None  # as the runtime runs it (an unpacked directory, say)
-    argv: list[str]  # srun: the step inside an allocation, with resource options outside one
+    # what `run` executes, unchanged: the srun step inside an allocation; outside one `sbatch`
+    # with the script on its standard input, or (asked for) `salloc <allocation> <step>`
+    argv: list[str]
     env: dict[str, str]  # the variables srun must see (site's, then the request's)
     allocation: list[str]  # outside an allocation: the resource options for sbatch/salloc
     step: list[str]  # the srun line run inside that allocation
     script: str | None  # outside an allocation: the batch script
     results: list[Result]
     notes: list[str]  # what preparing the launch found (environment lines not passed on)
+    how: How = "step"
 
     @property
     def site(self) -> Site:
@@ -64,13 +73,20 @@ class Plan:
         return list(dict.fromkeys([*found, *self.notes]))
 
     def command(self) -> list[str]:
-        """The argv with the environment spelled out (`env K=V srun ...`) for display."""
-        if not self.env:
+        """The argv with the environment spelled out (`env K=V srun ...`) for display; a
+        submitted script exports its variables itself."""
+        if not self.env or self.how == "sbatch":
             return list(self.argv)
         return ["env", *(f"{k}={v}" for k, v in self.env.items()), *self.argv]
 
     def shell_line(self) -> str:
-        return shell.join(self.command())
+        """What `run` executes, as a shell would run it: the command line, and for sbatch the
+        script it reads from its standard input, as a here-document."""
+        line = shell.join(self.command())
+        if self.how != "sbatch":
+            return line
+        assert self.script is not None and f"\n{SCRIPT_END}\n" not in f"\n{self.script}"
+        return f"{line} <<'{SCRIPT_END}'\n{self.script}{SCRIPT_END}"
 
 
 def plan(
@@ -81,11 +97,13 @@ def plan(
     dry_run: bool = False,
     keep_going: bool = False,
     machine: ThisMachine | None = None,
+    salloc: bool = False,
 ) -> Plan:
     """The launch of `request` on `site`: raises UserError for a request that cannot be run
     and, unless `keep_going`, for the first failed check (with it, a launch that fails a check
     comes back with every result and no command). `machine`: ask this machine what only it
-    can tell (srun's plugins, the GPUs' driver); None asks nothing."""
+    can tell (srun's plugins, the GPUs' driver); None asks nothing. Outside an allocation
+    the job is submitted with sbatch, or with `salloc` run in an interactive allocation."""
     if mode != "run":
         request = replace(request, inside_allocation=False)  # always a job of its own
     check(site, request)
@@ -170,9 +188,6 @@ def plan(
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
     resources = allocation_options(site, request, controller.application(facts))
-    argv = controller.wrap_step(
-        [*head, *resources, *tasks, *gpus, *bind_none, *cpu_opts, *container]
-    )
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [f"--job-name={job_name}"]
     for flag, value in (
@@ -203,7 +218,12 @@ def plan(
             step=step,
         )
     )
-    return Plan(argv=argv, allocation=allocation, step=step, script=script, **done)  # type: ignore[arg-type]
+    if salloc:
+        extra = [o for o in sched.sbatch_options if not o.startswith(_NOT_FOR_SALLOC)]
+        argv, how = ["salloc", *allocation, *extra, *step], "salloc"
+    else:  # the job's folder is the one it was planned in (relative paths, its output)
+        argv, how = slurm.sbatch_argv(runtimes.working_directory()), "sbatch"
+    return Plan(argv=argv, allocation=allocation, step=step, script=script, how=how, **done)  # type: ignore[arg-type]
 
 
 def _says_kill_on_bad_exit(options: list[str]) -> bool:

@@ -158,17 +158,19 @@ def _run(
     return proc.stdout
 
 
-def submit(
-    script: str, *, workdir: str | os.PathLike[str] | None = None, private: bool = False
-) -> str:
-    """Submit a batch script (text) with `sbatch --parsable`; return the job id.
+def sbatch_argv(workdir: str | os.PathLike[str] | None = None) -> list[str]:
+    """How a batch script is submitted: `sbatch --parsable [--chdir=DIR]`, the script on its
+    standard input (what a dry run shows and `run` executes)."""
+    return ["sbatch", "--parsable", *([f"--chdir={os.fspath(workdir)}"] if workdir else [])]
+
+
+def submit(script: str, argv: list[str], *, private: bool = False) -> str:
+    """Submit a batch script (text) on the standard input of `argv` (sbatch_argv); return the
+    job id.
 
     `private`: the job's output files are readable by the user only (Slurm applies the
     submitting process's umask), for output that carries secrets such as a Jupyter token.
     """
-    argv = ["sbatch", "--parsable"]
-    if workdir is not None:
-        argv.append(f"--chdir={os.fspath(workdir)}")
     out = _run(argv, input_text=script, umask=0o077 if private else None).strip()
     job_id = out.split(";", 1)[0]  # "ID" or "ID;CLUSTER"
     if not ascii_digits(job_id):
@@ -657,17 +659,18 @@ def _interrupts_held() -> Iterator[Callable[[], None]]:
 @contextlib.contextmanager
 def submitted(
     script: str,
+    argv: list[str],
     reporter: Reporter,
     *,
-    workdir: str | os.PathLike[str] | None = None,
     private: bool = False,
     ask: bool = True,
 ) -> Iterator[str]:
-    """Submit a batch script; a Ctrl-C from sbatch's start to the end of the block cancels
-    the job (`ask`: offer it first, as cancel_on_interrupt does). Yields the job id."""
+    """Submit a batch script with `argv` (sbatch_argv); a Ctrl-C from sbatch's start to the
+    end of the block cancels the job (`ask`: offer it first, as cancel_on_interrupt does).
+    Yields the job id."""
     require_slurm("sbatch")
     with _interrupts_held() as release:
-        job_id = submit(script, workdir=workdir, private=private)
+        job_id = submit(script, argv, private=private)
         with cancel_on_interrupt(job_id, reporter, ask=ask):
             release()  # a Ctrl-C held back during sbatch arrives here, inside the guard
             yield job_id

@@ -242,9 +242,11 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "site": _STR,
             "runtime": _STR,
             "image": _NULL_STR,
-            "argv": _STRS,
+            "how": _STR,  # step (srun here), sbatch (script on stdin) or salloc
+            "argv": _STRS,  # what `run` executes
             "env": _STR_MAP,
             "command": _STR,
+            "script": _NULL_STR,  # what sbatch reads, when it is sbatch
             "inside_allocation": _BOOL,
             "allocation": _STRS,
             "step": _STRS,

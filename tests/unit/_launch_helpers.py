@@ -62,4 +62,10 @@ def plan_launch(site: Any, request: Any, mode: str = "run") -> Any:
 
 
 def compose_srun(site: Any, request: Any) -> list[str]:
-    return plan_launch(site, request).argv  # type: ignore[no-any-return]
+    return words(plan_launch(site, request))
+
+
+def words(launch: Any) -> list[str]:
+    """The words of the launch: the allocation's options and the srun step (outside an
+    allocation these are the script's #SBATCH options and its srun line; inside one, the step)."""
+    return [*launch.allocation, *launch.step]

@@ -35,7 +35,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_inside_an_allocation_the_dry_run_prints_the_srun_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
     code, out, err = run(
         capsys, "--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
         "--controller", "mpi", "--dry-run", "train.py", *HOSTILE,
@@ -48,7 +51,7 @@ def test_dry_run_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
         "NCCL_CROSS_NIC=1", "NCCL_NET_GDR_LEVEL=PHB", "FI_CXI_DISABLE_HOST_REGISTER=1",
         "FI_MR_CACHE_MONITOR=userfaultfd", "srun",
     ]  # fmt: skip
-    assert argv[9:12] == ["--mpi=pmi2", "--kill-on-bad-exit=1", "--account=m1_g"]
+    assert argv[9:11] == ["--mpi=pmi2", "--kill-on-bad-exit=1"]  # the allocation is made
     # everything after the script belongs to the script, even options of ours
     assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
     assert err == (
@@ -94,7 +97,7 @@ def test_warnings_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
         "t.py",
     )
     assert code == 0
-    assert out.count("\n") == 1 and "'--comment=field=ai;appl=pytorch'" in out
+    assert "\n#SBATCH --comment=field=ai;appl=pytorch\n" in out
     assert err.startswith("hvd-container: warning: --ntasks-per-node 16 puts 16 ranks on a node")
 
 
@@ -148,7 +151,7 @@ def test_recipe_names_the_image_and_is_checked(
         "--dry-run", "t.py",
     )  # fmt: skip
     assert code == 0
-    assert out.endswith(" cpu-bookworm_1.sif -- /opt/venv/bin/python t.py\n")
+    assert out.endswith(" cpu-bookworm_1.sif -- /opt/venv/bin/python t.py\nHVD_CONTAINER_SCRIPT\n")
     # the image the template names is checked, not only --image
     assert err == (
         "hvd-container: warning: image of recipe cpu-bookworm (site local's images.template) "
@@ -167,7 +170,7 @@ def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
         "-e", "NCCL_DEBUG=INFO", "-B", "/data:/data:ro", "--workdir", "/data", "--dry-run", "t.py",
     )  # fmt: skip
     assert code == 0
-    assert shlex.split(out)[:2] == ["env", "NCCL_DEBUG=INFO"]
+    assert "\nexport NCCL_DEBUG=INFO\n" in out  # the submitted script sets it for srun
     assert "apptainer exec --nv -B /data:/data:ro --pwd /data x.sif python t.py" in out
 
 
@@ -178,8 +181,9 @@ def test_without_dry_run_the_executor_runs_it(
 
     calls = []
 
-    def fake_execute(site, request, reporter, **options):  # type: ignore[no-untyped-def]
-        calls.append((site.name, request.script, request.args, request.ntasks))
+    def fake_execute(launch, reporter, **options):  # type: ignore[no-untyped-def]
+        calls.append((launch.site.name, launch.request.script, launch.request.args,
+                      launch.request.ntasks))  # fmt: skip
         return 3
 
     monkeypatch.setattr(commands, "execute", fake_execute)
@@ -274,3 +278,20 @@ def test_lightning_recipe_with_a_script_only_on_the_cluster(
             "srun --kill-on-bad-exit=1 --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity run --nv "
         )
     )
+
+
+def test_outside_an_allocation_the_dry_run_prints_what_is_submitted(
+    capsys: pytest.CaptureFixture[str], in_job_dir: Path
+) -> None:
+    """The sbatch command with its script as a here-document: the script `batch` writes."""
+    argv = ["--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
+            "--controller", "mpi", "train.py", *HOSTILE]  # fmt: skip
+    code, out, err = run(capsys, "--dry-run", *argv)
+    assert code == 0, err
+    first, _, rest = out.partition("\n")
+    assert first == f"sbatch --parsable --chdir={in_job_dir} <<'HVD_CONTAINER_SCRIPT'"
+    assert rest.endswith("\nHVD_CONTAINER_SCRIPT\n")
+    assert main(["batch", *argv]) == 0
+    assert capsys.readouterr().out == rest.removesuffix("HVD_CONTAINER_SCRIPT\n")
+    done = subprocess.run(["bash", "-n"], input=out, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr  # the whole of it is valid shell

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import isolated, job_dir, plan_launch, write  # noqa: F401
+from _launch_helpers import isolated, job_dir, plan_launch, words, write  # noqa: F401
 from hvd_container.containers.recipe import load_recipe
 from hvd_container.launcher.controllers.lightning import scan_script
 from hvd_container.launcher.request import LaunchRequest
@@ -143,10 +143,10 @@ def test_neuron_comment_gets_the_launchs_application() -> None:
         "t.py", site="neuron", recipe="cpu-bookworm", ntasks=8, comment="field=nlp"
     )
     result = plan_launch(site, request)
-    assert "--comment=field=nlp;appl=pytorch" in result.argv
+    assert "--comment=field=nlp;appl=pytorch" in words(result)
     # --comment always wins
     given = plan("neuron", image="x.sif", ntasks=8, comment="field=nlp;appl=jax")
-    assert "--comment=field=nlp;appl=jax" in given.argv
+    assert "--comment=field=nlp;appl=jax" in words(given)
 
 
 def test_neuron_comment_from_the_field_of_a_users_profile(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_neuron_comment_from_the_field_of_a_users_profile(tmp_path: Path) -> Non
 
     _site, request = request_from_options("t.py", recipe="cpu-bookworm", ntasks=8)
     result = plan_launch(load_site(str(path)), request)
-    assert "--comment=field=bio;appl=pytorch" in result.argv
+    assert "--comment=field=bio;appl=pytorch" in words(result)
 
 
 def test_a_fields_list_is_checked(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_comment_default_from_a_profile(tmp_path: Path) -> None:
         "name: n\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, default: pytorch}\n",
     )
     result = plan_launch(load_site(str(path)), LaunchRequest(script="t.py", ntasks=1))
-    assert "--comment=pytorch" in result.argv
+    assert "--comment=pytorch" in words(result)
 
 
 def test_unofficial_comment_is_a_warning_in_the_word_form(tmp_path: Path) -> None:
@@ -196,7 +196,7 @@ def test_unofficial_comment_is_a_warning_in_the_word_form(tmp_path: Path) -> Non
     result = plan_launch(
         load_site(str(path)), LaunchRequest(script="t.py", ntasks=1, comment="horovod")
     )
-    assert "--comment=horovod" in result.argv
+    assert "--comment=horovod" in words(result)
     assert [w for w in result.warnings if "comment" in w] == [
         "--comment 'horovod' is not in site w's list (allowed: python, pytorch); use one of them, e.g. --comment pytorch"
     ]
@@ -265,13 +265,13 @@ def test_gpus_per_task_is_turned_into_per_node_gpus() -> None:
         "neuron", image="x.sif", nodes=2, ntasks_per_node=4, gpus_per_task=1, comment="field=ai;appl=pytorch",
         env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_NET": "IB"},
     )  # fmt: skip
-    assert "--gres=gpu:4" in result.argv and "--gpu-bind=none" in result.argv
-    assert not any(a.startswith("--gpus-per-task") for a in result.argv)
+    assert "--gres=gpu:4" in words(result) and "--gpu-bind=none" in words(result)
+    assert not any(a.startswith("--gpus-per-task") for a in words(result))
     assert warned(result) == [
         "--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting --gres=gpu:N with --gpu-bind=none instead; pass --gpus-per-node to silence this"
     ]
     inside = plan("perlmutter", image="u/i:t", ntasks=4, gpus_per_task=1, inside_allocation=True)
-    assert "--gpus-per-node=4" in inside.argv and "--gpu-bind=none" in inside.argv
+    assert "--gpus-per-node=4" in words(inside) and "--gpu-bind=none" in words(inside)
 
 
 def test_repeated_shifter_modules_are_joined_once() -> None:
@@ -282,7 +282,7 @@ def test_repeated_shifter_modules_are_joined_once() -> None:
         modules=["gpu", "mpich", "mpich"],
         inside_allocation=True,
     )
-    assert [a for a in result.argv if a.startswith("--module")] == [
+    assert [a for a in words(result) if a.startswith("--module")] == [
         "--module=gpu,nccl-plugin,mpich"
     ]
     assert warned(result) == [
@@ -342,7 +342,7 @@ def test_pmi_mismatch() -> None:
     )  # fmt: skip
     # the site's default gives way to the one the image speaks, with a warning
     chosen = plan("perlmutter", image="u/i:t", facts=PMIX_ONLY, ntasks=4, inside_allocation=True)
-    assert chosen.argv[1] == "--mpi=pmix"
+    assert chosen.step[1] == "--mpi=pmix"
     assert warned(chosen) == [
         "site perlmutter launches with --mpi=pmi2, but recipe ompi speaks pmix only: using "
         "--mpi=pmix (pass --mpi to choose)"
@@ -355,7 +355,7 @@ def test_pmi_mismatch() -> None:
         mpi="pmix_v4",
         inside_allocation=True,
     )
-    assert ok.argv[1] == "--mpi=pmix_v4"
+    assert ok.step[1] == "--mpi=pmix_v4"
 
 
 def test_horovod_without_mpi_under_srun() -> None:
@@ -381,11 +381,11 @@ def test_horovod_without_mpi_under_srun() -> None:
         ntasks=2,
     )
     assert (
-        plan("local", image="i.sqfs", facts=NO_MPI, ntasks=2, controller="gloo", mpi="none").argv[1]
+        plan("local", image="i.sqfs", facts=NO_MPI, ntasks=2, controller="gloo", mpi="none").step[1]
         == "--mpi=none"
     )
     # No Horovod at all (a Lightning image): ranks come from Slurm's variables, not from MPI.
-    assert plan("local", image="i.sqfs", facts=NO_HOROVOD, ntasks=2).argv[:2] == [
+    assert plan("local", image="i.sqfs", facts=NO_HOROVOD, ntasks=2).step[:2] == [
         "srun",
         "--mpi=pmix",
     ]
@@ -402,17 +402,17 @@ def test_the_shipped_lightning_recipe_is_not_refused_for_lacking_mpi() -> None:
         comment="field=ai;appl=pytorch",
         controller="lightning",
     )
-    assert result.argv[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
-    assert "-N" in result.argv and "--ntasks-per-node=4" in result.argv
+    assert result.step[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
+    assert "-N" in words(result) and "--ntasks-per-node=4" in words(result)
 
 
 def test_a_single_task_is_not_refused_for_its_mpi_plugin() -> None:
     # One task (a notebook, a size-1 run) cannot split into independent ranks.
     for facts in (NO_MPI, PMIX_ONLY):
         assert (
-            plan("local", image="i.sqfs", facts=facts, ntasks=1, mpi="none").argv[1] == "--mpi=none"
+            plan("local", image="i.sqfs", facts=facts, ntasks=1, mpi="none").step[1] == "--mpi=none"
         )
-        assert plan("local", image="i.sqfs", facts=facts, mpi="none").argv[1] == "--mpi=none"
+        assert plan("local", image="i.sqfs", facts=facts, mpi="none").step[1] == "--mpi=none"
     fails(
         r"^srun --mpi=none does not match",
         "local", image="i.sqfs", facts=PMIX_ONLY, nodes=2, mpi="none",
@@ -433,7 +433,7 @@ def test_cleanenv_breaks_rank_discovery(tmp_path: Path) -> None:
 
 def test_image_ignored_without_a_container() -> None:
     result = plan("local", runtime="none", image="x.sqfs", ntasks=1)
-    assert "x.sqfs" not in result.argv
+    assert "x.sqfs" not in words(result)
     assert warned(result) == [
         "runtime none runs on the host: --image x.sqfs is ignored (pick a container runtime with --runtime)"
     ]
@@ -616,15 +616,15 @@ def test_more_ranks_per_node_than_gpus_is_warned_naming_both_numbers(
     result = plan(site, **fields)
     crowded = [w for w in warned(result) if "share a GPU" in w]
     assert len(crowded) == 1 and re.search(message, crowded[0]), warned(result)
-    assert result.argv  # the launch goes ahead
+    assert words(result)  # the launch goes ahead
 
 
 def test_amd_h100_2_spreads_8_ranks_over_4_nodes() -> None:
     result = plan("neuron", image="x.sif", ntasks=8, partition="amd_h100_2",
                   comment="field=ai;appl=pytorch")  # fmt: skip
     assert result.layout.nodes == 4 and result.layout.gpus_per_node == 2
-    assert "-N" in result.argv and result.argv[result.argv.index("-N") + 1] == "4"
-    assert "--gres=gpu:2" in result.argv
+    assert "-N" in result.step and result.step[result.step.index("-N") + 1] == "4"
+    assert "--nodes=4" in result.allocation and "--gres=gpu:2" in result.allocation
 
 
 def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
@@ -661,10 +661,10 @@ def test_a_time_above_the_sites_limit_is_refused(fields: dict[str, Any], message
 def test_more_ranks_than_gpus_is_allowed_with_explicit_gpus_or_no_gpus() -> None:
     shared = plan("neuron", image="x.sif", nodes=1, ntasks_per_node=16, gpus_per_node=8,
                   comment="field=ai;appl=pytorch")  # fmt: skip
-    assert "--gres=gpu:8" in shared.argv and "--ntasks-per-node=16" in shared.argv
+    assert "--gres=gpu:8" in words(shared) and "--ntasks-per-node=16" in words(shared)
     # a site without GPUs, and -n alone inside an allocation (ranks per node unknown)
     assert plan("local", image="i.sqfs", nodes=1, ntasks_per_node=4).layout.gpus_per_node == 0
-    assert plan("neuron", image="x.sif", ntasks=16, inside_allocation=True).argv[2:4] == [
+    assert plan("neuron", image="x.sif", ntasks=16, inside_allocation=True).step[2:4] == [
         "-n",
         "16",
     ]
@@ -697,7 +697,7 @@ def test_an_unreadable_script_in_a_lightning_image_is_a_lightning_script() -> No
         "perlmutter", script=remote, image="u/i:t", facts=PL_IMAGE, nodes=2, account="a_g",
     )  # fmt: skip
     assert result.launch.controller.name == "lightning" and result.layout.job_name == "train"
-    assert "-N 2 --ntasks-per-node=4" in result.shell_line() and "-n" not in result.argv
+    assert "-N 2 --ntasks-per-node=4" in result.shell_line() and "-n" not in words(result)
     assert warned(result) == [
         "/cluster/only/train.py (not readable here; recipe pl has Lightning and no Horovod): launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
     ]
@@ -718,7 +718,7 @@ def test_an_unreadable_script_is_not_lightning_unless_the_image_says_so(
     result = plan(
         "zih-alpha", script="/cluster/only/t.py", image="x.sif", facts=facts, ntasks=8,
     )  # fmt: skip
-    assert result.launch.controller.name != "lightning" and "-n" in result.argv
+    assert result.launch.controller.name != "lightning" and "-n" in words(result)
 
 
 def test_a_readable_script_wins_over_the_image_facts(tmp_path: Path) -> None:
@@ -755,7 +755,7 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
     shifter = plan(
         "neuron", image="u/i:t", runtime="shifter", nodes=1, comment="field=ai;appl=pytorch"
     )
-    assert not any(a.startswith("--module") for a in shifter.argv)
+    assert not any(a.startswith("--module") for a in words(shifter))
     assert warned(shifter) == [
         "runtime shifter: the job asks for 8 GPUs per node but shifter gets no --module=gpu, so the container has no GPU driver or devices; pass --module gpu, or add a shifter runtime with modules: [gpu] to site neuron's profile"
     ]
@@ -768,7 +768,7 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
         comment="field=ai;appl=pytorch",
     )
     # naming modules replaces Shifter's defaults: an MPI launch names mpich again
-    assert "--module=gpu,mpich" in fixed.argv and warned(fixed) == []
+    assert "--module=gpu,mpich" in words(fixed) and warned(fixed) == []
     ch = plan("zih-alpha", image="i.sqfs", runtime="charliecloud", nodes=1)
     assert warned(ch) == [
         "runtime charliecloud: the job asks for 8 GPUs per node but ch-run has no GPU option, so the container lacks the host's NVIDIA driver libraries; inject them with `ch-fromhost --nvidia IMAGE`, or pick --runtime apptainer"
@@ -784,7 +784,7 @@ def test_runtime_override_without_gpu_support_is_warned(tmp_path: Path) -> None:
             load_site(str(path)),
             LaunchRequest(script="t.py", image=image, runtime=kind, nodes=1),
         )
-        assert flag not in result.argv
+        assert flag not in words(result)
         assert warned(result) == [
             f"runtime {kind}: the job asks for 4 GPUs per node but {kind} runs without {flag} (gpu: false for it in site g's profile); set gpu: true for the {kind} runtime in the profile"
         ]

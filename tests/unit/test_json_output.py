@@ -4,6 +4,7 @@ non-zero exit) on stdout, nothing else there, every field as documented."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import jsonschema
@@ -78,13 +79,11 @@ def test_run_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "--site", "perlmutter", "--image", "u/i:t", "-n", "8", "--dry-run", "--json"]
     code, out = run_json(capsys, *argv, "train.py", "--lr", "0.1", entry=entry)
     record = result("run-dry-run", out)
-    assert (
-        code == 0
-        and record["argv"][0] == "srun"
-        and record["argv"][-3:] == ["train.py", "--lr", "0.1"]
-    )
-    assert "shifter" in record["argv"] and record["env"]["NCCL_SOCKET_IFNAME"] == "hsn"
-    assert record["command"].endswith("python train.py --lr 0.1")
+    assert code == 0 and record["how"] == "sbatch" and record["argv"][0] == "sbatch"
+    assert record["step"][0] == "srun" and record["step"][-3:] == ["train.py", "--lr", "0.1"]
+    assert record["script"].endswith(shlex.join(record["step"]) + "\n")
+    assert "shifter" in record["step"] and record["env"]["NCCL_SOCKET_IFNAME"] == "hsn"
+    assert record["command"].endswith("python train.py --lr 0.1\nHVD_CONTAINER_SCRIPT")
     assert any("--account" in w for w in record["warnings"])  # also on stderr
     code, out = run_json(
         capsys, "run", "--site", "perlmutter", "--dry-run", "--json", "t.py", entry=entry

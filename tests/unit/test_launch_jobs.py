@@ -175,7 +175,7 @@ def test_ctrl_c_while_sbatch_runs_cancels_the_new_job(
 ) -> None:
     followed: list[str] = []
 
-    def submit(script: str, **options: Any) -> str:
+    def submit(script: str, argv: list[str], **options: Any) -> str:
         os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C as sbatch answers
         return "55"
 
@@ -197,7 +197,7 @@ def test_ctrl_c_while_following_cancels_the_job(
     def follow(job_id: str, reporter: Any, **options: Any) -> Job:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "submit", lambda script, **options: "56")
+    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: "56")
     monkeypatch.setattr(slurm, "follow", follow)
     code, _, _ = cli(capsys, "run", "--site", "local", "--image", str(image), "-n", "1", "t.py")
     assert code == 130 and cancelled == ["56"]
@@ -229,7 +229,7 @@ def test_a_deleted_working_directory_is_a_one_line_error(
     script.write_text("import horovod.torch as hvd\n")
     monkeypatch.chdir(gone)
     gone.rmdir()
-    monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
+    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: pytest.fail("submitted"))
     monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
     monkeypatch.setattr(machine.ThisMachine, "srun_mpi_plugins", property(lambda _: None))
     expected = (
@@ -250,7 +250,7 @@ def test_ctrl_c_while_waiting_for_jupyter_cancels_its_job(
     def job_info(job_id: str) -> Job:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "submit", lambda script, **options: "77")
+    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: "77")
     monkeypatch.setattr(slurm, "job_info", job_info)
     with pytest.raises(KeyboardInterrupt):
         jupyter.start(
@@ -392,7 +392,7 @@ def test_jupyter_dry_run_prints_the_job_and_submits_nothing(
 ) -> None:
     """Like run and batch: the script the job would be, with a port and a token chosen as a
     launch chooses them; nothing is prepared, asked of Slurm or submitted."""
-    monkeypatch.setattr(slurm, "submit", lambda script, **options: pytest.fail("submitted"))
+    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: pytest.fail("submitted"))
     code, out, err = cli(capsys, "jupyter", "--site", "local", "--image", str(image), "--dry-run")
     assert code == 0, err
     assert out.startswith("#!/bin/bash\n#SBATCH --job-name=jupyter\n")

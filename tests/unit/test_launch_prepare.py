@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import isolated, write  # noqa: F401
+from _launch_helpers import isolated, words, write  # noqa: F401
 from _shell import bash_words
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import execute, machine, slurm
+from hvd_container.launcher.plan import SCRIPT_END
 from hvd_container.launcher.runtimes import charliecloud
 from hvd_container.launcher.slurm import Job
 
@@ -55,6 +56,7 @@ class Recorder:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.foreground: list[tuple[list[str], dict[str, str]]] = []
         self.scripts: list[str] = []
+        self.submitted: list[list[str]] = []
         self.cancelled: list[str] = []
         self.mpi_list_calls = 0
         monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
@@ -74,8 +76,9 @@ class Recorder:
         self.foreground.append((argv, env))
         return 0
 
-    def submit(self, script: str, **options: Any) -> str:
+    def submit(self, script: str, argv: list[str], **options: Any) -> str:
         self.scripts.append(script)
+        self.submitted.append(argv)
         return "4242"
 
     def follow(self, job_id: str, reporter: Any, **options: Any) -> Job:
@@ -146,6 +149,47 @@ def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
     assert f"-b {job_dir}:{job_dir}" in printed and f"-c {job_dir}" in printed
     assert "RendezvousServer" in argv[argv.index("/bin/sh") + 4]
     assert argv[-3:] == ["train.py", "--epochs", "2"]
+
+
+def test_outside_an_allocation_run_submits_the_script_the_dry_run_showed(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    slurm_stub: Recorder,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    image = image_dir(tmp_path / "img")
+    args = [*GLOO_ARGS, "--image", str(image), "train.py", "--epochs", "2"]
+    code, printed, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 0, err
+    ((argv,),) = [slurm_stub.submitted]
+    (script,) = slurm_stub.scripts
+    assert printed == f"{shlex.join(argv)} <<'{SCRIPT_END}'\n{script}{SCRIPT_END}\n"
+    assert argv == ["sbatch", "--parsable", f"--chdir={job_dir}"]
+    assert slurm_stub.foreground == []  # no srun of its own outside the job
+
+
+def test_with_salloc_run_executes_the_salloc_line_the_dry_run_showed(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    slurm_stub: Recorder,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # salloc asks for an allocation of its own anyway
+    image = image_dir(tmp_path / "img")
+    args = [*GLOO_ARGS, "--salloc", "--image", str(image), "train.py"]
+    code, printed, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 0, err
+    ((argv, env),) = slurm_stub.foreground
+    assert printed == shown(argv, env) + "\n"
+    assert argv[0] == "salloc" and "--nodes=2" in argv and argv.index("srun") > 1
+    assert slurm_stub.scripts == []
 
 
 def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
@@ -289,7 +333,7 @@ def test_missing_image_file_warns_in_a_dry_run_and_stops_a_run(
 ) -> None:
     args = ["--site", "zih-alpha", "--image", "gone.sif", "-n", "8"]
     code, out, err = cli(capsys, "run", *args, "--dry-run", "t.py")
-    assert code == 0 and out.startswith("srun ")
+    assert code == 0 and out.startswith("sbatch ")
     assert "--image gone.sif: no such file or directory" in err
     code, out, err = cli(capsys, "run", *args, "t.py")
     assert code == 2 and out == ""
@@ -346,7 +390,8 @@ def test_a_script_starting_with_a_dash_goes_after_double_dash(
         "--", "-odd.py", "--dry-run",
     )  # fmt: skip
     assert code == 0, err
-    assert shlex.split(out)[-3:] == ["python", "./-odd.py", "--dry-run"]
+    step = out.splitlines()[-2]  # the script's srun line, before the here-document's end
+    assert shlex.split(step)[-3:] == ["python", "./-odd.py", "--dry-run"]
 
 
 def test_mpi_plugin_names_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -371,6 +416,6 @@ def test_podman_hpc_gets_the_working_directory_and_a_user(
     request = LaunchRequest(script="train.py", image="reg/i:1", runtime="podman-hpc", nodes=2)
     planned = plan(load_site("local"), request, dry_run=True)
     cwd = str(job_dir)
-    podman = planned.argv[planned.argv.index("podman-hpc") :]
+    podman = planned.step[words(planned).index("podman-hpc") :]
     assert f"{cwd}:{cwd}" in podman and podman[podman.index("-w") + 1] == cwd
     assert planned.env["USER"] and "USER" in podman

@@ -72,7 +72,7 @@ def test_a_broken_user_profile_does_not_break_other_commands(
     monkeypatch.setenv("SLURM_CLUSTER_NAME", "perlmutter-nope")
     assert main(["run", "--image", "/x.sif", "-n", "1", "--dry-run", "t.py"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("env ") and "ch-run" in out
+    assert out.startswith("sbatch ") and "ch-run" in out
     assert [line for line in err.splitlines() if "passed over" in line][0].startswith(passed_over)
     assert main(["sites", "list"]) == 0
     out, err = capsys.readouterr()
@@ -157,7 +157,7 @@ def test_a_profile_picks_one_podman_hpc_mpi_module(
         load_site(str(path)),
         LaunchRequest(script="t.py", image="u/i:t", runtime="podman-hpc", ntasks=8, account="a_g"),
     )
-    argv = result.argv
+    argv = result.step
     modules = [a for a in argv if a in ("--mpi", "--cuda-mpi", "--openmpi-pmi2", "--openmpi-pmix")]
     assert modules == [flag]
     assert result.launch.runtime.injects_host_mpi(result.launch) is cray_mpich

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from _launch_helpers import plan_launch
+from _launch_helpers import plan_launch, words
 from hvd_container.launcher.controllers import _torch, get
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
@@ -96,9 +96,9 @@ def test_torchrun_runs_one_task_a_node_and_a_nodes_gpus() -> None:
         load_site("perlmutter"),
         LaunchRequest(script="t.py", image="u/i:t", controller="torchrun", nodes=2, account="a_g"),
     )
-    argv = result.argv
+    argv = result.step
     assert argv[argv.index("-N") + 1] == "2" and "--ntasks-per-node=1" in argv
-    assert "--gpus-per-node=4" in argv  # the node's ranks are torchrun's: 4 GPUs for them
+    assert "--gpus-per-node=4" in result.allocation  # the node's ranks are torchrun's: 4 GPUs
     assert argv[-4:] == ["python", "-m", "torch.distributed.run", "t.py"]
     assert "--mpi=none" in argv
 
@@ -114,7 +114,7 @@ def test_podman_hpc_passes_every_rendezvous_variable() -> None:
             ntasks=8,
             account="a_g",
         ),  # fmt: skip
-    ).argv
+    ).step
     passed = {argv[i + 1] for i, a in enumerate(argv) if a == "-e"}
     assert set(get("torch").task_env) <= passed
     # the wrapper runs on the node, before podman-hpc starts the container
@@ -124,7 +124,7 @@ def test_podman_hpc_passes_every_rendezvous_variable() -> None:
 def test_neuron_accounts_torch_launches_as_pytorch_ddp(tmp_path) -> None:  # type: ignore[no-untyped-def]
     request = LaunchRequest(script="t.py", image="x.sif", controller="torch", ntasks=8,
                             comment="field=ai")  # fmt: skip
-    argv = plan_launch(load_site("neuron"), request).argv
+    argv = words(plan_launch(load_site("neuron"), request))
     assert "--comment=field=ai;appl=pytorch-ddp" in argv
 
 
@@ -177,7 +177,7 @@ def test_cleanenv_gets_the_rendezvous_under_the_runtimes_prefix(
     site.write_text(f"name: clean\nruntime: {{kind: {kind}, flags: [--cleanenv]}}\n")
     request = LaunchRequest(script="t.py", image="x.sif", controller="torch", nodes=3,
                             ntasks_per_node=3, env={"FOO": "a b", "PATH": "/opt/bin"})  # fmt: skip
-    argv = plan_launch(load_site(str(site)), request).argv
+    argv = plan_launch(load_site(str(site)), request).step
     # a stand-in for the runtime, which cannot run here: it prints the environment it got
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -74,9 +74,11 @@ def dry_run_record(launch: Plan) -> dict[str, Any]:
         "site": launch.site.name,
         "runtime": launch.launch.runtime.kind,
         "image": launch.image,
+        "how": launch.how,
         "argv": launch.argv,
         "env": launch.env,
         "command": launch.shell_line(),
+        "script": launch.script if launch.how == "sbatch" else None,
         "inside_allocation": launch.request.inside_allocation,
         "allocation": launch.allocation,
         "step": launch.step,
@@ -103,7 +105,8 @@ def run(
     """Run SCRIPT on the site's GPUs in a container with srun.
 
     Inside an allocation the srun line runs here; outside one the launch is submitted as a
-    batch job and followed. --dry-run prints the command line instead.
+    batch job and followed. --dry-run prints what would run instead: the srun line, or the
+    sbatch command with the script it submits.
     """
     with json_errors(json):
         if json and not dry_run:
@@ -113,7 +116,7 @@ def run(
             raise typer.Exit(
                 commands.run(reporter, script, args, detach=detach, salloc=salloc, **options) or 0
             )
-        launch = commands.dry_run(reporter, script, args, **options)
+        launch = commands.dry_run(reporter, script, args, salloc=salloc, **options)
     if json:
         emit(dry_run_record(launch))
     else:
