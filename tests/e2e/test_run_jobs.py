@@ -161,7 +161,6 @@ def test_salloc_mode_runs_interactively(
     job_dir: Path,  # noqa: F811
 ) -> None:
     from hvd_container.launcher import execute
-    from hvd_container.launcher.plan import plan
     from hvd_container.launcher.report import Reporter
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import load_site
@@ -169,13 +168,14 @@ def test_salloc_mode_runs_interactively(
     request = LaunchRequest(
         script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1
     )
-    argv = execute.salloc_argv(plan(load_site("local"), request, dry_run=True))
-    assert argv[0] == "salloc" and "--nodes=2" in argv and "srun" in argv
-    assert not any(a.startswith("--output") for a in argv[: argv.index("srun")])
     cwd = os.getcwd()
     os.chdir(job_dir)
     try:
-        assert execute.execute(load_site("local"), request, Reporter(), salloc=True) == 0
+        launch = execute.run_plan(load_site("local"), request, salloc=True)
+        argv = launch.argv
+        assert argv[0] == "salloc" and "--nodes=2" in argv and "srun" in argv
+        assert not any(a.startswith("--output") for a in argv[: argv.index("srun")])
+        assert execute.execute(launch, Reporter()) == 0
     finally:
         os.chdir(cwd)
 
