@@ -14,6 +14,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from hvd_container.launcher import controllers, runtimes
@@ -105,26 +106,31 @@ def test_the_rule_sees_planted_branches() -> None:
 FIGURE = re.compile(r"\b[0-9]+(\.[0-9]+)? ?ms\b")
 
 
-def deferred_imports(source: str) -> list[tuple[int, str]]:
-    """(line, module) of each import inside a function whose comment (on its line, or the
-    comment lines right above it) gives no figure."""
+def _function_imports(source: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, list[str]]]:
+    """Each import inside a function, with its comment: its own line, and the comment lines
+    above it or above the imports it comes right after."""
     lines = source.splitlines()
-    found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for sub in ast.walk(node):
             if not isinstance(sub, (ast.Import, ast.ImportFrom)):
                 continue
-            # its own line, and the comment above it or above the imports it comes right after
             comment = [lines[sub.lineno - 1]]
             above = sub.lineno - 2
             while above >= 0 and lines[above].strip().startswith(("#", "from ", "import ")):
                 comment.append(lines[above])
                 above -= 1
-            if not any(FIGURE.search(line) for line in comment):
-                name = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
-                found.append((sub.lineno, str(name)))
+            yield sub, comment
+
+
+def deferred_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each import inside a function whose comment gives no figure."""
+    found = []
+    for sub, comment in _function_imports(source):
+        if not any(FIGURE.search(line) for line in comment):
+            name = sub.module if isinstance(sub, ast.ImportFrom) else sub.names[0].name
+            found.append((sub.lineno, str(name)))
     return found
 
 
@@ -139,29 +145,18 @@ def test_every_deferred_import_says_what_it_saves() -> None:
 
 def deferred_with_figures(source: str) -> list[tuple[int, str, float]]:
     """(line, module, milliseconds its comment says it saves) of each import in a function."""
-    lines = source.splitlines()
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for sub, comment in _function_imports(source):
+        figure = next((FIGURE.search(line) for line in comment if FIGURE.search(line)), None)
+        if figure is None:
             continue
-        for sub in ast.walk(node):
-            if not isinstance(sub, (ast.Import, ast.ImportFrom)):
-                continue
-            comment = [lines[sub.lineno - 1]]
-            above = sub.lineno - 2
-            while above >= 0 and lines[above].strip().startswith(("#", "from ", "import ")):
-                comment.append(lines[above])
-                above -= 1
-            figure = next((FIGURE.search(line) for line in comment if FIGURE.search(line)), None)
-            if figure is None:
-                continue
-            if isinstance(sub, ast.ImportFrom):
-                name = str(sub.module)
-                inner = f"{name}.{sub.names[0].name}"
-                name = inner if importlib.util.find_spec(name) and _is_module(inner) else name
-            else:
-                name = sub.names[0].name
-            found.append((sub.lineno, name, float(figure.group(0).rstrip("ms ").strip())))
+        if isinstance(sub, ast.ImportFrom):
+            name = str(sub.module)
+            inner = f"{name}.{sub.names[0].name}"
+            name = inner if _is_module(inner) else name
+        else:
+            name = sub.names[0].name
+        found.append((sub.lineno, name, float(figure.group(0).rstrip("ms ").strip())))
     return found
 
 

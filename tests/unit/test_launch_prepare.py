@@ -126,6 +126,15 @@ def shown(argv: list[str], env: dict[str, str]) -> str:
 # --- the dry-run line is the executed line ---------------------------------------------------
 
 
+def dry_run_then_run(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    """`run --dry-run ARGS`, then `run ARGS` (Slurm stood in for): what the dry run printed."""
+    code, printed, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0, err
+    code, _, err = cli(capsys, "run", *args)
+    assert code == 0, err
+    return printed
+
+
 def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -136,11 +145,9 @@ def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
     monkeypatch.setenv("SLURM_JOB_ID", "7")  # inside an allocation: run executes srun here
     image = image_dir(tmp_path / "img")
     args = [*GLOO_ARGS, "--image", str(image), "train.py", "--epochs", "2"]
-    code, printed, err = cli(capsys, "run", "--dry-run", *args)
-    assert code == 0, err
-    assert slurm_stub.mpi_list_calls == 0  # a dry run asks Slurm nothing
-    code, _, err = cli(capsys, "run", *args)
-    assert code == 0, err
+    code, _, err = cli(capsys, "run", "--dry-run", *args)
+    assert code == 0 and slurm_stub.mpi_list_calls == 0, err  # a dry run asks Slurm nothing
+    printed = dry_run_then_run(capsys, args)
     ((argv, env),) = slurm_stub.foreground
     assert printed == shown(argv, env) + "\n"
     # what the Gloo path and ch-run need, in both
@@ -151,45 +158,39 @@ def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
     assert argv[-3:] == ["train.py", "--epochs", "2"]
 
 
-def test_outside_an_allocation_run_submits_the_script_the_dry_run_showed(
+@pytest.mark.parametrize(
+    "how, allocation, flags",
+    [("step", "7", []), ("sbatch", None, []), ("salloc", "7", ["--salloc"])],
+)
+def test_run_executes_exactly_what_the_dry_run_showed(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     job_dir: Path,
     slurm_stub: Recorder,
     tmp_path: Path,
+    how: str,
+    allocation: str | None,
+    flags: list[str],
 ) -> None:
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    """Inside an allocation the srun line; outside one sbatch and the script on its stdin;
+    with --salloc (an allocation of its own, even from inside one) the salloc line."""
+    if allocation:
+        monkeypatch.setenv("SLURM_JOB_ID", allocation)
+    else:
+        monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     image = image_dir(tmp_path / "img")
-    args = [*GLOO_ARGS, "--image", str(image), "train.py", "--epochs", "2"]
-    code, printed, err = cli(capsys, "run", "--dry-run", *args)
-    assert code == 0, err
-    code, _, err = cli(capsys, "run", *args)
-    assert code == 0, err
-    ((argv,),) = [slurm_stub.submitted]
-    (script,) = slurm_stub.scripts
-    assert printed == f"{shlex.join(argv)} <<'{SCRIPT_END}'\n{script}{SCRIPT_END}\n"
-    assert argv == ["sbatch", "--parsable", f"--chdir={job_dir}"]
-    assert slurm_stub.foreground == []  # no srun of its own outside the job
-
-
-def test_with_salloc_run_executes_the_salloc_line_the_dry_run_showed(
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    job_dir: Path,
-    slurm_stub: Recorder,
-    tmp_path: Path,
-) -> None:
-    monkeypatch.setenv("SLURM_JOB_ID", "7")  # salloc asks for an allocation of its own anyway
-    image = image_dir(tmp_path / "img")
-    args = [*GLOO_ARGS, "--salloc", "--image", str(image), "train.py"]
-    code, printed, err = cli(capsys, "run", "--dry-run", *args)
-    assert code == 0, err
-    code, _, err = cli(capsys, "run", *args)
-    assert code == 0, err
+    printed = dry_run_then_run(capsys, [*GLOO_ARGS, *flags, "--image", str(image), "t.py", "-x"])
+    if how == "sbatch":
+        ((argv,),) = [slurm_stub.submitted]
+        (script,) = slurm_stub.scripts
+        assert printed == f"{shlex.join(argv)} <<'{SCRIPT_END}'\n{script}{SCRIPT_END}\n"
+        assert argv == ["sbatch", "--parsable", f"--chdir={job_dir}"]
+        assert slurm_stub.foreground == []  # no srun of its own outside the job
+        return
     ((argv, env),) = slurm_stub.foreground
-    assert printed == shown(argv, env) + "\n"
-    assert argv[0] == "salloc" and "--nodes=2" in argv and argv.index("srun") > 1
-    assert slurm_stub.scripts == []
+    assert printed == shown(argv, env) + "\n" and slurm_stub.scripts == []
+    assert argv[0] == ("salloc" if how == "salloc" else "srun")
+    assert ("--nodes=2" in argv) == (how == "salloc")  # the step asks for no resources
 
 
 def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
