@@ -20,7 +20,7 @@ from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_s
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
-from hvd_container.core.text import has_line_ends, is_utf8
+from hvd_container.core.text import ascii_digits, has_line_ends, is_utf8
 from hvd_container.facts import ImageFacts, facts_from_recipe
 
 
@@ -179,9 +179,7 @@ def request_from_options(
     if inside and values.get("cpus_per_task") is None:
         # the allocation's CPUs per task, which a step no longer inherits (Slurm 22.05)
         allocated = os.environ.get("SLURM_CPUS_PER_TASK", "")
-        values["cpus_per_task"] = (
-            int(allocated) if allocated.isascii() and allocated.isdigit() else None
-        )
+        values["cpus_per_task"] = int(allocated) if ascii_digits(allocated) else None
     request = LaunchRequest(
         script=script, args=list(args or []), facts=facts, inside_allocation=inside, **values
     )

@@ -91,13 +91,13 @@ def read_limited_text(path: str | os.PathLike[str], what: str, limit: int, kind:
         raise UserError(f"{p}: not a UTF-8 text file") from None
 
 
-def untrusted_because(path: str | os.PathLike[str], *, uid: int | None = None) -> str | None:
+def untrusted_because(path: str | os.PathLike[str]) -> str | None:
     """Why a configuration file at `path` cannot be trusted, or None: as OpenSSH treats its
     own files, the file and every folder above it must be owned by the user or root and not
     writable by group or others. A folder that others may write but that has the sticky bit
     and belongs to root (/tmp) is fine: there only an entry's owner can rename or remove it.
     A link is judged by what it points to (and its own folders were judged on the way)."""
-    me = os.geteuid() if uid is None else uid
+    me = os.geteuid()
     p = Path(os.path.abspath(path))
     try:
         real = p.resolve(strict=True)
