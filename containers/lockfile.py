@@ -40,6 +40,9 @@ _GLIBC = {
     "ubuntu24.04": "2_39", "ubuntu22.04": "2_35", "ubuntu20.04": "2_31",
 }  # fmt: skip
 _MACHINE = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "powerpc64le"}
+# uv (0.13) names manylinux platforms up to 2_40 and refuses a newer one (trixie's 2_41); a
+# wheel for glibc 2.40 runs on any newer glibc, and none is tagged newer yet
+UV_NEWEST_GLIBC = 40
 
 # the grammar above, one expression a kind of line
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
@@ -147,7 +150,8 @@ def platform_of(base: str, arch: str) -> str:
     """uv's --python-platform for an image of `base` (a Docker reference or a debootstrap
     suite): MACHINE-manylinux_GLIBC of the base's distribution."""
     glibc = next((v for k, v in _GLIBC.items() if k in base), "2_28")
-    return f"{_MACHINE[arch]}-manylinux_{glibc}"
+    minor = min(int(glibc.split("_")[1]), UV_NEWEST_GLIBC)
+    return f"{_MACHINE[arch]}-manylinux_2_{minor}"
 
 
 def header(

@@ -7,6 +7,8 @@ store. Each trains over gloo; the losses fall and rank 0 alone writes the checkp
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,59 @@ def test_torchruns_task_holds_the_cpus_of_all_its_ranks(
     assert result.returncode == 0, result.stdout + result.stderr
     seen = sorted(line for line in result.stdout.splitlines() if line.startswith("ranks"))
     assert seen == ["ranks 0 2", "ranks 1 2"], result.stdout
+
+
+# Accelerate and what it needs beyond the image (which has torch, numpy, filelock, fsspec and
+# typing-extensions), as pip resolved them for Python 3.11 on 2026-11-26.
+ACCELERATE = [
+    "accelerate==1.15.0", "huggingface_hub==2.4.0", "packaging==26.4", "PyYAML==6.0.4",
+    "safetensors==0.8.0", "psutil==7.2.2", "click==8.5.1", "hf-xet==1.8.0", "httpx2==2.16.2",
+    "httpcore2==2.16.2", "tqdm==4.70.1", "anyio==4.16.0", "idna==3.20", "truststore==0.10.5",
+    "h11==0.16.0",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def accelerate_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Accelerate's wheels for the image's Python, in a folder on the shared filesystem that
+    the ranks put on PYTHONPATH (the image stays as built)."""
+    target = tmp_path_factory.mktemp("accelerate") / "site"
+    platforms = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:",
+         "--python-version", "3.11", "--implementation", "cp",
+         *(f"--platform={p}" for p in platforms), "--target", str(target), *ACCELERATE],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target
+
+
+@pytest.mark.parametrize("controller", ["torch", "torchrun"])
+def test_accelerates_own_test_script_on_two_nodes(
+    controller: str,
+    accelerate_site: Path,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    torch_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """The script behind `accelerate test`, unchanged, one rank on each node. On CPU nodes
+    Accelerate takes a multi-process launch only with ACCELERATE_USE_CPU=1 (what `accelerate
+    launch --cpu` sets); without it each rank runs alone and they race on shared files. The
+    launch sets it because the script imports accelerate and the nodes have no GPUs."""
+    script = accelerate_site / "accelerate" / "test_utils" / "scripts" / "test_script.py"
+    args = [
+        "run", "--site", "local", "--image", str(torch_sif), "--controller", controller,
+        "-N", "2", "--ntasks-per-node", "1", "-e", f"PYTHONPATH={accelerate_site}", str(script),
+    ]  # fmt: skip
+    shown = cli(*args[:1], "--dry-run", *args[1:], cwd=job_dir)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "ACCELERATE_USE_CPU=1" in shown.stdout, shown.stdout
+    result = cli(*args, cwd=job_dir, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Per node (local process 0 prints): both nodes ran every part to the end
+    for part in ("Initialization", "Test random number generator synchronization",
+                 "DataLoader integration test", "Training integration test",
+                 "Breakpoint trigger test"):  # fmt: skip
+        assert result.stdout.count(f"**{part}**") == 2, (part, result.stdout)

@@ -413,13 +413,42 @@ def test_every_release_up_to_0_28_1_gets_the_gcc13_patch(tmp_path: Path) -> None
     assert horovod.patches(recipe) == ["gcc13", "cxx17"]  # listed once, in the recipe's order
 
 
+# flatbuffers 2.0's span as Horovod vendors it: a const member that operator= assigns (GCC 14
+# refuses it even where nothing instantiates the operator; here the use instantiates it)
+SPAN = """\
+template <class T> class span {
+ public:
+  typedef unsigned long size_type;
+  span(T *p, size_type n) : data_(p), count_(n) {}
+  span &operator=(const span &other) {
+    data_ = other.data_;
+    count_ = other.count_;
+    return *this;
+  }
+ private:
+  T *data_;
+  const size_type count_;
+};
+int main() { int a[2]; span<int> x(a, 2), y(a, 1); x = y; }
+"""
+
+
+def gcc13_tree(root: Path, header: str) -> None:
+    (root / "horovod" / "common").mkdir(parents=True)
+    for name in horovod_patches.GCC13_FILES:
+        (root / name).write_text(header)
+    (root / horovod_patches.FLATBUFFERS_SPAN).parent.mkdir(parents=True)
+    (root / horovod_patches.FLATBUFFERS_SPAN).write_text(SPAN)
+
+
 def test_gcc13_patch_makes_horovods_headers_compile_alone(tmp_path: Path) -> None:
     """The headers as 0.28.1 ships them (std::string without <string>), compiled alone: the
-    patch must give them what GCC 13's libstdc++ no longer includes transitively."""
-    (tmp_path / "horovod" / "common").mkdir(parents=True)
+    patch must give them what GCC 13's libstdc++ no longer includes transitively, and make the
+    vendored span's assignment compile."""
     header = "#ifndef X\n#define X\n#include <vector>\nstd::string name;\nstd::uint8_t b;\n#endif\n"
-    for name in horovod_patches.GCC13_FILES:
-        (tmp_path / name).write_text(header)
+    gcc13_tree(tmp_path, header)
+    span = ["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", horovod_patches.FLATBUFFERS_SPAN]
+    assert subprocess.run(span, cwd=tmp_path, capture_output=True).returncode != 0
     script = " && ".join(horovod_patches.commands("gcc13"))
     subprocess.run(["sh", "-ec", script], cwd=tmp_path, check=True)
     for name in horovod_patches.GCC13_FILES:
@@ -430,12 +459,11 @@ def test_gcc13_patch_makes_horovods_headers_compile_alone(tmp_path: Path) -> Non
             ["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", name], cwd=tmp_path
         )
         assert compiled.returncode == 0
+    assert subprocess.run(span, cwd=tmp_path).returncode == 0
 
 
 def test_gcc13_patch_fails_when_a_file_has_no_include(tmp_path: Path) -> None:
-    (tmp_path / "horovod" / "common").mkdir(parents=True)
-    for name in horovod_patches.GCC13_FILES:
-        (tmp_path / name).write_text("// moved upstream\n")
+    gcc13_tree(tmp_path, "// moved upstream\n")
     script = " && ".join(horovod_patches.commands("gcc13"))
     assert subprocess.run(["sh", "-ec", script], cwd=tmp_path).returncode != 0
 

@@ -5,12 +5,14 @@ stand-in here; tests/e2e/test_lock_resolve.py resolves for real against PyPI).""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _json_records import error, result
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
+from hvd_container.containers import lockfile
 from hvd_container.containers.blocks import pip_requirements as requirements
 from hvd_container.containers.engine import EngineUnreachable
 from hvd_container.containers.lock import (
@@ -19,6 +21,7 @@ from hvd_container.containers.lock import (
     compile_argv,
     lock_recipe,
     resolved_problems,
+    uv_command,
 )
 from hvd_container.containers.lockfile import parse_lock
 from hvd_container.containers.pipconfig import HostPipConfig
@@ -484,3 +487,14 @@ def test_the_old_wheel_index_names_are_accepted(tmp_path: Path, old: str, new: s
     data = merged(CPU_RECIPE, pytorch={"version": "2.13.0", "cuda_tag": "cpu", "wheel_index": old})
     recipe = load_recipe(write(tmp_path, data), with_lock=False)
     assert recipe.pytorch is not None and recipe.pytorch.wheel_index == new
+
+
+@pytest.mark.parametrize("suite", sorted(lockfile._GLIBC))
+def test_every_known_base_names_a_platform_uv_accepts(suite: str) -> None:
+    """uv refuses a platform it does not name (trixie's glibc 2.41 was refused): each known
+    base's platform is among those uv's own help lists."""
+    accepted = subprocess.run(
+        [*uv_command(), "pip", "compile", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    platform = lockfile.platform_of(suite, "amd64")
+    assert re.search(rf"\b{re.escape(platform)}\b", accepted), (suite, platform)

@@ -53,6 +53,8 @@ RUN hvd_src=$(mktemp -d) \
     && grep -q '^#include <cstdint>' horovod/common/group_table.h \
     && grep -q '^#include <stdexcept>' horovod/common/group_table.h \
     && grep -q '^#include <string>' horovod/common/group_table.h \
+    && sed -i 's/^  const size_type count_;$/  size_type count_;/' third_party/flatbuffers/include/flatbuffers/stl_emulation.h \
+    && grep -q '^  size_type count_;$' third_party/flatbuffers/include/flatbuffers/stl_emulation.h \
     && HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
     && cd / \
     && rm -rf "$hvd_src" \

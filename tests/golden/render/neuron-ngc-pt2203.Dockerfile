@@ -44,6 +44,8 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
     && grep -q '^#include <cstdint>' horovod/common/group_table.h \
     && grep -q '^#include <stdexcept>' horovod/common/group_table.h \
     && grep -q '^#include <string>' horovod/common/group_table.h \
+    && sed -i 's/^  const size_type count_;$/  size_type count_;/' third_party/flatbuffers/include/flatbuffers/stl_emulation.h \
+    && grep -q '^  size_type count_;$' third_party/flatbuffers/include/flatbuffers/stl_emulation.h \
     && HOROVOD_BUILD_CUDA_CC_LIST=70,80 HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_PYTORCH=1 hvd-pip install --no-cache-dir --no-build-isolation --no-deps . \
     && cd / \
     && rm -rf "$hvd_src" \
