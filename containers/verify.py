@@ -21,6 +21,7 @@ from hvd_container.containers.recipe import list_builtin, load_recipe
 from hvd_container import facts as labels_of
 from hvd_container import known_bad
 from hvd_container.core.errors import StepFailed, UserError, brief
+from hvd_container.core.programs import program_text
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
@@ -36,47 +37,8 @@ _INIT = {
     "keras": "import horovod.tensorflow.keras as hvd; hvd.init(); print(hvd.rank())",
 }
 
-# Prints the package versions the image really has, as JSON (run inside the image).
-VERSIONS_SCRIPT = r"""
-import json, platform, subprocess
-from importlib import metadata
-out = {"python": platform.python_version(), "glibc": platform.libc_ver()[1]}
-for key, dist in (("torch", "torch"), ("tensorflow", "tensorflow"), ("tensorflow", "tensorflow-cpu"),
-                  ("horovod", "horovod"), ("lightning", "lightning"),
-                  ("lightning", "pytorch-lightning")):
-    try:
-        out.setdefault(key, metadata.version(dist))
-    except metadata.PackageNotFoundError:
-        pass
-try:
-    import torch
-    out["cuda"] = torch.version.cuda or ""
-    if torch.version.cuda:
-        try:  # compiled-in flags: known without a GPU (get_arch_list() is empty without one)
-            out["torch.cuda_archs"] = ",".join(torch._C._cuda_getArchFlags().split())
-        except Exception:
-            pass
-        try:
-            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:
-            pass
-    import torch.distributed as dist
-    if dist.is_available():
-        found = (("gloo", dist.is_gloo_available()), ("nccl", dist.is_nccl_available()),
-                 ("mpi", dist.is_mpi_available()))
-        out["torch.distributed"] = ",".join(name for name, there in found if there)
-except Exception:
-    pass
-try:
-    text = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
-    # Open MPI: "mpirun (Open MPI) 4.1.4"; MPICH's hydra: "HYDRA build details:", then
-    # "    Version:   4.0.2"
-    lines = [l.strip() for l in text.splitlines() if any(c.isdigit() for c in l)]
-    out["mpi"] = lines[0] if lines else ""
-except OSError:
-    out["mpi"] = ""
-print("HVD-VERSIONS " + json.dumps(out))
-"""
+# prints the package versions the image really has, as JSON (containers/programs/)
+VERSIONS_SCRIPT = program_text("hvd_container.containers", "verify_versions.py")
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from hvd_container.launcher import controllers, runtimes
+from hvd_container.launcher.check_declarations import Check, Need, check, declared
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.slurm import slurm_seconds
 from hvd_container.launcher.verdict import (
     Status,
@@ -43,60 +44,7 @@ from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.controllers import Controller
-    from hvd_container.launcher.layout import Layout
-    from hvd_container.launcher.machine import ThisMachine
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.runtimes import Runtime
     from hvd_container.launcher.sites import Site
-
-    from hvd_container.facts import ImageFacts
-
-Need = Literal["facts", "image", "allocation", "slurm", "gpus", "nodes"]
-Mode = Literal["run", "batch", "jupyter", "smoke"]
-
-
-@dataclass(frozen=True)
-class Launch:
-    """A launch as planned, before anything runs: what every check looks at."""
-
-    site: Site
-    request: LaunchRequest
-    mode: Mode
-    runtime: Runtime
-    controller: Controller
-    layout: Layout
-    partition: str | None
-    image: str | None  # as named (--image, or the site's template for --recipe)
-    image_origin: str  # where that name came from, for messages
-    image_unreadable: str | None  # why the image's file could not be read, if it could not
-    facts: ImageFacts | None
-    env: dict[str, str]  # what the job's environment gets: the site's, then the request's
-    mpi: str | None  # srun's --mpi plugin
-    dry_run: bool  # nothing is prepared, asked or run
-    judged_here: bool  # the launch starts from this machine (not a script for elsewhere)
-    machine: ThisMachine | None  # None: this machine is not asked
-
-    @property
-    def gpus(self) -> int:
-        return self.layout.gpus_per_node
-
-    @property
-    def nodes(self) -> int | None:
-        return self.layout.nodes
-
-    @property
-    def ranks(self) -> int:
-        return self.layout.ranks
-
-    @property
-    def single_task(self) -> bool:
-        """One task in all: a correct size-1 job whatever srun's MPI plugin."""
-        return self.layout.single_task
-
-    @property
-    def asks_allocation(self) -> bool:
-        return not self.request.inside_allocation
 
 
 @dataclass(frozen=True)
@@ -118,55 +66,28 @@ def acknowledged(result: Result, site: Site) -> Result:
     return Result(result.check, "warn", message, acknowledged=True)
 
 
-CheckFunction = Callable[[Launch], "Verdict | None"]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    about: str  # what it looks at: the text of a plain pass
-    needs: tuple[Need, ...]
-    function: CheckFunction
-    owner: str  # the module that registered it
-
-    def result(self, launch: Launch) -> Result:
-        apart = _not_for(self, launch) or _not_this_launch(self.needs, launch)
-        reason = None if apart else _unmet(self.needs, launch)
-        if apart:
-            verdict = not_applicable(apart)
-        elif reason:
-            verdict = skip(reason)
-        else:
-            verdict = self.function(launch) or passed(self.about)
-        return Result(self.name, verdict.status, verdict.message)
-
-
-_REGISTRY: dict[str, Check] = {}
-
-
-def check(
-    name: str, about: str, *, needs: tuple[Need, ...] = ()
-) -> Callable[[CheckFunction], CheckFunction]:
-    """Register a check under `name` (once: a second check of that name is a programming error)."""
-
-    def register(function: CheckFunction) -> CheckFunction:
-        if name in _REGISTRY:
-            raise RuntimeError(f"check {name!r} is registered twice")
-        _REGISTRY[name] = Check(name, about, needs, function, function.__module__)
-        return function
-
-    return register
+def result_of(item: Check, launch: Launch) -> Result:
+    """One check's outcome: n/a where it does not apply, skipped where what it needs is missing."""
+    apart = _not_for(item, launch) or _not_this_launch(item.needs, launch)
+    reason = None if apart else _unmet(item.needs, launch)
+    if apart:
+        verdict = not_applicable(apart)
+    elif reason:
+        verdict = skip(reason)
+    else:
+        verdict = item.function(launch) or passed(item.about)
+    return Result(item.name, verdict.status, verdict.message)
 
 
 def registry() -> list[Check]:
     """Every check, the general ones first, then the runtimes' and the controllers' own."""
-    runtimes.kinds()  # loading the modules registers their checks
+    runtimes.kinds()  # loading the modules declares their checks
     controllers.names()
-    return list(_REGISTRY.values())
+    return declared()
 
 
 def run_checks(launch: Launch) -> list[Result]:
-    return [acknowledged(c.result(launch), launch.site) for c in registry()]
+    return [acknowledged(result_of(c, launch), launch.site) for c in registry()]
 
 
 def refuse_on_failure(results: list[Result]) -> None:

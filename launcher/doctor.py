@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from hvd_container.launcher import controllers, slurm
-from hvd_container.launcher.checks import Result, Status
+from hvd_container.launcher.checks import Result
 from hvd_container.launcher.execute import submitted_job
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import plan
@@ -25,6 +25,7 @@ from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site, choose_site
+from hvd_container.launcher.verdict import Status
 
 from hvd_container import known_bad
 from hvd_container.core.errors import UserError

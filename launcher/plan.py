@@ -21,9 +21,10 @@ from typing import Literal
 from hvd_container.launcher import controllers, runtimes, shell, slurm
 from hvd_container.launcher.batch import ERROR_PATTERN, OUTPUT_PATTERN, BatchScript, script_text
 from hvd_container.launcher.binds import parse_bind, split_binds
-from hvd_container.launcher.checks import Launch, Mode, Result, refuse_on_failure, run_checks
+from hvd_container.launcher.checks import Result, refuse_on_failure, run_checks
 from hvd_container.launcher.controllers import stem
 from hvd_container.launcher.image import launch_facts, resolve_image
+from hvd_container.launcher.launch import Launch, Mode
 from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.request import LaunchRequest, check

@@ -22,8 +22,12 @@ class _Group(TyperGroup):
     """The root group: subcommands come from hvd_container.cli.commands when first looked up."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-
         return list(COMMANDS)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The root help lists each command's summary from the table: no command is loaded."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
 
@@ -47,6 +51,9 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     cls=_Group,
+    # the root help in plain text: rich's help printer alone costs about 200 ms, more than a
+    # whole dry run (a command's own --help keeps it)
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable
 
 from hvd_container import recipes
-from hvd_container.launcher.sites import list_sites
 
 # what --image takes as a file: a SIF or squashfs image, or a directory (an unpacked image)
 IMAGE_SUFFIXES = (".sif", ".sqfs", ".squashfs")
@@ -59,6 +58,10 @@ def complete_recipe(incomplete: str) -> list[str]:
 
 def complete_site(incomplete: str) -> list[str]:
     """Site profile names (built-in and your own), then profile files."""
+    # only when completing: every command module that offers --site imports this one, and the
+    # site model costs them about 250 ms
+    from hvd_container.launcher.sites import list_sites
+
     return _names_then_files(list_sites, incomplete)
 
 

@@ -333,12 +333,14 @@ def validate(
     doc: Document,
     data: dict[str, Any] | None = None,
     words: Mapping[str, str] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> M:
     """Validate doc (or data derived from it) against model. Every error is a line; all of them
-    are raised together (core.errors.Problems). words: the model's patterns said in words."""
+    are raised together (core.errors.Problems). words: the model's patterns said in words;
+    context: what the model's validators may read that the model does not hold."""
     data = doc.data if data is None else data
     try:
-        return model.model_validate(data)  # type: ignore[attr-defined, no-any-return]
+        return model.model_validate(data, context=context)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
         raise_problems(format_validation_errors(exc, model, doc, words, data))
         raise  # pragma: no cover - a ValidationError has at least one error

@@ -21,7 +21,7 @@ from hvd_container.launcher.rooms import classes_in
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.checks import Launch
+    from hvd_container.launcher.launch import Launch
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import Site
     from hvd_container.launcher.verdict import Verdict

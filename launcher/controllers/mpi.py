@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hvd_container.launcher.checks import Launch, Verdict, check, fail, skip, warn
+from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.controllers import _scan
 from hvd_container.launcher.controllers._horovod import HorovodController
+from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.verdict import Verdict, fail, skip, warn
 
 if TYPE_CHECKING:
     from hvd_container.launcher.request import LaunchRequest

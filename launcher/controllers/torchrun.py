@@ -19,7 +19,7 @@ from hvd_container.launcher.controllers._torch import TorchController
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.checks import Launch
+    from hvd_container.launcher.launch import Launch
     from hvd_container.launcher.request import LaunchRequest
 
 

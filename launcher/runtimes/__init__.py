@@ -30,7 +30,7 @@ from hvd_container.core.files import not_a_file, private_folder, user_path
 from hvd_container.core.model import Line, Strict
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.checks import Launch
+    from hvd_container.launcher.launch import Launch
 
 
 def _glibc(value: str) -> str:

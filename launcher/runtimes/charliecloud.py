@@ -40,7 +40,7 @@ from hvd_container.containers.sif.environment import image_env
 from hvd_container.containers.sif.format import has_sif_magic
 from hvd_container.containers.sif.reader import read_sif
 from hvd_container.launcher.binds import dest_of, split_binds
-from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Prepared,

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Prepared,

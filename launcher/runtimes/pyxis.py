@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hvd_container.launcher.checks import Launch
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from hvd_container.launcher.checks import Launch, Verdict, warn
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,
@@ -22,6 +22,7 @@ from hvd_container.launcher.runtimes import (
     Wrapped,
     is_file_ref,
 )
+from hvd_container.launcher.verdict import Verdict, warn
 from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hvd_container.launcher import controllers, runtimes
 from test_import_layers import MODULES, ROOT
 
@@ -215,3 +216,21 @@ def test_the_measure_sees_a_deferral_that_saves_nothing() -> None:
     # the profile loader reads YAML: deferring yaml there would save nothing
     assert saved_ms("hvd_container.launcher.sites", "yaml", tries=1) == 0.0
     assert saved_ms("hvd_container.core.errors", "yaml", tries=1) > 0.0
+
+
+# Models hold data: loading one never loads what finds, judges or renders (the loaders beside
+# the models ask the registries). The recipe model still reaches the blocks (issue 30 B5).
+MODELS = ("hvd_container.launcher.sites", "hvd_container.launcher.launch", "hvd_container.facts")
+REGISTRIES = (
+    "hvd_container.launcher.checks",
+    "hvd_container.launcher.controllers",
+    "hvd_container.containers.blocks",
+)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_loading_a_model_loads_no_registry(model: str) -> None:
+    code = f"import sys, {model}; print(*sorted(set(sys.modules) & {set(REGISTRIES)!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split() == [], f"importing {model} loads {done.stdout.strip()}"

@@ -13,6 +13,7 @@ import pytest
 
 __version__ = version("hvd-container")  # the installed metadata, as --version reads it
 from hvd_container.cli.app import main
+from hvd_container.cli.commands import COMMANDS, load
 
 
 def test_version(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -24,6 +25,29 @@ def test_help_lists_command_groups(capsys) -> None:  # type: ignore[no-untyped-d
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "Usage: hvd-container" in out
+    listed = re.findall(r"^  ([a-z]+) +\S", out.split("Commands:", 1)[1], re.M)
+    assert listed == list(COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_root_help_says_what_the_command_says_of_itself(name: str) -> None:
+    """The root help lists the summaries of the table (loading no command): each is the
+    command's own first sentence."""
+    assert COMMANDS[name][1] == load(name).get_short_help_str(limit=100)
+
+
+def test_the_root_help_loads_no_command_and_no_rich() -> None:
+    """`hvd-container --help` lists the commands from the table: no command module, no Docker
+    SDK, no rich (bench/dryrun.py prints its time)."""
+    code = (
+        "import sys\nfrom hvd_container.cli.app import main\nmain(['--help'])\n"
+        "print('LOADED', *sorted(m for m in sys.modules if m.startswith("
+        "('hvd_container.cli.commands.', 'docker', 'rich', 'hvd_container.launcher.sites'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.rsplit("LOADED", 1)[1].split()
+    assert loaded == [], loaded
 
 
 def test_console_script_runs_as_module() -> None:

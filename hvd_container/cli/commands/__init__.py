@@ -12,32 +12,55 @@ from typing import Any
 import typer
 import typer.main
 
-# command -> the module (hvd_container.cli.commands.<module>) that registers it, in `--help` order
-COMMANDS: dict[str, str] = {
-    "build": "build",
-    "verify": "build",
-    "push": "build",
-    "lock": "lock",
-    "convert": "convert",
-    "inspect": "inspect",
-    "recipes": "recipes",
-    "render": "render",
-    "schema": "schema",
-    "sites": "sites",
-    "run": "run",
-    "batch": "run",
-    "doctor": "run",
-    "jobs": "jobs",
-    "logs": "jobs",
-    "jupyter": "jupyter",
-    "cache": "cache",
+# command -> (the module hvd_container.cli.commands.<module> that registers it, its one-line
+# summary for the root `--help`), in `--help` order. The summaries let the root help list the
+# commands without importing one (tests/unit/test_cli_help.py holds them to the commands' own).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "build": (
+        "build",
+        "Build the recipe's image through the Docker engine, verify it, label it (and push it).",
+    ),
+    "verify": (
+        "build",
+        "Re-run the checks on an image (check-build, hvd.init per framework, recipe checks).",
+    ),
+    "push": (
+        "build",
+        "Push a built image to a registry and read its digest back from the registry.",
+    ),
+    "lock": ("lock", "Resolve the recipe's Python packages with hashes and write NAME.lock."),
+    "convert": ("convert", "Turn a built image into what a site runs."),
+    "inspect": (
+        "inspect",
+        "Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed).",
+    ),
+    "recipes": ("recipes", "Recipes: validated YAML descriptions of a training image."),
+    "render": ("render", "Render a recipe as a Dockerfile or a Singularity/Apptainer definition."),
+    "schema": ("schema", "Print the JSON Schema of a recipe, a site profile or `--json` records."),
+    "sites": ("sites", "Site profiles: scheduler options, runtime, modules and env per cluster."),
+    "run": ("run", "Run SCRIPT on the site's GPUs in a container with srun."),
+    "batch": (
+        "run",
+        "Write the sbatch script that runs SCRIPT like `run` would (--submit: submit it).",
+    ),
+    "doctor": (
+        "run",
+        "Check that IMAGE will start and communicate on SITE before a job waits in the queue.",
+    ),
+    "jobs": ("jobs", "List your Slurm jobs, recently finished ones included."),
+    "logs": ("jobs", "Print a job's output: its stdout file, then its stderr file."),
+    "jupyter": (
+        "jupyter",
+        "Start JupyterLab inside the image on a compute node; print the ssh tunnel and the URL.",
+    ),
+    "cache": ("cache", "Images unpacked for Charliecloud's ch-run: list them, prune them."),
 }
 
 
 def load(name: str) -> Any:
     """The click command called name, made from the typer command its module registers."""
 
-    module = importlib.import_module(f"hvd_container.cli.commands.{COMMANDS[name]}")
+    module = importlib.import_module(f"hvd_container.cli.commands.{COMMANDS[name][0]}")
     holder = typer.Typer()
     module.register(holder)
     # typer converts every command it holds: keep only the one asked for

@@ -31,8 +31,8 @@ def _site_dir(site: str | None) -> str | None:
 
 cache_app = typer.Typer(
     name="cache",
-    help="Images unpacked for Charliecloud's ch-run ($HVD_CONTAINER_CACHE, else "
-    "$XDG_CACHE_HOME/hvd-container): list them, prune them.",
+    help="Images unpacked for Charliecloud's ch-run: list them, prune them.\n\n"
+    "They are kept in $HVD_CONTAINER_CACHE, else $XDG_CACHE_HOME/hvd-container.",
     no_args_is_help=True,
 )
 

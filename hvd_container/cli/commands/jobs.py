@@ -67,8 +67,9 @@ def logs(
         bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
     ] = False,
 ) -> None:
-    """Print a job's output (stdout file, then stderr file); -f follows both to the job's end
-    (the stderr file to stderr) and exits with its code."""
+    """Print a job's output: its stdout file, then its stderr file.
+
+    -f follows both to the job's end (the stderr file to stderr) and exits with its code."""
 
     reporter = TerminalReporter()
 

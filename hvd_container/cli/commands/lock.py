@@ -29,10 +29,10 @@ def lock_cmd(
     ] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Resolve the recipe's Python packages for its image (Python, platform, arch, indexes)
-    with hashes, check the known incompatibilities on the resolved set, write NAME.lock.
+    """Resolve the recipe's Python packages with hashes and write NAME.lock.
 
-    A lock made for the recipe as it is now is current and comes back at once."""
+    They are resolved for the recipe's image (Python, platform, arch, indexes), and the known
+    incompatibilities are checked on the resolved set. A lock made for the recipe as it is now is current and comes back at once."""
     reporter = make_reporter("auto", json_output)
     try:
         result = lock_recipe(

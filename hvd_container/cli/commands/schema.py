@@ -48,9 +48,10 @@ def schema_cmd(
         typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
     ] = None,
 ) -> None:
-    """Print the JSON Schema of a recipe or site profile file, for an editor (put
-    `# yaml-language-server: $schema=FILE` on the first line of your YAML file), or of the
-    records `--json` prints."""
+    """Print the JSON Schema of a recipe, a site profile or `--json` records.
+
+    For an editor, put `# yaml-language-server: $schema=FILE` on the first line of your YAML
+    file."""
     text = schema_text(kind.value)
     if output is None:
         typer.echo(text, nl=False)
