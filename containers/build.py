@@ -21,8 +21,7 @@ from urllib.parse import urlparse
 
 from hvd_container.containers import pipconfig
 from hvd_container.containers.base_pin import needs_pin, pin_of
-from hvd_container.containers.engine import EngineError
-from hvd_container.containers.engine.docker_api import DockerEngine
+from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.pipconfig import PORT_ENV, configured_port, serve_host_pip_config
 from hvd_container.containers.render import build_context
 from hvd_container.containers.verify import (
@@ -215,7 +214,7 @@ def build_recipe(
 
     opts = options or BuildOptions()
     start = time.monotonic()
-    engine = engine or DockerEngine(nocache=opts.no_cache)
+    engine = engine or open_engine(nocache=opts.no_cache)
     context = build_context(recipe)
     dockerfile = context["Dockerfile"].decode()
     tag = recipe.image_tag

@@ -24,7 +24,7 @@ from pathlib import Path
 from hvd_container.containers import pipconfig
 from hvd_container.containers.base_pin import BasePin, needs_pin, read_pin
 from hvd_container.containers.blocks import pip_requirements, pytorch
-from hvd_container.containers.engine import Engine, EngineError, docker_api
+from hvd_container.containers.engine import Engine, EngineError, open_engine
 from hvd_container.containers.lockfile import (
     ROOT,
     Package,
@@ -272,7 +272,7 @@ def resolve_pin(recipe: Recipe, engine: Engine | None = None) -> BasePin:
     image = recipe.base.image
     try:
         if engine is None:
-            engine = docker_api.DockerEngine(docker_api.docker_client(timeout=60))
+            engine = open_engine(timeout=60)
         digest = engine.registry_digest(image, None)
     except (EngineError, UserError) as exc:
         return BasePin(image, None, brief(f"the registry could not be asked: {exc}", 200))

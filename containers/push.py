@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hvd_container.containers.engine import EngineError
-from hvd_container.containers.engine.docker_api import DockerEngine, auth_header
+from hvd_container.containers.engine import EngineError, open_engine
+from hvd_container.containers.engine.docker_api import auth_header
 from hvd_container.containers.transfer import OnTransfer, Transfer
 
 from hvd_container.core.errors import StepFailed, UserError
@@ -141,7 +141,7 @@ def push_image(
     auth = auth_from_env()
     note = report or (lambda _msg: None)
     if engine is None:
-        engine = DockerEngine()
+        engine = open_engine()
     if engine.inspect(image) is None:
         raise UserError(f"image {image} does not exist locally; build it first")
     had_tag = engine.inspect(remote) is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from hvd_container.containers.engine import open_engine
 from hvd_container.containers.sif.format import has_sif_magic
 from hvd_container.containers.sif.reader import read_sif
 from hvd_container.launcher.request import LaunchRequest
@@ -70,10 +71,7 @@ def builtin_recipe_facts(name: str) -> ImageFacts | None:
 def _docker_labels(ref: str) -> dict[str, str] | None:
     """The labels of a local Docker image, or None (no SDK, no engine, no such image)."""
     try:
-        # the Docker SDK only when an image is a Docker reference: about 65 ms to import
-        from hvd_container.containers.engine.docker_api import DockerEngine, docker_client
-
-        info = DockerEngine(docker_client(timeout=5)).inspect(ref)
+        info = open_engine(timeout=5).inspect(ref)
     except Exception:  # no SDK, no engine: no facts, no checks
         return None
     if info is None:

@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
-from hvd_container.containers.engine import EngineError
-from hvd_container.containers.engine.docker_api import DockerEngine
+from hvd_container.containers.engine import EngineError, open_engine
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError
 from hvd_container.core.files import not_a_file
@@ -149,7 +148,7 @@ def _image_size(image: str) -> int:
 
     hint = "pass --archive FILE (from `docker save`) instead"
     try:
-        info = DockerEngine().inspect(image)
+        info = open_engine().inspect(image)
     except UserError as exc:  # no engine to connect to
         raise UserError(f"{exc}; for docker-daemon:// {hint}") from None
     except EngineError as exc:

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hvd_container.containers.convert.compression import check_compressor
 from hvd_container.containers.convert.options import check_arch_flag
 from hvd_container.containers.convert.output import SIF_MODE, check_output_path, creation_mode
-from hvd_container.containers.engine import EngineError
-from hvd_container.containers.engine.docker_api import DockerEngine
+from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.metadata import ImageConfig
 from hvd_container.containers.sif.writer import write_sif
@@ -117,7 +116,7 @@ def convert_image_to_sif(
     target = check_output_path(Path(target), ".sif")
     threads = threads or os.cpu_count() or 1
     epoch = source_date_epoch()
-    engine = engine or DockerEngine()
+    engine = engine or open_engine()
     image = _image(engine, ref)
     image_id = str(image["Id"])
     image_arch = check_arch(image.get("Architecture", ""), arch, ref)

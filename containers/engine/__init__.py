@@ -2,7 +2,8 @@
 
 Build, verify, push and convert go through `Engine` (repo2docker's model): one backend today,
 the Docker engine through docker-py (containers/engine/docker_api.py), another (BuildKit through
-a CLI, podman's API, a remote builder) can sit behind it. Errors come out engine-neutral:
+a CLI, podman's API, a remote builder) can sit behind it. `open_engine` is the one place an
+engine is made: a command opens one and hands it down. Errors come out engine-neutral:
 `EngineError` with the engine's explanation, `EngineUnreachable` when it does not answer.
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from hvd_container.core.errors import UserError
 
 EventKind = Literal["step", "log", "cached", "done"]
 
@@ -91,3 +94,20 @@ class Engine(Protocol):
     def bridge_gateway(self) -> str:
         """An address of this host that build containers reach."""
         ...
+
+
+ENGINES = ("docker",)
+
+
+def open_engine(
+    name: str = "docker", *, nocache: bool = False, timeout: int | None = None
+) -> Engine:
+    """The engine called `name`, connected on first use. nocache: builds reuse no cached
+    layer; timeout: seconds each call to the engine may take (default the backend's)."""
+    if name not in ENGINES:
+        raise UserError(f"engine {name!r} is not known (allowed: {', '.join(ENGINES)})")
+    # the backend and its SDK only when an engine is opened: about 150 ms to import
+    from hvd_container.containers.engine import docker_api
+
+    client = docker_api.docker_client(timeout=timeout) if timeout is not None else None
+    return docker_api.DockerEngine(client, nocache=nocache)

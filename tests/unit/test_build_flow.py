@@ -1,12 +1,15 @@
-"""build_recipe end to end against a FAKE Docker client and a FAKE build engine (no daemon).
+"""build_recipe end to end against FAKE engines (no daemon).
 
-The fakes below stand in for docker.APIClient and the engine's build only in these fast tests; the
-real engine is exercised by tests/e2e/test_build_*.py. They implement just the calls the build,
-verify and push steps make, and record what those steps did (tags, removals, build args).
+The flow itself (build, verify, label, reuse) runs on the shared protocol-level FAKE engine
+(tests/unit/_fake_engine.py: the Engine protocol, nothing of Docker). What the Docker backend
+adds (containers removed, build args and the pip configuration server reaching the build)
+runs on the fakes below, which stand in for docker.APIClient and the engine's build. The real
+engine is exercised by tests/e2e/test_build_*.py.
 """
 
 from __future__ import annotations
 
+import inspect
 import socket
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -15,15 +18,17 @@ from typing import Any
 
 import docker.errors
 import pytest
+from _fake_engine import FakeEngine as ProtocolFake
 from hvd_container.containers.build import (
     BUILD_DIGEST_LABEL,
+    VERIFIED_LABEL,
     BuildOptions,
     base_image_of,
     build_digest,
     build_recipe,
     proxy_build_args,
 )
-from hvd_container.containers.engine import BuildEvent
+from hvd_container.containers.engine import BuildEvent, Engine
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.pipconfig import HostPipConfig, server_secret
 from hvd_container.containers.recipe import load_recipe
@@ -198,11 +203,38 @@ def build(
     return engine, result
 
 
-def test_a_correct_image_is_labelled_and_tagged(api: FakeDockerAPI) -> None:
+def flow(engine: ProtocolFake, messages: list[tuple[str, str, str]] | None = None) -> Any:
+    """build_recipe of cpu-bookworm through the protocol-level FAKE engine."""
+    sink = messages if messages is not None else []
+    return build_recipe(
+        load_recipe("cpu-bookworm"),
+        lambda kind, phase, text: sink.append((kind, phase, text)),
+        BuildOptions(use_host_pip=False),
+        engine=engine,
+    )
+
+
+def test_the_fake_engine_is_the_engine_protocol() -> None:
+    """Same methods, same parameters: the flow tests drive build_recipe through what any
+    engine offers, not through docker-py."""
+    for name, member in vars(Engine).items():
+        if callable(member) and not name.startswith("_"):
+            theirs = inspect.signature(getattr(ProtocolFake, name)).parameters
+            assert list(theirs) == list(inspect.signature(member).parameters), name
+
+
+def test_a_correct_image_is_labelled_and_tagged() -> None:
     # The control case for the next test: the same flow with a correct image gets its tag.
-    _, result = build(api, BuildOptions(use_host_pip=False))
-    assert result.tag == "cpu-bookworm:1" and "cpu-bookworm:1" in api.images
-    assert api.label_builds == 1 and api.live == {}
+    engine = ProtocolFake({BASE: {"Id": "sha256:base"}}, run=good_image)
+    result = flow(engine)
+    assert result.tag == "cpu-bookworm:1" and engine.inspect("cpu-bookworm:1") is not None
+    labels = engine.images["cpu-bookworm:1"]["Config"]["Labels"]
+    assert (
+        labels[VERIFIED_LABEL] == "true"
+        and labels[BUILD_DIGEST_LABEL] == result.labels[BUILD_DIGEST_LABEL]
+    )
+    assert [tag for tag, _, _ in engine.builds] == ["", "cpu-bookworm:1"]  # built, then labelled
+    assert ["horovodrun", "--check-build"] in engine.ran
 
 
 def test_failed_verification_after_a_successful_build_withholds_the_tag(
@@ -308,24 +340,26 @@ def digest_label(api: FakeDockerAPI) -> str:
     return str(api.images["cpu-bookworm:1"]["Config"]["Labels"][BUILD_DIGEST_LABEL])
 
 
-def test_unchanged_recipe_and_base_is_a_cache_hit(api: FakeDockerAPI) -> None:
-    _, first = build(api, BuildOptions(use_host_pip=False))
-    _, second = build(api, BuildOptions(use_host_pip=False))
+def test_unchanged_recipe_and_base_is_a_cache_hit() -> None:
+    engine = ProtocolFake({BASE: {"Id": "sha256:base"}}, run=good_image)
+    first, second = flow(engine), flow(engine)
     assert not first.cached and second.cached
-    assert api.label_builds == 1  # nothing was built (or labelled) the second time
+    assert len(engine.builds) == 2  # nothing was built (or labelled) the second time
 
 
-def test_remade_base_image_means_a_rebuild(api: FakeDockerAPI) -> None:
-    build(api, BuildOptions(use_host_pip=False))
-    before = digest_label(api)
-    api.images[BASE] = {"Id": "sha256:remade"}  # as after `testbed/base-image.sh --force`
+def test_remade_base_image_means_a_rebuild() -> None:
+    engine = ProtocolFake({BASE: {"Id": "sha256:base"}}, run=good_image)
+    flow(engine)
+    before = engine.images["cpu-bookworm:1"]["Config"]["Labels"][BUILD_DIGEST_LABEL]
+    engine.images[BASE] = {"Id": "sha256:remade"}  # as after `testbed/base-image.sh --force`
     messages: list[tuple[str, str, str]] = []
-    _, result = build(api, BuildOptions(use_host_pip=False), messages)
-    assert not result.cached and api.label_builds == 2
+    result = flow(engine, messages)
+    assert not result.cached and len(engine.builds) == 4
     assert not any("up to date" in text for _, _, text in messages)
     context = build_context(load_recipe("cpu-bookworm"))
     assert before == build_digest(context, "sha256:base")
-    assert digest_label(api) == build_digest(context, "sha256:remade")
+    after = engine.images["cpu-bookworm:1"]["Config"]["Labels"][BUILD_DIGEST_LABEL]
+    assert after == build_digest(context, "sha256:remade")
 
 
 def test_host_pip_or_not_is_the_same_digest(

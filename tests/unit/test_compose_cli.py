@@ -212,11 +212,13 @@ HEAVY = ("docker", "requests", "spython")
 
 
 def build_side(modules: list[str]) -> list[str]:
-    """The build side's modules among `modules`, but the readers of SIF files."""
+    """The build side's modules among `modules`, but the readers of SIF files and the engine
+    interface (its backend, which loads the Docker SDK, only once an engine is opened)."""
     return [
         m for m in modules
         if m.startswith("hvd_container.containers.")
         and m.split(".")[:3] != ["hvd_container", "containers", "sif"]
+        and m != "hvd_container.containers.engine"
     ]  # fmt: skip
 
 

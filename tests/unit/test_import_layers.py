@@ -135,7 +135,7 @@ LAUNCH_READS = (
     "hvd_container.containers.sif.reader",  # a SIF's labels and arch
     "hvd_container.containers.sif.environment",  # a SIF's environment (ch-run)
     "hvd_container.containers.recipe",  # a built-in recipe's facts, --recipe
-    "hvd_container.containers.engine.docker_api",  # a local image's labels (inspect only)
+    "hvd_container.containers.engine",  # a local image's labels (open_engine, inspect only)
 )
 
 
@@ -160,9 +160,22 @@ def test_the_launch_side_asks_the_engine_only_to_inspect() -> None:
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and isinstance(node.func.value, ast.Call)
-        and getattr(node.func.value.func, "id", None) == "DockerEngine"
+        and getattr(node.func.value.func, "id", None) == "open_engine"
     ]
     assert calls and set(calls) == {"inspect"}, calls
+
+
+def test_engines_are_made_by_the_factory_alone() -> None:
+    """open_engine (containers/engine/__init__.py) makes every engine: no other module names a
+    backend's class, so a command's engine is chosen in one place."""
+    found = [
+        f"{module}:{node.lineno}"
+        for module, path in MODULES.items()
+        if not _under(module, "hvd_container.containers.engine")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Name) and node.id == "DockerEngine"
+    ]
+    assert found == []
 
 
 def test_only_the_engine_backend_imports_the_docker_client() -> None:

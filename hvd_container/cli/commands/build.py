@@ -15,7 +15,8 @@ from hvd_container.cli.progress import JsonReporter, make_reporter
 from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import push as push_module
 from hvd_container.containers.build import BuildOptions, build_recipe
-from hvd_container.containers.engine.docker_api import DockerEngine, engine_errors
+from hvd_container.containers.engine import Engine, open_engine
+from hvd_container.containers.engine.docker_api import engine_errors
 from hvd_container.containers.push import auth_from_env, remote_ref
 from hvd_container.containers.recipe import list_builtin, load_recipe
 from hvd_container.containers.verify import verify_existing
@@ -77,11 +78,13 @@ def build_cmd(
             options = BuildOptions(
                 no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
             )
-            result = build_recipe(loaded, reporter, options)
+            # one engine for the command: the build, its verification and the push
+            engine = open_engine(nocache=no_cache)
+            result = build_recipe(loaded, reporter, options, engine=engine)
             pushed = None
             if push is not None:
                 phase = "push"
-                pushed = _push(result.tag, push, reporter)
+                pushed = _push(result.tag, push, reporter, engine)
     except (UserError, KeyboardInterrupt) as exc:
         reporter.failure(exc, phase)
         raise
@@ -101,12 +104,14 @@ def build_cmd(
         typer.echo(json.dumps(summary))
 
 
-def push_with_progress(image: str, registry: str, reporter: Any) -> Any:
+def push_with_progress(
+    image: str, registry: str, reporter: Any, engine: Engine | None = None
+) -> Any:
     """containers.push.push_image with its notes and layer bytes shown by reporter."""
 
-    # No client passed: push_image checks --registry before it connects to the engine.
+    # push_image checks --registry before it connects to the engine (opened here if None)
     return push_module.push_image(
-        None,
+        engine,
         image,
         registry,
         lambda m: reporter("info", "push", m),
@@ -114,8 +119,8 @@ def push_with_progress(image: str, registry: str, reporter: Any) -> Any:
     )
 
 
-def _push(image: str, registry: str, reporter: Any) -> dict[str, Any]:
-    result = push_with_progress(image, registry, reporter)
+def _push(image: str, registry: str, reporter: Any, engine: Engine | None = None) -> dict[str, Any]:
+    result = push_with_progress(image, registry, reporter, engine)
     reporter("done", "push", f"pushed {result.remote} ({result.digest})")
     return {"remote": result.remote, "digest": result.digest}
 
@@ -148,7 +153,7 @@ def _verify(image: str, recipe: str | None, json_output: bool) -> None:
 
     quiet = json_output
     done = verify_existing(
-        DockerEngine(),
+        open_engine(),
         image,
         recipe,
         on_step=None if quiet else lambda m: typer.echo(safe_text(f"[checks] => {m}")),
