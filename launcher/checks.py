@@ -83,7 +83,12 @@ def registry() -> list[Check]:
     """Every check, the general ones first, then the runtimes' and the controllers' own."""
     runtimes.kinds()  # loading the modules declares their checks
     controllers.names()
-    return declared()
+    rooms = (runtimes.__name__ + ".", controllers.__name__ + ".")
+    # in that order whichever module was loaded first (the site model loads the runtimes)
+    return sorted(
+        declared(),
+        key=lambda c: next((i + 1 for i, room in enumerate(rooms) if c.owner.startswith(room)), 0),
+    )
 
 
 def run_checks(launch: Launch) -> list[Result]:

@@ -5,6 +5,8 @@ the Gloo controller, where the image lies, and the arch of a SIF made without ou
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -214,3 +216,19 @@ def test_an_image_older_than_the_injected_libraries_is_refused() -> None:
     assert found["glibc"].status == "pass"
     found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
     assert found["glibc"].status == "skip"  # not known: not judged
+
+
+def test_the_general_checks_come_first_whichever_module_loads_first() -> None:
+    """The site model loads the runtimes (and so their checks) before launcher/checks.py: the
+    order of the checks, and so which failure a launch reports first, stays general, then the
+    runtimes', then the controllers'."""
+    code = (
+        "import hvd_container.launcher.sites\n"
+        "from hvd_container.launcher import checks\n"
+        "print(*[c.owner.split('.')[2] for c in checks.registry()])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    owners = done.stdout.split()
+    groups = [0 if o == "checks" else 1 if o == "runtimes" else 2 for o in owners]
+    assert groups == sorted(groups) and groups[0] == 0 and groups[-1] == 2, owners
