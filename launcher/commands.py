@@ -1,11 +1,9 @@
-"""The launch commands as library functions: each takes the values of the launch parameters
-(launcher/request.py's OPTIONS, as the command line gives them) and its own, does the whole
-flow, and returns what the CLI prints. Warnings go to the reporter the caller hands in.
+"""The launch commands as library functions: each takes the launch parameters (a
+`LaunchOptions`, as the command line gives them) and its own, does the whole flow, and returns
+what the CLI prints. Warnings go to the reporter the caller hands in.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from hvd_container.launcher import doctor as doctor_checks
 from hvd_container.launcher import jupyter as jupyter_job
@@ -13,15 +11,15 @@ from hvd_container.launcher.batch import write_batch_script
 from hvd_container.launcher.execute import execute, run_plan
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
-from hvd_container.launcher.request import LaunchRequest, request_from_options
+from hvd_container.launcher.request import LaunchOptions, LaunchRequest, request_from_options
 from hvd_container.launcher.sites import Site
 
 
 def _request(
-    reporter: Reporter, script: str, args: list[str] | None, options: dict[str, Any]
+    reporter: Reporter, script: str, args: list[str] | None, options: LaunchOptions
 ) -> tuple[Site, LaunchRequest]:
     passed_over: list[str] = []
-    site, request = request_from_options(script, args, warnings=passed_over, **options)
+    site, request = request_from_options(script, args, options, warnings=passed_over)
     reporter.warn(passed_over)
     return site, request
 
@@ -32,7 +30,7 @@ def dry_run(
     args: list[str] | None,
     *,
     salloc: bool = False,
-    **options: Any,
+    options: LaunchOptions,
 ) -> Plan:
     """`run --dry-run`: the plan `run` would execute, nothing run or prepared."""
     site, request = _request(reporter, script, args, options)
@@ -48,7 +46,7 @@ def run(
     *,
     detach: bool = False,
     salloc: bool = False,
-    **options: Any,
+    options: LaunchOptions,
 ) -> int:
     """`run`: the step here inside an allocation, else a batch job followed to its end."""
     site, request = _request(reporter, script, args, options)
@@ -61,7 +59,7 @@ def batch(
     args: list[str] | None,
     *,
     output: str | None = None,
-    **options: Any,
+    options: LaunchOptions,
 ) -> Plan:
     """`batch`: the script `run` would submit (a local image prepared so that it runs as
     written), written to `output` (owner-only) unless that is None or "-"."""
@@ -75,7 +73,12 @@ def batch(
 
 
 def submit(
-    reporter: Reporter, script: str, args: list[str] | None, *, detach: bool = False, **options: Any
+    reporter: Reporter,
+    script: str,
+    args: list[str] | None,
+    options: LaunchOptions,
+    *,
+    detach: bool = False,
 ) -> int:
     """`batch --submit`: submit that script (from inside an allocation too) and follow it."""
     site, request = _request(reporter, script, args, options)
@@ -83,7 +86,7 @@ def submit(
 
 
 def doctor(
-    reporter: Reporter, *, smoke: bool = False, **options: Any
+    reporter: Reporter, options: LaunchOptions, *, smoke: bool = False
 ) -> tuple[Site, doctor_checks.Report]:
     """`doctor`: every check of the launch, then (`smoke`) a short job on the nodes."""
     site, request = _request(reporter, "doctor", [], options)
@@ -96,14 +99,14 @@ def doctor(
 
 
 def jupyter(
-    reporter: Reporter, *, timeout: float = 300, **options: Any
+    reporter: Reporter, options: LaunchOptions, *, timeout: float = 300
 ) -> jupyter_job.JupyterSession:
     """`jupyter`: JupyterLab in the image on one compute node, once it answers."""
     site, request = _request(reporter, "jupyter", [], options)
     return jupyter_job.start(site, request, reporter, timeout=timeout)
 
 
-def jupyter_dry_run(reporter: Reporter, **options: Any) -> Plan:
+def jupyter_dry_run(reporter: Reporter, options: LaunchOptions) -> Plan:
     """`jupyter --dry-run`: the job `jupyter` would submit (its port and token chosen as a
     launch chooses them), nothing prepared or submitted."""
     site, request = _request(reporter, "jupyter", [], options)

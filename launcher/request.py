@@ -3,7 +3,8 @@ that checks them.
 
 `OPTIONS` lists every launch parameter with its flags, its kind of value and its help; the
 CLI makes its options from it (spelled once for run, batch, doctor and jupyter).
-`request_from_options` turns the values into a `LaunchRequest` and `check` checks it; the plan
+`LaunchOptions` holds them as a command line gives them (the one typed object the CLI hands the
+library); `request_from_options` turns them into a `LaunchRequest` and `check` checks it; the plan
 (launcher/plan.py) runs `check` once, so a request that passes it is one the plan can write.
 Each problem is one line naming the flag and what is allowed.
 """
@@ -11,7 +12,8 @@ Each problem is one line naming the flag and what is allowed.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, runtimes
@@ -151,16 +153,52 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The launch parameters as a command line gives them: one field per OPTIONS entry, in its
+    order (tests/unit/test_request.py holds the two together), None where not given; counts
+    may be text. Frozen: what the CLI hands the library reaches it as given."""
+
+    site: str | None = None
+    image: str | None = None
+    recipe: str | None = None
+    ntasks: int | str | None = None
+    nodes: int | str | None = None
+    ntasks_per_node: int | str | None = None
+    gpus_per_node: int | str | None = None
+    gpus_per_task: int | str | None = None
+    cpus_per_task: int | str | None = None
+    mpi: str | None = None
+    controller: str | None = None
+    runtime: str | None = None
+    modules: Sequence[str] | None = None
+    binds: Sequence[str] | None = None
+    env: Sequence[str] | None = None
+    workdir: str | None = None
+    job_name: str | None = None
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    comment: str | None = None
+    job_output: str | None = None
+    job_error: str | None = None
+    requeue: bool | None = None
+
+
 def request_from_options(
-    script: str, args: list[str] | None = None, *, warnings: list[str] | None = None, **values: Any
+    script: str,
+    args: list[str] | None = None,
+    options: LaunchOptions | None = None,
+    *,
+    warnings: list[str] | None = None,
 ) -> tuple[Site, LaunchRequest]:
-    """(site, request) from the values of the launch parameters (OPTIONS' names; counts may
-    be text, as the command line gives them). --recipe's facts are read here; a profile passed
-    over while choosing the site is said in `warnings`."""
-    unknown = sorted(set(values) - set(OPTIONS))
-    if unknown:
-        raise TypeError(f"not launch parameters: {', '.join(unknown)}")
-    site = select_site(values.pop("site", None), warnings)
+    """(site, request) from the launch parameters. --recipe's facts are read here; a profile
+    passed over while choosing the site is said in `warnings`."""
+    given = options or LaunchOptions()
+    values: dict[str, Any] = {f.name: getattr(given, f.name) for f in fields(given)}
+    site = select_site(values.pop("site"), warnings)
     for name, option in OPTIONS.items():
         if option.type == "int" and values.get(name) is not None:
             values[name] = plain_count(values[name], name)

@@ -229,12 +229,16 @@ def test_every_srun_says_its_cpus_per_task(monkeypatch: pytest.MonkeyPatch) -> N
     planned = plan_launch(site, req, "batch")
     assert "--cpus-per-task=32" in planned.allocation and "--cpus-per-task=32" in planned.step
     # inside an allocation, the step takes the allocation's CPUs per task from the environment
-    from hvd_container.launcher.request import request_from_options
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
 
     monkeypatch.setenv("SLURM_JOB_ID", "5")
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "16")
-    _site, inside = request_from_options("t.py", site="perlmutter", image="u/i:t", ntasks="4")
+    _site, inside = request_from_options(
+        "t.py", options=LaunchOptions(site="perlmutter", image="u/i:t", ntasks="4")
+    )
     assert inside.inside_allocation and "--cpus-per-task=16" in plan_launch(site, inside).argv
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
-    _site, bare = request_from_options("t.py", site="perlmutter", image="u/i:t", ntasks="4")
+    _site, bare = request_from_options(
+        "t.py", options=LaunchOptions(site="perlmutter", image="u/i:t", ntasks="4")
+    )
     assert not any(a.startswith("--cpus-per-task") for a in plan_launch(site, bare).argv)

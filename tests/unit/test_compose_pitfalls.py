@@ -137,10 +137,11 @@ def test_neuron_takes_only_the_field_appl_comment(given: str, message: str) -> N
 
 def test_neuron_comment_gets_the_launchs_application() -> None:
     # a field alone gets the application of the launch (Horovod with PyTorch: pytorch)
-    from hvd_container.launcher.request import request_from_options
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
 
     site, request = request_from_options(
-        "t.py", site="neuron", recipe="cpu-bookworm", ntasks=8, comment="field=nlp"
+        "t.py",
+        options=LaunchOptions(site="neuron", recipe="cpu-bookworm", ntasks=8, comment="field=nlp"),
     )
     result = plan_launch(site, request)
     assert "--comment=field=nlp;appl=pytorch" in words(result)
@@ -154,9 +155,11 @@ def test_neuron_comment_from_the_field_of_a_users_profile(tmp_path: Path) -> Non
         tmp_path / "neuron.yaml",
         "extends: neuron\nname: neuron\nscheduler:\n  comment: {field: bio}\n",
     )
-    from hvd_container.launcher.request import request_from_options
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
 
-    _site, request = request_from_options("t.py", recipe="cpu-bookworm", ntasks=8)
+    _site, request = request_from_options(
+        "t.py", options=LaunchOptions(recipe="cpu-bookworm", ntasks=8)
+    )
     result = plan_launch(load_site(str(path)), request)
     assert "--comment=field=bio;appl=pytorch" in words(result)
 
@@ -628,12 +631,11 @@ def test_amd_h100_2_spreads_8_ranks_over_4_nodes() -> None:
 
 
 def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
-    from hvd_container.launcher.request import request_from_options
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
 
     site, request = request_from_options(
-        "t.py", site="neuron", recipe="gpu-bookworm", ntasks=1, partition="gh200_1",
-        comment="field=ai;appl=pytorch",
-    )  # fmt: skip
+        "t.py", options=LaunchOptions(site="neuron", recipe="gpu-bookworm", ntasks=1, partition="gh200_1",
+        comment="field=ai;appl=pytorch"))  # fmt: skip
     with pytest.raises(UserError) as info:
         plan_launch(site, request)
     assert str(info.value) == (

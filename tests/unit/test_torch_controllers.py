@@ -129,12 +129,17 @@ def test_neuron_accounts_torch_launches_as_pytorch_ddp(tmp_path) -> None:  # typ
 
 
 def test_the_recipe_or_the_site_declares_the_controller_and_the_flag_wins(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from hvd_container.launcher.request import request_from_options
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
 
-    site, request = request_from_options("t.py", site="local", recipe="cpu-bookworm-torch", nodes=2)
+    site, request = request_from_options(
+        "t.py", options=LaunchOptions(site="local", recipe="cpu-bookworm-torch", nodes=2)
+    )
     assert plan_launch(site, request).launch.controller.name == "torch"
     site, request = request_from_options(
-        "t.py", site="local", recipe="cpu-bookworm-torch", nodes=2, controller="torchrun"
+        "t.py",
+        options=LaunchOptions(
+            site="local", recipe="cpu-bookworm-torch", nodes=2, controller="torchrun"
+        ),
     )
     assert plan_launch(site, request).launch.controller.name == "torchrun"
     mine = tmp_path / "mine.yaml"

@@ -12,6 +12,7 @@ from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.launcher import commands
 from hvd_container.launcher import jupyter as jupyter_job
+from hvd_container.launcher.request import LaunchOptions
 
 JUPYTER_PARAMETERS = (
     "site", "image", "recipe", "gpus_per_node", "runtime", "binds", "env", "time", "partition",
@@ -43,9 +44,11 @@ def jupyter(
         if stop is not None:
             jupyter_job.stop(stop)
         elif dry_run:
-            planned = commands.jupyter_dry_run(TerminalReporter(), **options)
+            planned = commands.jupyter_dry_run(TerminalReporter(), LaunchOptions(**options))
         else:
-            session = commands.jupyter(TerminalReporter(), timeout=timeout, **options)
+            session = commands.jupyter(
+                TerminalReporter(), LaunchOptions(**options), timeout=timeout
+            )
     if dry_run and stop is None:
         assert planned.script is not None
         if json_output:

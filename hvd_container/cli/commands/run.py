@@ -21,7 +21,7 @@ from hvd_container.cli.terminal import TerminalReporter, safe_text
 from hvd_container.core.errors import UserError
 from hvd_container.launcher import commands
 from hvd_container.launcher.plan import Plan
-from hvd_container.launcher.request import LAUNCH
+from hvd_container.launcher.request import LAUNCH, LaunchOptions
 
 JsonOpt = Annotated[
     bool,
@@ -114,9 +114,19 @@ def run(
         reporter = TerminalReporter()
         if not dry_run:
             raise typer.Exit(
-                commands.run(reporter, script, args, detach=detach, salloc=salloc, **options) or 0
+                commands.run(
+                    reporter,
+                    script,
+                    args,
+                    detach=detach,
+                    salloc=salloc,
+                    options=LaunchOptions(**options),
+                )
+                or 0
             )
-        launch = commands.dry_run(reporter, script, args, salloc=salloc, **options)
+        launch = commands.dry_run(
+            reporter, script, args, salloc=salloc, options=LaunchOptions(**options)
+        )
     if json:
         emit(dry_run_record(launch))
     else:
@@ -149,8 +159,13 @@ def batch(
             raise UserError("--detach goes with --submit (without it nothing is submitted)")
         reporter = TerminalReporter()
         if submit:
-            raise typer.Exit(commands.submit(reporter, script, args, detach=detach, **options) or 0)
-        launch = commands.batch(reporter, script, args, output=output, **options)
+            raise typer.Exit(
+                commands.submit(reporter, script, args, LaunchOptions(**options), detach=detach)
+                or 0
+            )
+        launch = commands.batch(
+            reporter, script, args, output=output, options=LaunchOptions(**options)
+        )
     path = None if output in (None, "-") else output
     assert launch.script is not None
     if json:
@@ -215,7 +230,7 @@ def doctor(
     on the nodes. Exits 1 on a fail.
     """
     with json_errors(json):
-        site, report = commands.doctor(TerminalReporter(), smoke=smoke, **options)
+        site, report = commands.doctor(TerminalReporter(), LaunchOptions(**options), smoke=smoke)
 
     def rows(results: list[Any]) -> list[dict[str, str]]:
         return [{"check": r.check, "status": r.status, "message": r.message} for r in results]
