@@ -100,11 +100,33 @@ def plan(
     machine: ThisMachine | None = None,
     salloc: bool = False,
 ) -> Plan:
-    """The launch of `request` on `site`: raises UserError for a request that cannot be run
-    and, unless `keep_going`, for the first failed check (with it, a launch that fails a check
-    comes back with every result and no command). `machine`: ask this machine what only it
-    can tell (srun's plugins, the GPUs' driver); None asks nothing. Outside an allocation
+    """The launch of `request` on `site`, in three steps: resolve what it is made of, judge
+    it with every check, compose its commands. Raises UserError for a request that cannot be
+    run and, unless `keep_going`, for the first failed check (with it, a launch that fails a
+    check comes back with every result and no command). `machine`: ask this machine what only
+    it can tell (srun's plugins, the GPUs' driver); None asks nothing. Outside an allocation
     the job is submitted with sbatch, or with `salloc` run in an interactive allocation."""
+    launch = resolve(site, request, mode, dry_run=dry_run, keep_going=keep_going, machine=machine)
+    results = run_checks(launch)
+    if not keep_going:
+        refuse_on_failure(results)
+    elif any(r.status == "fail" for r in results):
+        # doctor: a launch a check fails is judged, not composed
+        return Plan(launch, None, [], {}, [], [], None, results, [])
+    return compose(launch, results, salloc=salloc, prepare_only=dry_run or keep_going)
+
+
+def resolve(
+    site: Site,
+    request: LaunchRequest,
+    mode: Mode,
+    *,
+    dry_run: bool,
+    keep_going: bool,
+    machine: ThisMachine | None,
+) -> Launch:
+    """What the launch is made of, each decided once: the runtime, the image and its facts,
+    the controller, the layout, srun's MPI plugin and the job's environment."""
     if mode != "run":
         request = replace(request, inside_allocation=False)  # always a job of its own
     check(site, request)
@@ -119,7 +141,7 @@ def plan(
     controller = controllers.choose(request, facts, site)
     layout = resolve_layout(site, request, controller, partition)
     mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
-    launch = Launch(
+    return Launch(
         site=site,
         request=request,
         mode=mode,
@@ -141,13 +163,14 @@ def plan(
         judged_here=keep_going or (not dry_run and mode != "batch"),
         machine=machine,
     )
-    results = run_checks(launch)
-    if not keep_going:
-        refuse_on_failure(results)
-    elif any(r.status == "fail" for r in results):
-        # doctor: a launch a check fails is judged, not composed
-        return Plan(launch, None, [], {}, [], [], None, results, [])
-    prepared = runtime.prepare(launch, dry_run=dry_run or keep_going)
+
+
+def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only: bool) -> Plan:
+    """The commands of a judged launch: the runtime prepared (`prepare_only`: nothing made),
+    the srun step, and outside an allocation the batch script and what submits it."""
+    site, request, layout, mpi = launch.site, launch.request, launch.layout, launch.mpi
+    runtime, controller = launch.runtime, launch.controller
+    prepared = runtime.prepare(launch, dry_run=prepare_only)
     env = runtime.environment({**launch.env, **prepared.env})
     invocation = Invocation(
         image=prepared.image if runtime.runs_image else None,
@@ -188,7 +211,7 @@ def plan(
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
-    resources = allocation_options(site, request, controller.application(facts))
+    resources = allocation_options(site, request, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [f"--job-name={job_name}"]
     for flag, value in (
