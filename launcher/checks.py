@@ -79,6 +79,38 @@ def result_of(item: Check, launch: Launch) -> Result:
     return Result(item.name, verdict.status, verdict.message)
 
 
+# How each profile fact a check may rest on is confirmed, said with the warning an
+# unconfirmed one gives instead of a refusal
+HOW_TO_CONFIRM = {
+    "gpu_driver": "`hvd-container sites probe --nodes` on the site's login node reads nvidia-smi on a node",
+    "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
+    "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
+}
+
+
+def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
+    """fail(message), unless it rests on a fact of the site's profile (`keys`, dotted) from an
+    unconfirmed source: then a warning naming the fact, its source and how to confirm it. A
+    fact nobody could confirm never refuses a job."""
+    found = launch.site.unconfirmed_source(*keys)
+    if found is None:
+        return fail(message)
+    key, source = found
+    how = next(
+        (h for k, h in HOW_TO_CONFIRM.items() if key == k or key.startswith(k + ".")),
+        "check it on the site and mark the source confirmed in the profile",
+    )
+    return warn(
+        f"{message} (not refused: {key} in site {launch.site.name}'s profile rests on an "
+        f"unconfirmed source, {source.about} ({source.where}, checked {source.checked}); "
+        f"confirm it: {how})"
+    )
+
+
+def _partition_key(launch: Launch) -> str:
+    return f"scheduler.partitions.{launch.partition or launch.site.scheduler.partition}"
+
+
 def registry() -> list[Check]:
     """Every check, the general ones first, then the runtimes' and the controllers' own."""
     runtimes.kinds()  # loading the modules declares their checks
@@ -208,8 +240,10 @@ def comment(launch: Launch) -> Verdict | None:
             return not_applicable(f"site {launch.site.name} asks for no --comment")
         hint = f" (allowed: {allowed})" if allowed else ""
         example = rule.allowed[0] if rule.allowed else "python"
-        return fail(
-            f"site {launch.site.name} requires --comment=<application>{hint}: pass e.g. --comment {example}"
+        return refuse(
+            launch,
+            f"site {launch.site.name} requires --comment=<application>{hint}: pass e.g. --comment {example}",
+            "scheduler.comment.required",
         )
     if rule.allowed and value not in rule.allowed:
         return warn(
@@ -231,26 +265,36 @@ def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> 
     if value is None:
         if not rule.required:
             return None
-        return fail(
-            f"{form}, and requires it (appl allowed: {allowed}; field: {fields}): pass {example}, or set scheduler.comment.field in your own profile"
+        return refuse(
+            launch,
+            f"{form}, and requires it (appl allowed: {allowed}; field: {fields}): pass {example}, or set scheduler.comment.field in your own profile",
+            "scheduler.comment.required",
         )
     parts = rule.split(value)
     if parts is None or set(parts) != {"field", "appl"}:
         old = value if "=" not in value else None
         if old is not None:
             appl_now = old if old in rule.allowed else example_appl
-            return fail(
-                f'--comment {value!r} is the old form, which site {site} refuses: {form}; use --comment "field={rule.field or "<your field>"};appl={appl_now}"'
+            return refuse(
+                launch,
+                f'--comment {value!r} is the old form, which site {site} refuses: {form}; use --comment "field={rule.field or "<your field>"};appl={appl_now}"',
+                "scheduler.comment.form",
             )
-        return fail(f"--comment {value!r}: {form}; use {example}")
+        return refuse(
+            launch, f"--comment {value!r}: {form}; use {example}", "scheduler.comment.form"
+        )
     if parts["appl"] not in rule.allowed:
         gone = " (no longer accepted)" if parts["appl"] in rule.retired else ""
-        return fail(
-            f"--comment {value!r}: appl={parts['appl']}{gone} is not an application of site {site} (allowed: {allowed})"
+        return refuse(
+            launch,
+            f"--comment {value!r}: appl={parts['appl']}{gone} is not an application of site {site} (allowed: {allowed})",
+            "scheduler.comment.allowed",
         )
     if rule.fields and parts["field"] not in rule.fields:
-        return fail(
-            f"--comment {value!r}: field={parts['field']} is not a field of site {site} (allowed: {fields})"
+        return refuse(
+            launch,
+            f"--comment {value!r}: field={parts['field']} is not a field of site {site} (allowed: {fields})",
+            "scheduler.comment.fields",
         )
     if not parts["field"]:
         return fail(f"--comment {value!r}: field= is empty; use {example}")
@@ -277,8 +321,17 @@ def time_limit(launch: Launch) -> Verdict | None:
     own = info is not None and limit == info.max_time
     where = f"partition {launch.partition}" if own else f"site {launch.site.name}"
     kind = "interactive jobs" if interactive and sched.interactive_max_time else "jobs"
-    return fail(
-        f"--time {value}: {where} runs {kind} of at most {limit}: ask for --time {limit} or less (and checkpoint, to go on in a new job)"
+    limit_key = (
+        f"{_partition_key(launch)}.max_time"
+        if own
+        else "scheduler.interactive_max_time"
+        if kind == "interactive jobs"
+        else "scheduler.max_time"
+    )
+    return refuse(
+        launch,
+        f"--time {value}: {where} runs {kind} of at most {limit}: ask for --time {limit} or less (and checkpoint, to go on in a new job)",
+        limit_key,
     )
 
 
@@ -346,8 +399,10 @@ def arch(launch: Launch) -> Verdict | None:
     info = site.scheduler.partition_info(partition)
     own_arch = info is not None and info.arch is not None and info.arch != site.arch
     where = f"partition {partition} of site {site.name}" if own_arch else f"site {site.name}"
-    return fail(
-        f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: build it with `arch: {site_arch}` in the recipe, or pick a site with {facts.arch} nodes"
+    return refuse(
+        launch,
+        f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: build it with `arch: {site_arch}` in the recipe, or pick a site with {facts.arch} nodes",
+        f"{_partition_key(launch)}.arch" if own_arch else "arch",
     )
 
 
@@ -401,8 +456,10 @@ def glibc(launch: Launch) -> Verdict | None:
         return skip("the image's glibc is not recorded (verify it again with hvd-container)")
     if numbers(facts.glibc)[:2] >= numbers(needed):
         return None
-    return fail(
-        f"{facts.source} has glibc {facts.glibc}, but the libraries {launch.runtime.kind} injects need glibc >= {needed}: they fail to load (GLIBC_{needed} not found); rebuild on a newer base (Debian 11+, Ubuntu 20.04+)"
+    return refuse(
+        launch,
+        f"{facts.source} has glibc {facts.glibc}, but the libraries {launch.runtime.kind} injects need glibc >= {needed}: they fail to load (GLIBC_{needed} not found); rebuild on a newer base (Debian 11+, Ubuntu 20.04+)",
+        "runtime.injects_glibc",
     )
 
 
@@ -472,10 +529,12 @@ def cuda_driver(launch: Launch) -> Verdict | None:
         return skip("the image's CUDA is not known" if facts.cuda is None else "a CPU image")
     needed = CUDA_MIN_DRIVER.get(facts.cuda.split(".")[0])
     driver, where = None, ""
+    keys: tuple[str, ...] = ()  # the profile's facts a refusal would rest on
     if launch.machine is not None and launch.machine.not_the_site(launch.site.name) is None:
         driver, where = launch.machine.nvidia_driver, "this node (nvidia-smi)"
     if driver is None and launch.site.gpu_driver is not None:
         driver, where = launch.site.gpu_driver, f"site {launch.site.name}'s profile (gpu_driver)"
+        keys = ("gpu_driver",)
     if driver is None:
         return skip(
             f"the nodes' NVIDIA driver is not known (no nvidia-smi here, no gpu_driver in site {launch.site.name}'s profile): CUDA {facts.cuda} needs >= {needed or '?'}; run doctor on a GPU node, or record gpu_driver in the profile"
@@ -484,8 +543,10 @@ def cuda_driver(launch: Launch) -> Verdict | None:
         return passed(f"driver {driver} ({where}) runs CUDA {facts.cuda}")
     fits = [m for m, d in CUDA_MIN_DRIVER.items() if driver_at_least(driver, d)]
     fix = f"build the image for CUDA {fits[-1]}" if fits else "ask the site for a newer driver"
-    return fail(
-        f"{facts.source} is built for CUDA {facts.cuda}, which needs NVIDIA driver >= {needed}; {where} has {driver}: {fix}"
+    return refuse(
+        launch,
+        f"{facts.source} is built for CUDA {facts.cuda}, which needs NVIDIA driver >= {needed}; {where} has {driver}: {fix}",
+        *keys,
     )
 
 
@@ -508,13 +569,17 @@ def gpu_arch(launch: Launch) -> Verdict | None:
     other = "choose a partition with newer GPUs (--partition)"
     cuda_major = facts.cuda.split(".")[0] if facts.cuda else ""
     if ascii_digits(cuda_major) and int(cuda_major) >= 13 and int(cc) < 75:
-        return fail(
-            f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12, or {other}"
+        return refuse(
+            launch,
+            f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12, or {other}",
+            _partition_key(launch),
         )
     for whose, code in facts.gpu_code():
         if not runs_on(code, cc):
-            return fail(
-                f"{facts.source}'s {whose} carries GPU code for {', '.join(code)}, none of which runs on {where}'s {model} (sm_{cc}): rebuild it for {cc} (horovod.cuda_cc, or a torch built for it), or {other}"
+            return refuse(
+                launch,
+                f"{facts.source}'s {whose} carries GPU code for {', '.join(code)}, none of which runs on {where}'s {model} (sm_{cc}): rebuild it for {cc} (horovod.cuda_cc, or a torch built for it), or {other}",
+                _partition_key(launch),
             )
     if not facts.gpu_code():
         return skip(

@@ -85,6 +85,7 @@ class SiteProbe:
     modules: list[str] | None = None  # None: not read
     runtime_modules: dict[str, list[str]] = field(default_factory=dict)  # shifter, podman-hpc
     node_arch: str | None = None  # from the --nodes job
+    node_glibc: str | None = None  # the nodes' glibc (ldd --version), from the --nodes job
     gpu_driver: str | None = None
     gpu_name: str | None = None
     unread: list[str] = field(default_factory=list)  # what could not be read, and why
@@ -316,22 +317,36 @@ def _runtime_modules(probe: SiteProbe, timeout: float) -> None:
         probe.unread += [f"{kind}'s modules: {line}" for line in why]
 
 
+# One line each, labelled: a node without a GPU or without ldd leaves its line out
+NODE_SCRIPT = (
+    'echo "arch $(uname -m)"; echo "glibc $(ldd --version 2>/dev/null | head -n 1)"; '
+    "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null "
+    "| head -n 1 | sed 's/^/gpu /'"
+)
+
+
 def _nodes(probe: SiteProbe, timeout: float) -> None:
-    """One short job on the default partition: the nodes' architecture and GPUs."""
-    script = (
-        "uname -m; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader "
-        "2>/dev/null | head -n 1"
-    )
-    argv = ["srun", "-N", "1", "-n", "1", "--time=2", "--quiet", "sh", "-c", script]
+    """One short job on the default partition: the nodes' architecture, glibc and GPUs."""
+    argv = ["srun", "-N", "1", "-n", "1", "--time=2", "--quiet", "sh", "-c", NODE_SCRIPT]
     text = _run(argv, max(timeout, 120.0), probe.unread)
-    if text is None:
-        return
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if lines:
-        probe.node_arch = _MACHINE.get(lines[0], lines[0])
-    if len(lines) > 1 and "," in lines[1]:
-        name, driver = (p.strip() for p in lines[1].split(",", 1))
-        probe.gpu_name, probe.gpu_driver = name, driver
+    if text is not None:
+        read_node_lines(probe, text)
+
+
+def read_node_lines(probe: SiteProbe, text: str) -> None:
+    """What NODE_SCRIPT printed: `arch MACHINE`, `glibc <ldd's first line>`, `gpu NAME, DRIVER`."""
+    for line in text.splitlines():
+        label, _, value = line.strip().partition(" ")
+        value = value.strip()
+        if label == "arch" and value:
+            probe.node_arch = _MACHINE.get(value, value)
+        elif label == "glibc":
+            # "ldd (GNU libc) 2.31", "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36"
+            found = re.search(r"\b(\d+\.\d+)\s*$", value)
+            probe.node_glibc = found[1] if found else None
+        elif label == "gpu" and "," in value:
+            name, driver = (p.strip() for p in value.split(",", 1))
+            probe.gpu_name, probe.gpu_driver = name, driver
 
 
 def probe(*, nodes: bool = False, timeout: float = DEFAULT_TIMEOUT) -> SiteProbe:
@@ -423,6 +438,10 @@ def profile_data(found: SiteProbe, name: str) -> tuple[dict[str, object], list[s
         todo.append(
             f"{kind}'s modules here: {', '.join(names) or 'none'} (name those the site's GPUs and MPI need in the runtime entry)"
         )
+    if found.node_glibc:
+        todo.append(
+            f"runtime.injects_glibc: the nodes' glibc is {found.node_glibc} (ldd --version on a node): set it on a runtime that injects the host's libraries (Shifter's and podman-hpc's modules)"
+        )
     for name, facts in found.partitions.items():
         if facts.features:
             todo.append(
@@ -439,7 +458,7 @@ def _sources(found: SiteProbe) -> list[dict[str, object]]:
         (found.mpi_plugins, f"Slurm's MPI plugins {', '.join(found.mpi_plugins)}; default {found.mpi_default} (srun --mpi=list, scontrol show config)"),
         (found.runtimes, "the container runtimes: " + ", ".join(f"{k} ({v})" for k, v in found.runtimes.items())),
         (found.modules is not None, f"the modules that matter to containers ({found.module_system} -t avail)"),
-        (found.node_arch, f"a node's architecture {found.node_arch} and GPU {found.gpu_name or 'none'} (one job: uname -m, nvidia-smi)"),
+        (found.node_arch, f"a node's architecture {found.node_arch}, glibc {found.node_glibc or 'not read'} and GPU {found.gpu_name or 'none'} (one job: uname -m, ldd --version, nvidia-smi)"),
     ]  # fmt: skip
     return [
         {"about": about[:400], "probed": found.source, "checked": found.date}
@@ -543,6 +562,12 @@ def drift(site: Site, found: SiteProbe) -> list[str]:
                 differ("modules", loaded, "not available")
     if found.gpu_driver and site.gpu_driver and not found.gpu_driver.startswith(site.gpu_driver):
         differ("gpu_driver", site.gpu_driver, found.gpu_driver)
+    if found.node_glibc:
+        for entry in [site.runtime, *site.other_runtimes]:
+            if entry.injects_glibc and entry.injects_glibc != found.node_glibc:
+                differ(
+                    f"runtime {entry.kind}: injects_glibc", entry.injects_glibc, found.node_glibc
+                )
     return lines
 
 

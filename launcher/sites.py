@@ -180,9 +180,17 @@ PartitionName = Annotated[str, Field(pattern=_PARTITION_PATTERN)]
 SlurmTime = Annotated[Line, Field(pattern=_TIME_PATTERN)]
 
 
+_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_.+-]+)*$"
+PATTERN_WORDS[_KEY_PATTERN] = (
+    "a dotted key of the profile (gpu_driver, runtime.injects_glibc, scheduler.partitions.NAME)"
+)
+
+
 class Source(Strict):
     """Where a fact of the profile comes from (a page, or `sites probe` on a login node), when
-    it was checked, and whether it could be confirmed (`sites show` names the unconfirmed)."""
+    it was checked, and whether it could be confirmed (`sites show` names the unconfirmed).
+    `keys`: the profile's keys it backs; a check that would refuse a job on one of them only
+    warns while the source is unconfirmed."""
 
     about: Line
     url: Annotated[str, Field(pattern=_URL_PATTERN)] | None = None
@@ -191,6 +199,12 @@ class Source(Strict):
     )
     checked: Annotated[str, Field(pattern=_DATE_PATTERN)]
     confirmed: bool = True
+    keys: list[Annotated[str, Field(pattern=_KEY_PATTERN)]] = Field(
+        default_factory=list,
+        description="The profile's keys this source backs, dotted (gpu_driver, "
+        "runtime.injects_glibc: every runtime entry's, scheduler.partitions.NAME: all of that "
+        "partition's). While it is unconfirmed, a check that rests on one warns, never refuses.",
+    )
 
     @model_validator(mode="after")
     def _says_where(self) -> Source:
@@ -414,6 +428,28 @@ class Site(Strict):
     def source(self) -> str:
         """The file the profile was read from."""
         return self._source
+
+    @model_validator(mode="after")
+    def _sources_name_its_keys(self) -> Site:
+        for source in self.sources:
+            for key in source.keys:
+                if key.split(".")[0] not in type(self).model_fields:
+                    raise ValueError(
+                        f"sources: {key!r} is not a key of the profile (it starts with one of: "
+                        f"{', '.join(type(self).model_fields)})"
+                    )
+        return self
+
+    def unconfirmed_source(self, *keys: str) -> tuple[str, Source] | None:
+        """(the key, the source) of the first unconfirmed source that backs one of `keys`; a
+        source's key backs the keys under it (scheduler.partitions.a backs its max_time)."""
+        for source in self.sources:
+            if source.confirmed:
+                continue
+            for key in keys:
+                if any(key == k or key.startswith(k + ".") for k in source.keys):
+                    return key, source
+        return None
 
     @property
     def unconfirmed(self) -> list[str]:

@@ -96,3 +96,24 @@ def test_a_command_that_does_not_answer_is_said_not_guessed(tmp_path: Path) -> N
     unread: list[str] = []
     assert probe._run([str(slow)], 0.5, unread) is None
     assert unread == [f"{slow}: no answer within 0.5 s"]
+
+
+def test_a_nodes_glibc_is_read_and_compared_with_the_profile() -> None:
+    """`sites probe --nodes` reads ldd on a node: the way to confirm a profile's
+    injects_glibc (Perlmutter's 2.31 rests on an unconfirmed source)."""
+    found = _found(**TESTBED)
+    probe.read_node_lines(
+        found,
+        "arch x86_64\nglibc ldd (GNU libc) 2.38\ngpu NVIDIA A100-SXM4-40GB, 580.65.06\n",
+    )
+    assert (found.node_arch, found.node_glibc) == ("amd64", "2.38")
+    assert (found.gpu_name, found.gpu_driver) == ("NVIDIA A100-SXM4-40GB", "580.65.06")
+    assert probe.drift(load_site("perlmutter"), found)[-2:] == [
+        "runtime shifter: injects_glibc: 2.31 → 2.38",
+        "runtime podman-hpc: injects_glibc: 2.31 → 2.38",
+    ]
+    debian = _found(**TESTBED)
+    probe.read_node_lines(debian, "arch aarch64\nglibc ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\n")
+    assert (debian.node_arch, debian.node_glibc, debian.gpu_driver) == ("arm64", "2.36", None)
+    _data, todo = probe.profile_data(debian, "x")
+    assert any(t.startswith("runtime.injects_glibc: the nodes' glibc is 2.36") for t in todo)

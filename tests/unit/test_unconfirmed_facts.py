@@ -1,0 +1,86 @@
+"""A fact marked unconfirmed never refuses a job: a check that would fail on a fact of the
+site's profile whose source is unconfirmed warns instead, naming the fact, its source and how
+to confirm it. Each check that reads a profile fact, with the source confirmed and not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _launch_helpers import isolated  # noqa: F401
+from hvd_container.launcher.plan import plan
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.sites import Site, Source, load_site
+
+from hvd_container.facts import ImageFacts
+
+GPU_FACTS = dict(source="image x.sif", arch="amd64", gpu=True, glibc="2.36", cuda="13.0")
+
+
+def with_runtime(site: Site, **values: Any) -> dict[str, Any]:
+    return {"runtime": site.runtime.model_copy(update=values)}
+
+
+# (check, site, what the profile says, the request, the profile key the failure rests on)
+CASES = [
+    ("glibc", "perlmutter", lambda s: with_runtime(s, injects_glibc="2.38"),
+     dict(image="u/i:t", account="m1_g"), "runtime.injects_glibc"),
+    ("cuda-driver", "perlmutter", lambda s: {"gpu_driver": "525"},
+     dict(image="u/i:t", account="m1_g"), "gpu_driver"),
+    ("gpu-arch", "zih-capella", lambda s: {},
+     dict(image="x.sif", facts_extra={"torch_cuda_archs": ("sm_80",)}),
+     "scheduler.partitions.capella"),
+    ("time-limit", "zih-capella", lambda s: {}, dict(image="x.sif", time="8-00:00:00"),
+     "scheduler.max_time"),
+    ("arch", "zih-capella", lambda s: {}, dict(image="x.sif", facts_extra={"arch": "arm64"}),
+     "arch"),
+    ("comment", "neuron", lambda s: {},
+     dict(image="x.sif", comment="field=nlp;appl=no-such-app"), "scheduler.comment.allowed"),
+]  # fmt: skip
+
+
+def judged(
+    name: str, site_name: str, update: Any, asked: dict[str, Any], key: str, confirmed: bool
+) -> Any:
+    site = load_site(site_name)
+    source = Source(
+        about="what a user's note says", url="https://example.org/note", checked="2026-11-26",
+        confirmed=confirmed, keys=[key],
+    )  # fmt: skip
+    site = site.model_copy(update={**update(site), "sources": [source]})
+    asked = dict(asked)
+    facts = ImageFacts(**{**GPU_FACTS, **asked.pop("facts_extra", {})})  # type: ignore[arg-type]
+    request = LaunchRequest(script="t.py", ntasks=4, facts=facts, **asked)
+    launch = plan(site, request, "run", dry_run=True, keep_going=True)
+    return next(r for r in launch.results if r.check == name)
+
+
+@pytest.mark.parametrize(
+    ("name", "site", "update", "asked", "key"), CASES, ids=[c[0] for c in CASES]
+)
+def test_a_check_that_rests_on_an_unconfirmed_fact_warns(
+    name: str, site: str, update: Any, asked: dict[str, Any], key: str
+) -> None:
+    refused = judged(name, site, update, asked, key, confirmed=True)
+    assert refused.status == "fail", refused
+    warned = judged(name, site, update, asked, key, confirmed=False)
+    assert warned.status == "warn", warned
+    assert warned.message.startswith(refused.message)
+    assert (
+        f"(not refused: {key} in site {site}'s profile rests on an unconfirmed source"
+        in warned.message
+    )
+    assert (
+        "what a user's note says (https://example.org/note, checked 2026-11-26)" in warned.message
+    )
+    assert "confirm it: " in warned.message
+
+
+def test_perlmutters_glibc_and_driver_rest_on_their_unconfirmed_sources() -> None:
+    """The issue's case: the glibc Shifter's libraries need (2.31, SLES 15 SP4/5; maybe 2.38
+    since SLES 15 SP6) is not confirmed; neither is the driver."""
+    site = load_site("perlmutter")
+    found = site.unconfirmed_source("runtime.injects_glibc")
+    assert found is not None and "glibc 2.31" in found[1].about
+    assert site.unconfirmed_source("gpu_driver") is not None
+    assert site.unconfirmed_source("scheduler.partitions") is None  # nothing backs those
