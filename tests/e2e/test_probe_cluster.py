@@ -101,3 +101,21 @@ def test_diff_reports_exactly_what_changed_on_the_site(
         "site_modules: nccl-plugin → (absent)",
         "site_modules: (absent) → nccl-ofi-plugin",
     ]
+
+
+def test_a_probe_with_nodes_reads_a_nodes_glibc(
+    slurm_cluster: str,  # noqa: F811
+    lmod_env: dict[str, str],
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """--nodes runs one short job: its uname -m and ldd --version reach the profile (the way
+    to confirm a profile's injects_glibc); the nodes here are this machine's namespaces."""
+    here = subprocess.run(["ldd", "--version"], capture_output=True, text=True).stdout
+    glibc = re.search(r"(\d+\.\d+)\s*$", here.splitlines()[0])
+    assert glibc is not None, here
+    profile = job_dir / "nodes.yaml"
+    probed = cli("sites", "probe", "--nodes", "-o", str(profile), env=lmod_env, timeout=300)
+    assert probed.returncode == 0, probed.stdout + probed.stderr
+    text = profile.read_text()
+    assert f"# TODO: runtime.injects_glibc: the nodes' glibc is {glibc[1]} (ldd --version" in text
+    assert f"glibc {glibc[1]} and GPU" in text  # the source of what the job read
