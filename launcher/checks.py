@@ -85,6 +85,7 @@ HOW_TO_CONFIRM = {
     "gpu_driver": "`hvd-container sites probe --nodes` on the site's login node reads nvidia-smi on a node",
     "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
     "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
+    "scheduler.qos_max_time": "`sacctmgr show qos format=name,maxwall` on the site's login node",
 }
 
 
@@ -313,6 +314,14 @@ def time_limit(launch: Launch) -> Verdict | None:
     value = launch.request.time or sched.time
     interactive = launch.mode == "jupyter"
     limit = sched.max_time_for(launch.partition, interactive)
+    qos = launch.request.qos or sched.qos
+    qos_limit = sched.qos_max_time.get(qos or "")
+    if value and qos_limit and slurm_seconds(value) > slurm_seconds(qos_limit):
+        return refuse(
+            launch,
+            f"--time {value}: QOS {qos} of site {launch.site.name} runs jobs of at most {qos_limit}: ask for --time {qos_limit} or less, or another --qos (and checkpoint, to go on in a new job)",
+            f"scheduler.qos_max_time.{qos}",
+        )
     if not value or not limit:
         return None
     if slurm_seconds(value) <= slurm_seconds(limit):

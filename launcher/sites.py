@@ -324,6 +324,11 @@ class Scheduler(Strict):
     interactive_max_time: SlurmTime | None = Field(
         default=None, description="The longest interactive job (salloc, jupyter)."
     )
+    qos_max_time: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], SlurmTime] = Field(
+        default_factory=dict,
+        description="The longest job of each QOS (--qos, or qos: above), where a site limits "
+        "them by QOS (NERSC).",
+    )
     srun_options: Annotated[list[Line], AfterValidator(_options_ok)] = Field(default_factory=list)
     # each is a #SBATCH line of its own, which ends at the first space
     sbatch_options: Annotated[list[Line], AfterValidator(_sbatch_options_ok)] = Field(

@@ -32,6 +32,8 @@ CASES = [
      "scheduler.partitions.capella"),
     ("time-limit", "zih-capella", lambda s: {}, dict(image="x.sif", time="8-00:00:00"),
      "scheduler.max_time"),
+    ("time-limit", "perlmutter", lambda s: {}, dict(image="u/i:t", account="m1_g", time="100:00:00"),
+     "scheduler.qos_max_time.regular"),
     ("arch", "zih-capella", lambda s: {}, dict(image="x.sif", facts_extra={"arch": "arm64"}),
      "arch"),
     ("comment", "neuron", lambda s: {},
