@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
+from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -30,6 +31,7 @@ from hvd_container.launcher.runtimes import (
     is_file_ref,
 )
 from hvd_container.launcher.slurm import current_user
+from hvd_container.launcher.verdict import Verdict, not_applicable, warn
 from pydantic import Field, field_validator
 
 from hvd_container.core import yamlconf
@@ -151,3 +153,20 @@ class PodmanHpc(Runtime):
             argv += ["-w", inv.workdir]
         argv.append(self.image_ref(inv.image or ""))
         return Wrapped([], argv + inv.program)
+
+
+# podman-hpc's openmpi-pmix module under srun --mpi=pmix fails on Perlmutter, while
+# openmpi-pmi2 under --mpi=pmi2 works: NERSC/podman-hpc issue 158, open (checked 2026-11-26)
+PMIX_MODULE_ISSUE = "https://github.com/NERSC/podman-hpc/issues/158"
+
+
+@check("podman-hpc-mpi", "podman-hpc's MPI module starts the ranks", needs=("image",))
+def pmix_module(launch: Launch) -> Verdict | None:
+    profile = launch.runtime.profile
+    if getattr(profile, "mpi_module", None) != "openmpi-pmix":
+        return not_applicable("no openmpi-pmix module")
+    return warn(
+        f"site {launch.site.name}'s podman-hpc entry names mpi_module: openmpi-pmix, which fails "
+        f"to start Open MPI ranks under srun --mpi=pmix at NERSC ({PMIX_MODULE_ISSUE}, open): use "
+        "mpi_module: openmpi-pmi2 (srun --mpi=pmi2) in your own profile"
+    )

@@ -237,3 +237,20 @@ def test_the_general_checks_come_first_whichever_module_loads_first() -> None:
     owners = done.stdout.split()
     groups = [0 if o == "checks" else 1 if o == "runtimes" else 2 for o in owners]
     assert groups == sorted(groups) and groups[0] == 0 and groups[-1] == 2, owners
+
+
+def test_podman_hpcs_openmpi_pmix_module_is_warned_of_with_the_pmi2_fix() -> None:
+    """NERSC/podman-hpc issue 158 (open): --openmpi-pmix under srun --mpi=pmix fails at NERSC,
+    --openmpi-pmi2 under --mpi=pmi2 works."""
+    site = load_site("perlmutter")
+    podman = next(r for r in site.other_runtimes if r.kind == "podman-hpc")
+    for module, status in (("openmpi-pmix", "warn"), ("openmpi-pmi2", "n/a")):
+        entry = podman.model_copy(update={"mpi_module": module})
+        profile = site.model_copy(update={"runtime": entry, "other_runtimes": []})
+        found = doctor_results(profile, image="u/i:t", nodes=2, account="m1_g")
+        assert found["podman-hpc-mpi"].status == status, found["podman-hpc-mpi"]
+    pmix = site.model_copy(
+        update={"runtime": podman.model_copy(update={"mpi_module": "openmpi-pmix"})}
+    )
+    message = doctor_results(pmix, image="u/i:t", nodes=2, account="m1_g")["podman-hpc-mpi"].message
+    assert "issues/158" in message and "mpi_module: openmpi-pmi2 (srun --mpi=pmi2)" in message
