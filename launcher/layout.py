@@ -34,8 +34,14 @@ class Layout:
     processes_per_node: int | None = None  # ranks a node's one task starts (torchrun)
 
     @property
-    def ranks(self) -> int:
+    def tasks(self) -> int:
+        """srun's tasks (torchrun's: one a node)."""
         return self.ntasks or (self.nodes or 1) * (self.ntasks_per_node or 1)
+
+    @property
+    def ranks(self) -> int:
+        """The job's ranks: one a task, or the processes torchrun starts in each."""
+        return self.tasks * (self.processes_per_node or 1)
 
     def task_cpus(self, per_rank: int | None) -> int | None:
         """--cpus-per-task of a task: a rank's CPUs, times the ranks a node's one task starts

@@ -110,11 +110,11 @@ def registry_image_per_rank(launch: Launch) -> Verdict | None:
     kind = launch.runtime.kind
     if is_file_ref(launch.image):
         return not_applicable("the image is a file")
-    if launch.ranks <= 1:
+    if launch.layout.tasks <= 1:
         return None
     ref = launch.runtime.image_ref(launch.image)
     return fail(
-        f"{kind} would convert {ref} into a SIF in each of the {launch.ranks} ranks at "
+        f"{kind} would convert {ref} into a SIF in each of the {launch.layout.tasks} tasks at "
         f"once: convert it once first (`{kind} pull image.sif {ref}` on the login "
         "node, or `hvd-container convert IMAGE --to sif -o image.sif`) and pass --image "
         "image.sif"

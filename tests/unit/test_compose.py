@@ -655,7 +655,7 @@ def test_a_registry_image_under_apptainer_on_many_ranks_is_converted_first(runti
             dict(image="docker:user/img:tag", ntasks=4, runtime=runtime, inside_allocation=True),
         )
     assert str(info.value) == (
-        f"{runtime} would convert docker://user/img:tag into a SIF in each of the 4 ranks at "
+        f"{runtime} would convert docker://user/img:tag into a SIF in each of the 4 tasks at "
         f"once: convert it once first (`{runtime} pull image.sif docker://user/img:tag` on the "
         "login node, or `hvd-container convert IMAGE --to sif -o image.sif`) and pass --image "
         "image.sif"

@@ -276,3 +276,22 @@ def test_a_site_default_in_a_refusal_is_named_as_the_sites() -> None:
             LaunchRequest(script="t.py", image="u/i:t", ntasks_per_node=8, account="m_g"),
         )
     assert "--cpus-per-task 32 (site perlmutter's default) x 8 ranks" in str(info.value)
+
+
+def test_torchruns_ranks_are_its_processes_not_its_tasks() -> None:
+    """-N 2 alone at Neuron: torchrun starts a node's 8 GPUs' worth of processes in its one
+    task a node, 16 ranks, as --controller torch makes 16 tasks: no GPU left idle is said (it
+    said '-n 2 ... leaves 14 GPUs idle')."""
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import load_site
+
+    for controller in ("torch", "torchrun"):
+        request = LaunchRequest(
+            script="t.py", image="x.sif", nodes=2, controller=controller,
+            comment="field=nlp;appl=pytorch",
+        )  # fmt: skip
+        launch = plan_launch(load_site("neuron"), request)
+        assert launch.launch.ranks == 16, controller
+        assert not any("idle" in w for w in launch.warnings), launch.warnings
+    assert launch.launch.layout.tasks == 2  # torchrun: one task a node
