@@ -721,6 +721,8 @@ def nccl_interface(launch: Launch) -> Verdict | None:
     """Across nodes NCCL may bootstrap over the wrong interface (docker0, lo) unless told."""
     if "NCCL_SOCKET_IFNAME" in launch.env:
         return None
+    if launch.site.nccl_finds_network:
+        return not_applicable(_nccl_left_to_itself(launch))
     return warn(
         f"site {launch.site.name} sets no NCCL_SOCKET_IFNAME for this {launch.nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )
@@ -734,12 +736,20 @@ def nccl_interface(launch: Launch) -> Verdict | None:
 def nccl_network(launch: Launch) -> Verdict | None:
     """Across nodes, NCCL without its network plugin falls back to TCP without a word; a
     forced NCCL_NET makes a missing plugin fail at start instead."""
+    if "NCCL_NET" not in launch.env and launch.site.nccl_finds_network:
+        return not_applicable(_nccl_left_to_itself(launch))
     if "NCCL_NET" not in launch.env:
         return warn(
             f"site {launch.site.name} sets no NCCL_NET for this {launch.nodes}-node GPU launch: if NCCL's network plugin is missing it falls back to TCP without a word; set NCCL_NET (e.g. 'AWS Libfabric' on Slingshot, IB on InfiniBand) in the profile's env or with -e, so a missing plugin fails at start"
         )
     problem = launch.runtime.missing_nccl_plugin(launch)
     return fail(problem) if problem else None
+
+
+def _nccl_left_to_itself(launch: Launch) -> str:
+    found = launch.site.unconfirmed_source("nccl_finds_network")
+    said = f" ({found[1].about}, unconfirmed)" if found else ""
+    return f"site {launch.site.name}'s profile says NCCL finds its network there by itself{said}"
 
 
 @check("gpus-per-task", "every rank sees all the node's GPUs")

@@ -401,6 +401,12 @@ class Site(Strict):
         default=None,
         description="The GPU nodes' NVIDIA driver: an image's CUDA must be one it runs.",
     )
+    nccl_finds_network: bool = Field(
+        default=False,
+        description="The site sets no NCCL variables: its fabric (InfiniBand) is one NCCL's own "
+        "transport finds. Launches then do not ask for NCCL_SOCKET_IFNAME/NCCL_NET (say where "
+        "that comes from in sources, keys: [nccl_finds_network]).",
+    )
     shared_paths: Annotated[list[Line], AfterValidator(_abs_paths_ok)] = Field(
         default_factory=list,
         description="Where compute nodes see the login node's files; empty: not known (then "

@@ -554,26 +554,35 @@ def test_unusable_template_is_refused_when_the_profile_loads(
 
 
 def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
+    """A profile that neither names NCCL's interface nor says NCCL finds the network by itself
+    (a user's own InfiniBand site: the built-in neuron without its statement)."""
     warning = (
         "site neuron sets no NCCL_SOCKET_IFNAME for this 2-node GPU launch: NCCL may pick the "
         "wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) "
         "to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )
+    undeclared = load_site("neuron").model_copy(update={"nccl_finds_network": False})
+
+    def on_it(**fields: Any) -> Any:
+        return plan_launch(undeclared, LaunchRequest(script="train.py", **fields))
+
     net = {"NCCL_NET": "IB"}  # the next test's warning
     fields: dict[str, Any] = dict(
         image="x.sif", nodes=2, ntasks_per_node=8, comment="field=ai;appl=pytorch"
     )
-    assert warned(plan("neuron", **fields, env=net)) == [warning]
+    assert warned(on_it(**fields, env=net)) == [warning]
     # -n alone: the layout spreads 16 ranks over 2 nodes of 8 GPUs
-    assert warned(
-        plan("neuron", image="x.sif", ntasks=16, comment="field=ai;appl=pytorch", env=net)
-    ) == [warning]
+    assert warned(on_it(image="x.sif", ntasks=16, comment="field=ai;appl=pytorch", env=net)) == [
+        warning
+    ]
     # set by the user, or by the profile (Perlmutter: the Slingshot NICs)
-    assert warned(plan("neuron", **fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net})) == []
+    assert warned(on_it(**fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net})) == []
     assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
     assert warned(plan("perlmutter", image="u/i:t", nodes=2, account="m1_g")) == []
+    # or said by the profile: the built-in neuron's NCCL finds InfiniBand itself
+    assert warned(plan("neuron", **fields)) == []
     # one node, or no GPUs: NCCL does not cross the network
-    assert warned(plan("neuron", image="x.sif", nodes=1, comment="field=ai;appl=pytorch")) == []
+    assert warned(on_it(image="x.sif", nodes=1, comment="field=ai;appl=pytorch")) == []
     assert warned(plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2)) == []
 
 

@@ -104,10 +104,17 @@ def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
     missing = doctor_results(no_plugin, image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
     assert missing["nccl-network"].status == "fail"
     assert "shifter gets no nccl module" in missing["nccl-network"].message
-    unforced = doctor_results("neuron", image="x.sif", nodes=2, comment="field=ai;appl=pytorch")[
+    undeclared = with_values("neuron", nccl_finds_network=False)
+    unforced = doctor_results(undeclared, image="x.sif", nodes=2, comment="field=ai;appl=pytorch")[
         "nccl-network"
     ]
     assert unforced.status == "warn" and "sets no NCCL_NET" in unforced.message
+    said = doctor_results("neuron", image="x.sif", nodes=2, comment="field=ai;appl=pytorch")
+    assert said["nccl-network"].status == "n/a"
+    assert (
+        "NCCL finds its network there by itself (Neuron's user guide"
+        in said["nccl-network"].message
+    )
     one_node = doctor_results("neuron", image="x.sif", nodes=1, comment="field=ai;appl=pytorch")
     assert one_node["nccl-network"] == Result("nccl-network", "n/a", "a single-node launch")
 
@@ -254,3 +261,28 @@ def test_podman_hpcs_openmpi_pmix_module_is_warned_of_with_the_pmi2_fix() -> Non
     )
     message = doctor_results(pmix, image="u/i:t", nodes=2, account="m1_g")["podman-hpc-mpi"].message
     assert "issues/158" in message and "mpi_module: openmpi-pmi2 (srun --mpi=pmi2)" in message
+
+
+@pytest.mark.parametrize(
+    "name", ["local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
+)
+def test_a_default_job_at_a_built_in_site_hears_nothing_of_its_profile(
+    name: str, tmp_path: Path
+) -> None:
+    """Two nodes, every controller: the only warnings are about the user's image (not here;
+    Shifter's pull), none about the profile the tool ships (the NCCL ones were: neuron and the
+    ZIH sites say, with a source, that NCCL finds InfiniBand there by itself)."""
+    from hvd_container.launcher import controllers
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    site = load_site(name)
+    extra: dict[str, Any] = {
+        "perlmutter": {"account": "m1_g", "image": "u/i:t"},
+        "neuron": {"comment": "field=nlp;appl=pytorch"},
+    }.get(name, {})
+    for controller in controllers.names():
+        request = {"image": str(tmp_path / "x.sif"), "nodes": 2, "controller": controller, **extra}
+        launch = planned(site, LaunchRequest(script=str(script), **request), dry_run=True)
+        warned = {r.check for r in launch.results if r.status == "warn" and not r.acknowledged}
+        assert warned <= {"image", "image-pulled"}, (controller, launch.warnings)

@@ -95,7 +95,7 @@ def test_name_must_match_file_name(isolated: Path) -> None:  # noqa: F811
 INVALID = [
     (
         MINIMAL + "color: red\n",
-        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, shared_paths, modules, site_modules, env, binds, images, notes, acknowledge, sources\)",
+        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, nccl_finds_network, shared_paths, modules, site_modules, env, binds, images, notes, acknowledge, sources\)",
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
@@ -364,19 +364,21 @@ def test_every_error_of_a_profile_at_once_sorted_by_line(tmp_path: Path) -> None
 def test_a_user_override_of_a_builtin_acknowledges_warnings_it_cannot_act_on(
     isolated: Path,  # noqa: F811
 ) -> None:
-    """The built-in neuron profile warns on every multi-node GPU launch (no NCCL interface or
-    network known); a user's own neuron.yaml extends it and acknowledges those two by name."""
+    """A user's own neuron.yaml that says NCCL does not find the network by itself (their
+    nodes' fabric needs settings they cannot know) warns on every multi-node GPU launch; it
+    acknowledges those two warnings by name."""
     from _launch_helpers import plan_launch
     from hvd_container.launcher.request import LaunchRequest
 
     request = LaunchRequest(script="t.py", image="u/i:t", runtime="shifter", modules=["gpu"], nodes=2, comment="field=ai;appl=pytorch")  # fmt: skip
-    builtin = plan_launch(load_site("neuron"), request)
-    noisy = {r.check for r in builtin.results if r.status == "warn"}
-    assert {"nccl-interface", "nccl-network"} <= noisy
-    write(
+    own = write(
         isolated / "config" / "hvd-container" / "sites" / "neuron.yaml",
-        "extends: neuron\nacknowledge: [nccl-interface, nccl-network]\n",
+        "extends: neuron\nnccl_finds_network: false\n",
     )
+    loud = plan_launch(load_site("neuron"), request)
+    noisy = {r.check for r in loud.results if r.status == "warn"}
+    assert {"nccl-interface", "nccl-network"} <= noisy
+    own.write_text(own.read_text() + "acknowledge: [nccl-interface, nccl-network]\n")
     site = load_site("neuron")
     assert site.scheduler.comment.required  # the built-in's values, from the file it extends
     quiet = plan_launch(site, request)
