@@ -284,18 +284,24 @@ def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> 
         return refuse(
             launch, f"--comment {value!r}: {form}; use {example}", "scheduler.comment.form"
         )
-    if parts["appl"] not in rule.allowed:
-        gone = " (no longer accepted)" if parts["appl"] in rule.retired else ""
+    if parts["appl"] in rule.retired:
         return refuse(
             launch,
-            f"--comment {value!r}: appl={parts['appl']}{gone} is not an application of site {site} (allowed: {allowed})",
-            "scheduler.comment.allowed",
+            f"--comment {value!r}: appl={parts['appl']} (no longer accepted) is not an application of site {site} (allowed: {allowed})",
+            "scheduler.comment.retired",
+        )
+    # the site's lists grow (`showappl` prints today's): a value not in the profile's is said,
+    # not refused
+    grows = "the site's list grows: run `showappl` there and use a value it shows (your own profile can add it to scheduler.comment.{})"
+    if parts["appl"] not in rule.allowed:
+        return warn(
+            f"--comment {value!r}: appl={parts['appl']} is not among the applications site {site}'s profile knows (allowed: {allowed}); "
+            + grows.format("allowed")
         )
     if rule.fields and parts["field"] not in rule.fields:
-        return refuse(
-            launch,
-            f"--comment {value!r}: field={parts['field']} is not a field of site {site} (allowed: {fields})",
-            "scheduler.comment.fields",
+        return warn(
+            f"--comment {value!r}: field={parts['field']} is not among the fields site {site}'s profile knows (allowed: {fields}); "
+            + grows.format("fields")
         )
     if not parts["field"]:
         return fail(f"--comment {value!r}: field= is empty; use {example}")
@@ -679,6 +685,11 @@ def image_location(launch: Launch) -> Verdict | None:
         # a dry run may name an image that lives on the cluster: only one that is here is judged
         return skip(f"{launch.image} is not on this machine")
     site = launch.site
+    avoided = next((root for root in site.images.not_for_work if _under(path, [root])), None)
+    if avoided is not None:
+        return warn(
+            f"image {path} is on {avoided}, which site {site.name} asks not to work from: {site.images.not_for_work[avoided]}"
+        )
     if site.shared_paths:
         if _under(path, site.shared_paths):
             return None

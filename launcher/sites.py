@@ -367,6 +367,11 @@ class Images(Strict):
         description="Where images are unpacked for ch-run: off $HOME on sites whose home is "
         "small or slow (e.g. $SCRATCH/hvd-cache; ~ and $VARS expand); $HVD_CONTAINER_CACHE wins.",
     )
+    not_for_work: dict[Annotated[str, Field(pattern=r"^/\S*$")], Line] = Field(
+        default_factory=dict,
+        description="File systems the compute nodes see but the site asks not to work from "
+        "(path: why): an image there is warned of.",
+    )
 
 
 if TYPE_CHECKING:

@@ -117,10 +117,6 @@ def test_missing_mandatory_comment() -> None:
             r"^--comment 'field=nlp;appl=python': appl=python \(no longer accepted\) is not an application of site neuron \(allowed: pytorch, ",
         ),
         (
-            "field=nlp;appl=horovod",
-            r"^--comment 'field=nlp;appl=horovod': appl=horovod is not an application of site neuron",
-        ),
-        (
             "appl=pytorch",
             r"^--comment 'appl=pytorch': site neuron takes --comment in the form field=<field>;appl=<application>; use ",
         ),
@@ -133,6 +129,17 @@ def test_missing_mandatory_comment() -> None:
 )
 def test_neuron_takes_only_the_field_appl_comment(given: str, message: str) -> None:
     fails(message, "neuron", image="x.sif", ntasks=8, comment=given)
+
+
+def test_an_application_neurons_profile_does_not_know_is_said_not_refused() -> None:
+    """The site's list grows (a user's note has vllm in `showappl`): an unknown appl is a
+    warning that says to run showappl; the form stays mandatory (above)."""
+    given = "field=nlp;appl=vllm"
+    launch = plan("neuron", image="x.sif", ntasks=8, comment=given)
+    said = [
+        w for w in warned(launch) if w.startswith(f"--comment {given!r}: appl=vllm is not among")
+    ]
+    assert said and "run `showappl` there" in said[0], launch.warnings
 
 
 def test_neuron_comment_gets_the_launchs_application() -> None:
@@ -165,17 +172,18 @@ def test_neuron_comment_from_the_field_of_a_users_profile(tmp_path: Path) -> Non
 
 
 def test_a_fields_list_is_checked(tmp_path: Path) -> None:
+    """A field the profile's list lacks is said, with showappl (the list grows); not refused."""
     path = write(
         tmp_path / "n.yaml",
         "name: n\nruntime: {kind: none}\nscheduler:\n  comment: {required: true, form: field-appl, allowed: [pytorch], fields: [nlp, bio]}\n",
     )
-    with pytest.raises(
-        UserError, match=r"field=chem is not a field of site n \(allowed: nlp, bio\)"
-    ):
-        plan_launch(
-            load_site(str(path)),
-            LaunchRequest(script="t.py", ntasks=1, comment="field=chem;appl=pytorch"),
-        )
+    launch = plan_launch(
+        load_site(str(path)),
+        LaunchRequest(script="t.py", ntasks=1, comment="field=chem;appl=pytorch"),
+    )
+    assert warned(launch) == [
+        "--comment 'field=chem;appl=pytorch': field=chem is not among the fields site n's profile knows (allowed: nlp, bio); the site's list grows: run `showappl` there and use a value it shows (your own profile can add it to scheduler.comment.fields)"
+    ]
 
 
 def test_comment_not_needed_inside_an_allocation() -> None:

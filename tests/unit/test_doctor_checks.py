@@ -286,3 +286,27 @@ def test_a_default_job_at_a_built_in_site_hears_nothing_of_its_profile(
         launch = planned(site, LaunchRequest(script=str(script), **request), dry_run=True)
         warned = {r.check for r in launch.results if r.status == "warn" and not r.acknowledged}
         assert warned <= {"image", "image-pulled"}, (controller, launch.warnings)
+
+
+def test_an_image_on_a_file_system_the_site_asks_not_to_work_from_is_warned_of(
+    tmp_path: Path,
+) -> None:
+    """Capella's compendium: horse is not for work there (cat is). The built-in profile names
+    /data/horse; here a folder of this machine stands in for it."""
+    assert "/data/horse" in load_site("zih-capella").images.not_for_work
+    image = tmp_path / "horse" / "x.sif"
+    image.parent.mkdir()
+    image.write_bytes(b"not judged here")
+    images = load_site("zih-capella").images.model_copy(
+        update={"not_for_work": {str(image.parent): "keep images on /data/cat"}}
+    )
+    site = with_values("zih-capella", images=images)
+    found = doctor_results(site, image=str(image), nodes=1)["image-location"]
+    assert found.status == "warn"
+    assert found.message == (
+        f"image {image} is on {image.parent}, which site zih-capella asks not to work from: "
+        "keep images on /data/cat"
+    )
+    # the built-in list: this machine's /tmp is no horse (the node-local rule speaks there)
+    elsewhere = doctor_results(with_values("zih-capella"), image=str(image), nodes=1)
+    assert "asks not to work from" not in elsewhere["image-location"].message

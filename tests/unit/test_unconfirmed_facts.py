@@ -37,7 +37,7 @@ CASES = [
     ("arch", "zih-capella", lambda s: {}, dict(image="x.sif", facts_extra={"arch": "arm64"}),
      "arch"),
     ("comment", "neuron", lambda s: {},
-     dict(image="x.sif", comment="field=nlp;appl=no-such-app"), "scheduler.comment.allowed"),
+     dict(image="x.sif", comment="appl-only"), "scheduler.comment.form"),
 ]  # fmt: skip
 
 
