@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -234,3 +235,28 @@ def test_loading_a_model_loads_no_registry(model: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-500:]
     assert done.stdout.split() == [], f"importing {model} loads {done.stdout.strip()}"
+
+
+UNTYPED_PRINT = "def f(site, n: int):\n    print(n)\n"
+
+
+@pytest.mark.parametrize(
+    ("where", "codes"),
+    [
+        ("launcher/planted.py", {"ANN001", "ANN201", "T201"}),
+        ("hvd_container/cli/commands/run.py", {"ANN001", "ANN201"}),
+        ("containers/planted.py", {"T201"}),
+        ("hvd_container/cli/app.py", set()),
+        ("launcher/programs/planted.py", set()),
+    ],
+)
+def test_ruffs_rules_see_a_planted_function_where_they_apply(where: str, codes: set[str]) -> None:
+    """Type hints on the launch side and its commands (ANN), no print() in library code (T20):
+    the tool's own rules, configured in pyproject.toml, read the file as if it were there."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "json",
+         "--stdin-filename", where, "-"],
+        input=UNTYPED_PRINT, capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    found = {item["code"] for item in json.loads(done.stdout)}
+    assert found & {"ANN001", "ANN201", "T201"} == codes, found
