@@ -32,6 +32,7 @@ from hvd_container import facts, recipes
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
+from hvd_container.core.text import did_you_mean
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -452,8 +453,9 @@ def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
     if builtin.exists():
         return builtin
     known = ", ".join(list_builtin())
+    near = did_you_mean(str(ref), list_builtin())
     raise UserError(
-        f"recipe {str(ref)!r}: no such file and no built-in recipe of that name (built-in: {known})"
+        f"recipe {str(ref)!r}: no such file and no built-in recipe of that name{near} (built-in: {known})"
     )
 
 

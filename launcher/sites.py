@@ -35,6 +35,7 @@ from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError, raise_problems
 from hvd_container.core.files import not_a_file, untrusted_because
 from hvd_container.core.model import ControllerName, EnvName, Line, Strict
+from hvd_container.core.text import did_you_mean
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
@@ -615,7 +616,7 @@ def site_file(name: str) -> Path:
     files = _site_files()
     if name not in files:
         raise UserError(
-            f"unknown site {name!r} (allowed: {', '.join(sorted(files))}, or a path to a YAML file)"
+            f"unknown site {name!r}{did_you_mean(name, files)} (allowed: {', '.join(sorted(files))}, or a path to a YAML file)"
         )
     return files[name]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 # C0 and C1 controls, DEL, U+2028/U+2029: what a shell, Docker, Apptainer's scanner or a later
 # step that normalises text may read as the end of a line, or a terminal acts on
@@ -39,3 +41,10 @@ def ascii_digits(value: str) -> bool:
     """0-9 only: str.isdigit() also takes ², ³ and other digits that int() refuses or reads
     as another number, and a program would receive them as they are."""
     return value.isascii() and value.isdigit()
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """', did you mean X?' for the allowed value nearest a misspelt one (difflib's ratio of at
+    least 0.75: perlmuter -> perlmutter, verison -> version), else ''."""
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f", did you mean {found[0]!r}?" if found else ""

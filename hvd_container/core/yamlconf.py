@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from hvd_container.core.errors import UserError, raise_problems, sort_by_line
 from hvd_container.core.files import read_limited_text
+from hvd_container.core.text import did_you_mean
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
     from yaml import CSafeLoader as _Loader
@@ -281,8 +282,10 @@ def _problem_line(err: Any, model: Any, doc: Document, words: Mapping[str, str],
     shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
     if err["type"] == "extra_forbidden":
         parent = _model_at(model, loc[:-1], data)
-        keys = ", ".join(allowed_keys(parent)) if parent is not None else "?"
-        return f"{doc.where(loc)}: {dotted}: unknown key (allowed: {keys})"
+        names = allowed_keys(parent) if parent is not None else []
+        keys = ", ".join(names) or "?"
+        near = did_you_mean(str(loc[-1]), names) if loc else ""
+        return f"{doc.where(loc)}: {dotted}: unknown key{near} (allowed: {keys})"
     if err["type"] == "missing":
         return f"{doc.where(loc[:-1])}: {dotted}: required key is missing"
     if err["type"] in ("union_tag_invalid", "union_tag_not_found"):

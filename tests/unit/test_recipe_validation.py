@@ -50,7 +50,10 @@ def test_unknown_nested_key_lists_allowed(tmp_path: Path) -> None:
     path = write(tmp_path, merged(CPU_RECIPE, horovod=hvd))
     msg = error_of(path)
     assert msg.startswith(f"{path}:{line_of(path, 'horovod', 'frameworx')}: horovod.frameworx:")
-    assert "unknown key (allowed: version, frameworks, controllers, gpu_operations" in msg
+    assert (
+        "unknown key, did you mean 'frameworks'? (allowed: version, frameworks, controllers, gpu_operations"
+        in msg
+    )
 
 
 def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:

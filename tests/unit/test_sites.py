@@ -146,7 +146,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
-        r"6: scheduler.partitions.small.gpus: unknown key \(allowed: gpus_per_node, cpus_per_node, gpu, gpu_cc, arch, max_time\)",
+        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpu'\? \(allowed: gpus_per_node, cpus_per_node, gpu, gpu_cc, arch, max_time\)",
     ),
     (
         MINIMAL + "scheduler:\n  partitions: [a, b]\n",
@@ -180,7 +180,7 @@ INVALID = [
     ),
     (
         "name: mysite\nother_runtimes:\n  - kind: podman-hpc\n    gpus: true\nruntime: {kind: none}\n",
-        r"4: other_runtimes.0.gpus: unknown key \(allowed: kind, gpu, flags, python, injects_glibc, mpi_module\)",
+        r"4: other_runtimes.0.gpus: unknown key, did you mean 'gpu'\? \(allowed: kind, gpu, flags, python, injects_glibc, mpi_module\)",
     ),
     (MINIMAL + "env:\n  1: x\n", r"5: env: key 1: expected a string"),
     (
@@ -414,3 +414,19 @@ def test_extends_names_a_profile_or_a_path_and_refuses_cycles(tmp_path: Path) ->
     write(tmp_path / "d.yaml", "extends: perlmutter\nname: d\nscheduler: {account: m1_g}\n")
     derived = load_site(str(tmp_path / "d.yaml"))
     assert derived.scheduler.account == "m1_g" and derived.runtime.kind == "shifter"
+
+
+def test_a_misspelt_site_or_key_gets_the_nearest_name(tmp_path: Path) -> None:
+    with pytest.raises(
+        UserError, match=r"^unknown site 'perlmuter', did you mean 'perlmutter'\? \(allowed: "
+    ):
+        load_site("perlmuter")
+    with pytest.raises(UserError, match=r"^unknown site 'nowhere' \(allowed: "):
+        load_site("nowhere")  # nothing near: no guess
+    from hvd_container.launcher.sites import validate_site_file
+
+    bad = write(tmp_path / "s.yaml", MINIMAL + "scheduler:\n  partiton: debug\n")
+    with pytest.raises(
+        UserError, match=r"scheduler\.partiton: unknown key, did you mean 'partition'\? \(allowed: "
+    ):
+        validate_site_file(bad)

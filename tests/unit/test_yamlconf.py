@@ -107,3 +107,10 @@ def test_bad_mapping_key_names_the_key() -> None:
     with pytest.raises(UserError) as err:
         yamlconf.validate(_Env, doc)
     assert str(err.value) == "f.yaml:3: env: key 'bad key': keys must be upper case"
+
+
+def test_did_you_mean_offers_only_a_near_name() -> None:
+    from hvd_container.core.text import did_you_mean
+
+    assert did_you_mean("verison", ["name", "version"]) == ", did you mean 'version'?"
+    assert did_you_mean("colour", ["name", "version"]) == ""
