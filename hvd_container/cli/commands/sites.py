@@ -41,7 +41,6 @@ def list_cmd(json_output: JsonOpt = False) -> None:
                 warnings.append(f"site profile {name} passed over: {'; '.join(exc.problems)}")
                 continue
             builtin = str(BUILTIN_DIR) in site.source
-            origin = "built-in" if builtin else site.source
             rows.append(
                 {
                     "name": name,
@@ -53,14 +52,18 @@ def list_cmd(json_output: JsonOpt = False) -> None:
                     "selected": name == chosen,
                 }
             )
-            if not json_output:
-                mark = "*" if name == chosen else " "
-                typer.echo(
-                    safe_text(
-                        f"{mark} {name:<12} {site.runtime.kind:<12} {site.arch:<8} "
-                        f"{origin:<10} {site.description}"
-                    )
-                )
+    if not json_output:
+        # one column each, as wide as its longest value; a profile of yours says so (its file:
+        # `sites show NAME`, --json)
+        table = [
+            (r["name"], r["runtime"], r["arch"], "built-in" if r["builtin"] else "yours")
+            for r in rows
+        ]
+        widths = [max([len(str(c[i])) for c in table] or [0]) for i in range(4)]
+        for row, cells in zip(rows, table, strict=True):
+            mark = "*" if row["selected"] else " "
+            padded = "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
+            typer.echo(safe_text(f"{mark} {padded}  {row['description']}"))
     if json_output:
         emit({"selected": chosen, "selected_by": why, "sites": rows, "warnings": warnings})
     else:
