@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from hvd_container.launcher import controllers, runtimes
 from hvd_container.launcher.check_declarations import Check, Need, check, declared
 from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.sites import slurm_cluster_name
 from hvd_container.launcher.slurm import slurm_seconds
 from hvd_container.launcher.verdict import (
     Status,
@@ -772,6 +773,29 @@ def gpus_per_task(launch: Launch) -> Verdict | None:
     return warn(
         f"--gpus-per-task makes every rank see only GPU 0 (set_device(local_rank) fails, no P2P): requesting {flag} with --gpu-bind=none instead; pass --gpus-per-node to silence this"
     )
+
+
+@check("cluster", "this machine's Slurm is the site's cluster", needs=("slurm",))
+def cluster(launch: Launch) -> Verdict | None:
+    """A launch for one site from another cluster's login node would hand the other Slurm
+    this site's partitions, account and modules: refused where it submits, said inside an
+    allocation (the step runs where the allocation is)."""
+    site, names = launch.site.name, launch.site.cluster_names
+    if not names:
+        return not_applicable(f"site {site}'s profile names no Slurm cluster")
+    here = slurm_cluster_name()
+    if here is None:
+        return skip(
+            "this machine's Slurm cluster is not known (no $SLURM_CLUSTER_NAME, no ClusterName in slurm.conf)"
+        )
+    if here in names:
+        return passed(f"cluster {here}")
+    message = (
+        f"this machine's Slurm is cluster {here}, not site {site}'s ({', '.join(names)}): the job "
+        f"would carry {site}'s partitions, account and modules to it; pass the --site of cluster "
+        f"{here} (`hvd-container sites list`), or launch from {site}'s login node"
+    )
+    return fail(message) if launch.asks_allocation else warn(message)
 
 
 @check("srun-mpi", "srun offers the --mpi plugin", needs=("slurm",))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _launch_helpers import plan_launch
+from _launch_helpers import isolated, plan_launch  # noqa: F401
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher.checks import Result, driver_at_least
@@ -310,3 +310,34 @@ def test_an_image_on_a_file_system_the_site_asks_not_to_work_from_is_warned_of(
     # the built-in list: this machine's /tmp is no horse (the node-local rule speaks there)
     elsewhere = doctor_results(with_values("zih-capella"), image=str(image), nodes=1)
     assert "asks not to work from" not in elsewhere["image-location"].message
+
+
+def test_a_launch_for_one_site_from_another_clusters_slurm_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+    isolated: Path,  # noqa: F811
+) -> None:
+    """`run --site perlmutter` where Slurm says another ClusterName went on to sbatch with
+    Perlmutter's options (doctor already knew): refused where it submits, a warning inside an
+    allocation; where the name is not known it is not judged."""
+    from hvd_container.launcher.machine import ThisMachine
+
+    machine = ThisMachine()
+    # what else this machine would be asked (srun, nvidia-smi, shifterimg), answered at once
+    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None, shifter_images=None)
+
+    def judged(**fields: Any) -> Result:
+        request = LaunchRequest(script="train.py", image="u/i:t", nodes=2, account="m1_g", **fields)
+        done = planned(load_site("perlmutter"), request, keep_going=True, machine=machine)
+        return next(r for r in done.results if r.check == "cluster")
+
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "neuron")
+    submitted = judged()
+    assert submitted.status == "fail"
+    assert submitted.message.startswith(
+        "this machine's Slurm is cluster neuron, not site perlmutter's (perlmutter): "
+    )
+    assert judged(inside_allocation=True).status == "warn"
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "perlmutter")
+    assert judged().status == "pass"
+    monkeypatch.delenv("SLURM_CLUSTER_NAME")
+    assert judged().status == "skip"  # the isolated tests' slurm.conf does not exist
