@@ -160,6 +160,12 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise StepFailed(f"making base image {base} failed: {last}")
+    if _image_labels(engine, base) is None:  # the script imports into the Docker engine
+        raise UserError(
+            f"recipe {recipe.name}: {script.name} made base image {base} in the Docker engine, "
+            f"which is not the engine of this build: copy it over (`docker save {base} | "
+            "podman load`) and build again"
+        )
 
 
 def unpinned_base(recipe: Recipe) -> str | None:

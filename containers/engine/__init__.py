@@ -1,14 +1,17 @@
 """The engine interface: what the build side asks of a container engine, and nothing more.
 
-Build, verify, push and convert go through `Engine` (repo2docker's model): one backend today,
-the Docker engine through docker-py (containers/engine/docker_api.py), another (BuildKit through
-a CLI, podman's API, a remote builder) can sit behind it. `open_engine` is the one place an
+Build, verify, push and convert go through `Engine` (repo2docker's model): the Docker engine
+through docker-py (containers/engine/docker_api.py), and podman, rootless, through its
+Docker-compatible API (containers/engine/podman.py). `open_engine` is the one place an
 engine is made: a command opens one and hands it down. Errors come out engine-neutral:
 `EngineError` with the engine's explanation, `EngineUnreachable` when it does not answer.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -96,17 +99,51 @@ class Engine(Protocol):
         ...
 
 
-ENGINES = ("docker",)
+ENGINES = ("auto", "docker", "podman")
+ENGINE_ENV = "HVD_ENGINE"  # the engine every command opens when none is named
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def chosen_engine(name: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """docker or podman: the one named (a flag, else $HVD_ENGINE), or for `auto` Docker where
+    DOCKER_HOST is set or its socket accepts a connection, else podman where it is installed
+    (a login node), else Docker (whose error says how to start it)."""
+    env = os.environ if environ is None else environ
+    name = name or env.get(ENGINE_ENV) or "auto"
+    if name not in ENGINES:
+        source = "--engine" if name != env.get(ENGINE_ENV) else f"${ENGINE_ENV}"
+        raise UserError(f"{source}: engine {name!r} is not known (allowed: {', '.join(ENGINES)})")
+    if name != "auto":
+        return name
+    if env.get("DOCKER_HOST") or accepts(DOCKER_SOCKET) or shutil.which("podman") is None:
+        return "docker"
+    return "podman"
+
+
+def accepts(path: str | os.PathLike[str]) -> bool:
+    """Whether something accepts connections on the unix socket at path."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        try:
+            sock.connect(os.fspath(path))
+        except OSError:
+            return False
+    return True
 
 
 def open_engine(
-    name: str = "docker", *, nocache: bool = False, timeout: int | None = None
+    name: str | None = None, *, nocache: bool = False, timeout: int | None = None
 ) -> Engine:
-    """The engine called `name`, connected on first use. nocache: builds reuse no cached
-    layer; timeout: seconds each call to the engine may take (default the backend's)."""
-    if name not in ENGINES:
-        raise UserError(f"engine {name!r} is not known (allowed: {', '.join(ENGINES)})")
-    # the backend and its SDK only when an engine is opened: about 150 ms to import
+    """The engine called `name` (docker, podman, auto; None: $HVD_ENGINE, else auto),
+    connected on first use. nocache: builds reuse no cached layer; timeout: seconds each call
+    to the engine may take (default the backend's)."""
+    chosen = chosen_engine(name)
+    if chosen == "podman":
+        # the backend and its SDK only when an engine is opened: about 150 ms to import
+        from hvd_container.containers.engine import podman
+
+        return podman.podman_engine(nocache=nocache, timeout=timeout)
+    # the same for Docker's: about 150 ms
     from hvd_container.containers.engine import docker_api
 
     client = docker_api.docker_client(timeout=timeout) if timeout is not None else None

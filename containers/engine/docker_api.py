@@ -55,7 +55,15 @@ ENGINE_RESTARTED = (
     "finished come from its cache"
 )
 
-_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+# the classic builder says "Step 2/9 : RUN ...", buildah (podman's API) "STEP 2/9: RUN ..."
+_STEP = re.compile(r"^(?:Step|STEP) (\d+)/(\d+) ?: (.*)$")
+# "---> Using cache" (classic builder), "--> Using cache 3f2a..." (buildah)
+_CACHED = re.compile(r"^-{2,3}> Using cache\b")
+# builder bookkeeping, not output of a step: layer ids, commits, tags, removed containers,
+# the image id buildah prints last
+_BOOKKEEPING = re.compile(
+    r"^(?: ?-{2,3}> |Successfully |Removing intermediate container |COMMIT\b|[0-9a-f]{64}$)"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TAIL_LINES = 30
 
@@ -77,6 +85,16 @@ def docker_client(timeout: int = 600) -> Any:
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise UserError(_unreachable(exc)) from None
     return client
+
+
+def docker_client_at(url: str, timeout: int, engine: str) -> Any:
+    """A docker.APIClient on another engine's Docker-compatible API at url (unix://...)."""
+    _require_sdk()
+    try:
+        return docker.APIClient(base_url=url, version="auto", timeout=timeout)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot reach {engine}'s API at {url}: {reason}") from None
 
 
 def _env_kwargs() -> dict[str, Any]:
@@ -138,13 +156,21 @@ def context_tar(files: Mapping[str, bytes]) -> bytes:
 
 
 class DockerEngine:
-    """containers.engine.Engine on the local Docker engine (DOCKER_HOST)."""
+    """containers.engine.Engine on the local Docker engine (DOCKER_HOST), or on any engine
+    that speaks its API (podman's, containers/engine/podman.py).
 
-    def __init__(self, client: Any | None = None, nocache: bool = False) -> None:
+    host_network: build steps and run containers share the host's network (a rootless engine
+    has no bridge the host can serve on; the pip config server then listens on loopback).
+    """
+
+    def __init__(
+        self, client: Any | None = None, nocache: bool = False, *, host_network: bool = False
+    ) -> None:
         if client is None:
             _require_sdk()  # every method imports docker-py: say at once how to get it
         self._client = client
         self.nocache = nocache
+        self.host_network = host_network
 
     @property
     def client(self) -> Any:
@@ -174,6 +200,7 @@ class DockerEngine:
                 forcerm=True,  # remove intermediate containers even when a step fails
                 pull=False,
                 nocache=self.nocache,
+                network_mode="host" if self.host_network else None,
             )
             yield from parse_build_stream(stream)
         except BuildFailed as failed:
@@ -269,8 +296,10 @@ class DockerEngine:
         client = self.client
         with _neutral():
             container = client.create_container(
-                image, command=argv, labels=dict(labels), network_disabled=False
-            )
+                image, command=argv, labels=dict(labels), network_disabled=False,
+                host_config=client.create_host_config(network_mode="host")
+                if self.host_network else None,
+            )  # fmt: skip
         cid = container["Id"]
         try:
             try:
@@ -305,6 +334,8 @@ class DockerEngine:
             _remove_container(client, cid)
 
     def bridge_gateway(self) -> str:
+        if self.host_network:
+            return "127.0.0.1"
         with _neutral():
             networks = self.client.networks(names=["bridge"])
         for net in networks:
@@ -379,7 +410,8 @@ def _api_message(exc: BaseException) -> str:
 
 
 def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]:
-    """Classic-builder JSON messages -> BuildEvents; an error raises StepFailed with context.
+    """The builder's JSON messages (Docker's classic builder, or buildah's through podman's
+    Docker-compatible API) -> BuildEvents; an error raises StepFailed with context.
 
     The failure message names the failing instruction and carries the last TAIL_LINES lines of
     its output, as the user needs them to fix the recipe.
@@ -414,12 +446,10 @@ def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]
                     step, total, instruction = int(match[1]), int(match[2]), match[3]
                     tail.clear()
                     yield BuildEvent("step", instruction, step, total)
-                elif line.strip() == "---> Using cache":
-                    yield BuildEvent("cached", line.strip(), step, total)
-                elif line.startswith(
-                    (" ---> ", "Successfully ", "Removing intermediate container ")
-                ):
-                    continue  # builder bookkeeping, not output of the step
+                elif _CACHED.match(line.strip()):
+                    yield BuildEvent("cached", "---> Using cache", step, total)
+                elif _BOOKKEEPING.match(line):
+                    continue
                 else:
                     tail.append(line)
                     yield BuildEvent("log", line, step, total)

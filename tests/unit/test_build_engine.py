@@ -179,3 +179,33 @@ def test_a_killed_step_says_who_killed_it(
     engine = docker_api.DockerEngine(client=_EngineAfterAKill(answers, actions))
     why = engine._why_killed(since=0)
     assert (why is None) if says is None else (why or "").startswith(says)
+
+
+def test_buildahs_stream_through_podmans_api_gives_the_same_events() -> None:
+    # the lines podman 4.3's Docker-compatible build endpoint sent for cpu-bookworm-torch
+    events = list(
+        parse_build_stream(
+            _stream(
+                "STEP 1/21: FROM hvd-base/debian:bookworm\n",
+                "STEP 2/21: ARG DEBIAN_FRONTEND=noninteractive\n",
+                "--> Using cache 26353546273f2d8c\n",
+                "--> 26353546273\n",
+                "STEP 21/21: RUN python -c 'import torch; print(torch.__version__)'\n",
+                "2.13.0+cpu\n",
+                "COMMIT\n",
+                "--> 708dbf9585c\n",
+                "708dbf9585c5715ef8de9720a1a9bc9263d39cf04b0b2e4d775faf3cece6f3c2\n",
+                "Successfully built 708dbf9585c5\n",
+                image="sha256:708dbf9585c5",
+            )
+        )
+    )
+    kinds = [(e.kind, e.step, e.total, e.text) for e in events]
+    assert kinds == [
+        ("step", 1, 21, "FROM hvd-base/debian:bookworm"),
+        ("step", 2, 21, "ARG DEBIAN_FRONTEND=noninteractive"),
+        ("cached", 2, 21, "---> Using cache"),
+        ("step", 21, 21, "RUN python -c 'import torch; print(torch.__version__)'"),
+        ("log", 21, 21, "2.13.0+cpu"),
+        ("done", 21, 21, "sha256:708dbf9585c5"),
+    ]

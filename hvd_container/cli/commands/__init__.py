@@ -18,7 +18,7 @@ import typer.main
 COMMANDS: dict[str, tuple[str, str]] = {
     "build": (
         "build",
-        "Build the recipe's image through the Docker engine, verify it, label it (and push it).",
+        "Build the recipe's image through a container engine, verify it, label it (and push it).",
     ),
     "verify": (
         "build",

@@ -33,6 +33,26 @@ class Progress(str, Enum):
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON lines.")]
 
 
+class EngineName(str, Enum):
+    auto = "auto"
+    docker = "docker"
+    podman = "podman"
+
+
+EngineOpt = Annotated[
+    EngineName | None,
+    typer.Option(
+        "--engine",
+        help="The container engine: docker, podman (rootless, through its API service) or auto "
+        "(Docker where it answers, else podman). Default: $HVD_ENGINE, else auto.",
+    ),
+]
+
+
+def _engine_name(engine: EngineName | None) -> str | None:
+    return engine.value if engine is not None else None
+
+
 def build_cmd(
     recipe: RecipeArg,
     progress: Annotated[
@@ -61,8 +81,9 @@ def build_cmd(
             "--no-host-pip", help="Do not serve the host's pip configuration to the build."
         ),
     ] = False,
+    engine_name: EngineOpt = None,
 ) -> None:
-    """Build the recipe's image through the Docker engine, verify it, label it (and push it)."""
+    """Build the recipe's image through a container engine, verify it, label it (and push it)."""
 
     # Made first, so that every failure (recipe, engine, build, push) reaches reporter.failure:
     # in JSON mode each one ends the stream with an error record.
@@ -79,7 +100,7 @@ def build_cmd(
                 no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
             )
             # one engine for the command: the build, its verification and the push
-            engine = open_engine(nocache=no_cache)
+            engine = open_engine(_engine_name(engine_name), nocache=no_cache)
             result = build_recipe(loaded, reporter, options, engine=engine)
             pushed = None
             if push is not None:
@@ -137,23 +158,24 @@ def verify_cmd(
         ),
     ] = None,
     json_output: JsonOpt = False,
+    engine_name: EngineOpt = None,
 ) -> None:
     """Re-run the checks on an image (check-build, hvd.init per framework, recipe checks)."""
 
     try:
         with engine_errors():
-            _verify(image, recipe, json_output)
+            _verify(open_engine(_engine_name(engine_name)), image, recipe, json_output)
     except (UserError, KeyboardInterrupt) as exc:
         if json_output:
             JsonReporter().failure(exc, "verify")
         raise
 
 
-def _verify(image: str, recipe: str | None, json_output: bool) -> None:
+def _verify(engine: Engine, image: str, recipe: str | None, json_output: bool) -> None:
 
     quiet = json_output
     done = verify_existing(
-        open_engine(),
+        engine,
         image,
         recipe,
         on_step=None if quiet else lambda m: typer.echo(safe_text(f"[checks] => {m}")),
@@ -202,6 +224,7 @@ def push_cmd(
         ),
     ] = Progress.auto,
     json_output: JsonOpt = False,
+    engine_name: EngineOpt = None,
 ) -> None:
     """Push a built image to a registry and read its digest back from the registry.
 
@@ -213,7 +236,9 @@ def push_cmd(
     reporter = make_reporter(progress.value, json_output, starting="starting push")
     try:
         with engine_errors():
-            result = _push(_image_of(target), registry, reporter)
+            image = _image_of(target)
+            remote_ref(image, registry, "--registry")  # a bad registry before the engine starts
+            result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
     except (UserError, KeyboardInterrupt) as exc:
         reporter.failure(exc, "push")
         raise

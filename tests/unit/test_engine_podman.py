@@ -1,0 +1,170 @@
+"""Which engine a command opens, and podman's API service: found, started, refused.
+
+The real rootless build is tests/e2e/test_podman_rootless.py; here the choices and the errors,
+with real unix sockets and a stand-in `podman` program where one must fail."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hvd_container.containers.engine import accepts, chosen_engine, open_engine
+from hvd_container.containers.engine import podman as podman_module
+from hvd_container.containers.engine.docker_api import DockerEngine
+
+from hvd_container.core.errors import UserError
+
+
+@pytest.fixture
+def listening(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "engine.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+        sock.listen(1)
+        yield path
+
+
+def _no_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("hvd_container.containers.engine.DOCKER_SOCKET", str(tmp_path / "none"))
+
+
+def test_a_named_engine_is_taken_as_named() -> None:
+    assert chosen_engine("podman", {}) == "podman"
+    assert chosen_engine(None, {"HVD_ENGINE": "podman"}) == "podman"
+    assert chosen_engine("docker", {"HVD_ENGINE": "podman"}) == "docker"  # the flag wins
+
+
+def test_an_unknown_engine_names_where_it_came_from() -> None:
+    with pytest.raises(UserError, match=r"^--engine: engine 'buildkit' is not known \(allowed: "):
+        chosen_engine("buildkit", {})
+    with pytest.raises(UserError, match=r"^\$HVD_ENGINE: engine 'dokcer' is not known"):
+        chosen_engine(None, {"HVD_ENGINE": "dokcer"})
+
+
+def test_auto_takes_docker_where_it_answers(
+    monkeypatch: pytest.MonkeyPatch, listening: Path
+) -> None:
+    monkeypatch.setattr("hvd_container.containers.engine.DOCKER_SOCKET", str(listening))
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/podman")
+    assert chosen_engine(None, {}) == "docker"
+
+
+def test_auto_takes_podman_where_docker_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _no_docker(monkeypatch, tmp_path)
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/podman")
+    assert chosen_engine(None, {}) == "podman"
+    assert chosen_engine(None, {"DOCKER_HOST": "tcp://builder:2375"}) == "docker"
+    # neither: Docker, whose error says how to start it
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert chosen_engine(None, {}) == "docker"
+
+
+def test_accepts_only_a_listening_socket(listening: Path, tmp_path: Path) -> None:
+    assert accepts(listening)
+    assert not accepts(tmp_path / "missing.sock")
+    plain = tmp_path / "file"
+    plain.write_text("")
+    assert not accepts(plain)
+
+
+def test_podmans_socket_from_container_host_must_be_unix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTAINER_HOST", "ssh://me@builder/run/podman.sock")
+    with pytest.raises(UserError, match=r"^\$CONTAINER_HOST=ssh://.*unix socket only"):
+        podman_module.service_url()
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///run/user/7/podman/podman.sock")
+    assert podman_module.service_url() == "unix:///run/user/7/podman/podman.sock"
+
+
+def test_a_running_user_service_is_used(monkeypatch: pytest.MonkeyPatch, listening: Path) -> None:
+    monkeypatch.delenv("CONTAINER_HOST", raising=False)
+    monkeypatch.setattr(podman_module, "user_socket", lambda: listening)
+    assert podman_module.service_url() == f"unix://{listening}"
+
+
+def test_no_podman_on_path_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("CONTAINER_HOST", raising=False)
+    monkeypatch.setattr(podman_module, "user_socket", lambda: tmp_path / "none.sock")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError, match=r"^--engine podman: podman is not on PATH \(install it"):
+        podman_module.service_url()
+
+
+def test_a_service_that_cannot_start_says_why_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bin" / "podman"  # stand-in: podman that fails as a bad subuid setup does
+    fake.parent.mkdir()
+    fake.write_text(
+        '#!/bin/sh\necho "Error: cannot set up namespace using newuidmap" >&2\nexit 125\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.delenv("CONTAINER_HOST", raising=False)
+    monkeypatch.setattr(podman_module, "user_socket", lambda: tmp_path / "none.sock")
+    monkeypatch.setenv("PATH", str(fake.parent))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(UserError) as info:
+        podman_module.service_url()
+    assert str(info.value).startswith(
+        "--engine podman: `podman system service` did not start: Error: cannot set up "
+        "namespace using newuidmap (check `podman info`"
+    )
+    assert list((tmp_path / "tmp").iterdir()) == []  # its folder is gone
+
+
+class _Client:
+    """Records what the engine asks of docker-py's APIClient."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def build(self, **kw: Any) -> Iterator[dict[str, Any]]:
+        self.calls.append(("build", kw))
+        yield {"stream": "STEP 1/1: FROM x\n"}
+        yield {"aux": {"ID": "sha256:1"}}
+
+    def create_host_config(self, **kw: Any) -> dict[str, Any]:
+        return {"NetworkMode": kw["network_mode"]}
+
+    def create_container(self, image: str, **kw: Any) -> dict[str, str]:
+        self.calls.append(("create_container", kw))
+        return {"Id": "c1"}
+
+    def start(self, cid: str) -> None: ...
+
+    def wait(self, cid: str, timeout: int) -> dict[str, int]:
+        return {"StatusCode": 0}
+
+    def logs(self, cid: str, **kw: Any) -> bytes:
+        return b"ok\n"
+
+    def remove_container(self, cid: str, **kw: Any) -> None: ...
+
+
+def test_a_host_network_engine_builds_and_runs_on_the_hosts_network() -> None:
+    client = _Client()
+    engine = DockerEngine(client, host_network=True)
+    assert [e.kind for e in engine.build({"Dockerfile": b"FROM x\n"}, "t")] == ["step", "done"]
+    assert engine.run("x", ["true"], timeout=5, labels={}) == (0, "ok\n")
+    build, create = (kw for _, kw in client.calls)
+    assert build["network_mode"] == "host"
+    assert create["host_config"] == {"NetworkMode": "host"}
+    assert engine.bridge_gateway() == "127.0.0.1"  # the pip config server listens on loopback
+    # the Docker engine's own: its default network for both
+    client = _Client()
+    engine = DockerEngine(client)
+    list(engine.build({"Dockerfile": b"FROM x\n"}, "t"))
+    engine.run("x", ["true"], timeout=5, labels={})
+    build, create = (kw for _, kw in client.calls)
+    assert build["network_mode"] is None and create["host_config"] is None
+
+
+def test_open_engine_refuses_an_unknown_name_before_connecting() -> None:
+    with pytest.raises(UserError, match="engine 'rkt' is not known"):
+        open_engine("rkt")
