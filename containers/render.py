@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import render_blocks
+from hvd_container.containers.blocks.base import DEBOOTSTRAP_IMAGE
 from hvd_container.containers.instructions import Block, Copy
 from hvd_container.containers.printers import dockerfile, singularity
 
@@ -40,6 +41,24 @@ def build_context(recipe: Recipe) -> dict[str, bytes]:
     for block in _blocks(recipe):
         context.update({i.source: i.data for i in block.items if isinstance(i, Copy)})
     return context
+
+
+def dockerfile_needs(recipe: Recipe) -> str:
+    """What a rendered Dockerfile needs besides itself to build: the files it copies, and a
+    `debootstrap:` base made locally."""
+    files = sorted(name for name in build_context(recipe) if name != "Dockerfile")
+    named = ", ".join(files[:-1]) + (" and " if len(files) > 1 else "") + files[-1] if files else ""
+    needs = [f"{named} beside it"] if files else []
+    suite = recipe.base.debootstrap_suite
+    if suite:
+        image = DEBOOTSTRAP_IMAGE.format(suite=suite)
+        needs.append(f"the local base image {image} (testbed/base-image.sh {suite} makes it)")
+    if not needs:
+        return ""
+    return (
+        f"`docker build` also needs {', and '.join(needs)}: `render --context DIR` writes the "
+        "whole build context"
+    )
 
 
 def render_definition(recipe: Recipe, *, docker_bootstrap: bool = False) -> str:

@@ -13,7 +13,7 @@ from hvd_container.cli.completion import complete_recipe
 from hvd_container.containers.context import write_context
 from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
 from hvd_container.containers.recipe import load_recipe
-from hvd_container.containers.render import render
+from hvd_container.containers.render import dockerfile_needs, render
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 from hvd_container.core.files import read_limited_text
@@ -91,8 +91,10 @@ def render_cmd(
     except OSError as exc:  # the temporary file is gone already: nothing half-written
         raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     typer.echo(f"wrote {output}", err=True)
-    if fmt is Format.docker:
-        typer.echo("note: `docker build` also needs hvd-pip next to it: see --context", err=True)
+    if fmt is Format.docker and recipe is not None:
+        needs = dockerfile_needs(load_recipe(recipe))
+        if needs:
+            typer.echo(f"note: {needs}", err=True)
 
 
 def _dockerfile_definition(path: Path) -> str:
