@@ -495,11 +495,33 @@ class LockMissing(UserError):
         self.command = command
 
 
-def load_recipe_to_read(ref: str | Path) -> tuple[Recipe, str | None]:
-    """The recipe as `recipes validate` and `recipes show` read it: without its lock where it
-    has none yet, with a note that build and render need one (and the command that makes it)."""
+def load_recipe_to_read(ref: str | Path) -> tuple[Recipe, list[str]]:
+    """The recipe as `recipes validate` and `recipes show` read it, with notes: what it
+    inherits that a reader may not expect (inheritance_notes), and, without its lock where it
+    has none yet, that build and render need one (and the command that makes it)."""
     try:
-        return load_recipe(ref), None
+        recipe, notes = load_recipe(ref), []
     except LockMissing as exc:
         recipe = load_recipe(ref, with_lock=False)
-        return recipe, f"no lock yet: build and render need one: `{exc.command}`"
+        notes = [f"no lock yet: build and render need one: `{exc.command}`"]
+    return recipe, [*inheritance_notes(ref), *notes]
+
+
+def inheritance_notes(ref: str | Path) -> list[str]:
+    """What `extends:` does that a reader may not expect: a list the recipe gives replaces the
+    inherited one (lists do not merge), and a description it does not give is its parent's."""
+    layered = yamlconf.load_layered(_resolve_ref(ref), _resolve_ref, "a recipe name or a path")
+    if len(layered.docs) == 1:
+        return []
+    notes = [
+        f"{where} replaces the inherited list, without {', '.join(map(str, dropped[:3]))}"
+        f"{f' and {len(dropped) - 3} more' if len(dropped) > 3 else ''} (lists replace, they "
+        "do not merge: repeat an item to keep it)"
+        for where, dropped in layered.replaced_lists()
+    ]
+    if "description" not in layered.docs[0].data and "description" in layered.inherited:
+        notes.append(
+            f"{layered.docs[0].source}: description: inherited word for word from "
+            f"{layered.docs[1].source}: give the recipe its own"
+        )
+    return notes

@@ -173,7 +173,9 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "recipes-list": _result({"recipes": {"type": "array", "items": _RECIPE_ROW}}),
     "recipes-show": _result(
         {"name": _STR, "image": _STR, "digest": _STR, "file": _STR, "recipe": {"type": "object"}},
-        {"note": _STR},  # a recipe that needs a lock and has none yet: the command to make it
+        # what extends: does unexpectedly (a list replaced, a description inherited); a recipe
+        # that needs a lock and has none yet: the command to make it
+        {"notes": _STRS},
     ),
     "recipes-validate": _result(
         {
@@ -182,7 +184,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                 "type": "array",
                 "items": _record(
                     {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS},
-                    {"note": _STR},
+                    {"notes": _STRS},
                 ),
             },
         }

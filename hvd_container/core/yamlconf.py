@@ -366,11 +366,36 @@ def deep_merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 
 class Layered(Document):
-    """A file over the files it extends: line look-ups fall back to the file that set the key."""
+    """A file over the files it extends: line look-ups fall back to the file that set the key.
 
-    def __init__(self, data: dict[str, Any], docs: list[Document]) -> None:
+    inherited: what the files it extends give, merged (empty without extends:)."""
+
+    def __init__(
+        self, data: dict[str, Any], docs: list[Document], inherited: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(data, {}, docs[0].source)
         self.docs = docs
+        self.inherited = inherited or {}
+
+    def replaced_lists(self) -> list[tuple[str, list[Any]]]:
+        """(FILE:LINE: key.path, the inherited items it drops) of each list the top file gives
+        in place of an inherited one that has items it lacks: lists replace, they do not merge."""
+        found: list[tuple[str, list[Any]]] = []
+
+        def walk(mine: dict[str, Any], theirs: dict[str, Any], path: tuple[str, ...]) -> None:
+            for key, value in mine.items():
+                old = theirs.get(key)
+                if isinstance(value, dict) and isinstance(old, dict):
+                    walk(value, old, (*path, key))
+                elif isinstance(value, list) and isinstance(old, list):
+                    dropped = [item for item in old if item not in value]
+                    if dropped:
+                        where = self.docs[0].where((*path, key))
+                        found.append((f"{where}: {'.'.join((*path, key))}", dropped))
+
+        if len(self.docs) > 1:
+            walk(self.docs[0].data, self.inherited, ())
+        return found
 
     def where(self, path: Path_) -> str:
         for end in range(len(path), -1, -1):
@@ -391,7 +416,12 @@ def load_layered(
     at most MAX_EXTENDS files): `resolve(name, path)` finds the file a name in `path` means;
     `what` says what a name may be; `admit(path)` may refuse a file before it is read."""
     data, docs = _layers(path, resolve, what, (), admit)
-    return Layered(data, docs)
+    if len(docs) == 1:
+        return Layered(data, docs)
+    parents: dict[str, Any] = {}
+    for doc in reversed(docs[1:]):  # the farthest first, as _layers merged them
+        parents = deep_merge(parents, {k: v for k, v in doc.data.items() if k != "extends"})
+    return Layered(data, docs, parents)
 
 
 MAX_EXTENDS = 32  # files in one extends: chain (a deeper one would exhaust the stack)

@@ -3,6 +3,7 @@ every problem of a file is reported in one run, sorted by line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -446,13 +447,20 @@ def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
     )
     assert main(["recipes", "validate", str(derived)]) == 0
     out = capsys.readouterr().out
+    parent = Path(load_recipe.__code__.co_filename).parents[1] / "recipes" / "gpu-bookworm.yaml"
+    inherited = (
+        f"{derived}: description: inherited word for word from {parent}: give the recipe its own"
+    )
     assert out == (
-        f"OK   {derived} (g2:1); no lock yet: build and render need one: "
-        f"`hvd-container lock {derived}`\n"
+        f"OK   {derived} (g2:1)\nNOTE {inherited}\n"
+        f"NOTE no lock yet: build and render need one: `hvd-container lock {derived}`\n"
     )
     assert main(["recipes", "show", str(derived)]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert shown[1] == f"# no lock yet: build and render need one: `hvd-container lock {derived}`"
+    assert shown[1:3] == [
+        f"# note: {inherited}",
+        f"# note: no lock yet: build and render need one: `hvd-container lock {derived}`",
+    ]
     assert "name: g2" in shown
     broken = write(
         tmp_path, "extends: gpu-bookworm\nname: g3\npython: {version: '2.7'}\n", "g3.yaml"
@@ -464,6 +472,35 @@ def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
     assert out == "" and err.count("\n") == 1 and "hvd-container lock" in err
     # `lock` reads it without one: that is how the lock is made
     assert load_recipe(derived, with_lock=False).name == "g2"
+
+
+def test_validate_notes_the_lists_a_derived_recipe_replaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pip: [transformers]` under cpu-bookworm drops the parent's numpy pin: lists replace,
+    mappings merge; validate says so, with the line, and nothing for a list given unchanged or
+    a mapping (env) that merges."""
+    from hvd_container.cli.app import main
+
+    derived = write(
+        tmp_path,
+        "extends: cpu-bookworm\nname: d\ndescription: mine\nenv: {A: '1'}\npip: [transformers]\n",
+        "d.yaml",
+    )
+    assert main(["recipes", "validate", str(derived), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["recipes"]
+    assert row["ok"] is True
+    assert row["notes"] == [
+        f"{derived}:5: pip replaces the inherited list, without numpy==2.4.6 (lists replace, "
+        "they do not merge: repeat an item to keep it)"
+    ]
+    same = write(
+        tmp_path,
+        "extends: cpu-bookworm\nname: e\ndescription: mine\npip: [numpy==2.4.6, rich]\n",
+        "e.yaml",
+    )  # the parent's items kept: nothing to say
+    assert main(["recipes", "validate", str(same)]) == 0
+    assert capsys.readouterr().out == f"OK   {same} (e:1)\n"
 
 
 def test_compute_capabilities_as_people_write_them(tmp_path: Path) -> None:

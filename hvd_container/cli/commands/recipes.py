@@ -60,7 +60,7 @@ def show_cmd(
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
 
     with json_errors(json_output):
-        loaded, note = load_recipe_to_read(recipe)
+        loaded, notes = load_recipe_to_read(recipe)
         data = loaded.model_dump(mode="json", exclude_none=True)
         if json_output:
             emit(
@@ -70,13 +70,13 @@ def show_cmd(
                     "digest": loaded.digest(),
                     "file": str(recipe_file(recipe)),
                     "recipe": data,
-                    **({"note": note} if note else {}),
+                    **({"notes": notes} if notes else {}),
                 }
             )
             return
     typer.echo(f"# {loaded.image_tag} digest {loaded.digest()}")
-    if note:
-        typer.echo(safe_text(f"# {note}"))
+    for note in notes:
+        typer.echo(safe_text(f"# note: {note}"))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
 
 
@@ -97,17 +97,18 @@ def validate_cmd(
     rows = []
     for ref in recipes or recipe_module.list_builtin():
         try:
-            loaded, note = load_recipe_to_read(ref)
+            loaded, notes = load_recipe_to_read(ref)
         except UserError as exc:
             rows.append({"recipe": ref, "ok": False, "image": None, "problems": exc.problems})
             for problem in exc.problems:
                 typer.echo(safe_text(f"FAIL {problem}"), err=True)
         else:
             row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []}
-            rows.append({**row, **({"note": note} if note else {})})
+            rows.append({**row, **({"notes": notes} if notes else {})})
             if not json_output:
-                line = f"OK   {ref} ({loaded.image_tag})" + (f"; {note}" if note else "")
-                typer.echo(safe_text(line))
+                typer.echo(safe_text(f"OK   {ref} ({loaded.image_tag})"))
+                for note in notes:
+                    typer.echo(safe_text(f"NOTE {note}"))
     failed = not all(row["ok"] for row in rows)
     if json_output:  # the report is the result: a failed check is not a failed command's record
         emit({"ok": not failed, "recipes": rows})
