@@ -51,7 +51,7 @@ def recipe_schema() -> dict[str, Any]:
     return {
         "$schema": DIALECT,
         "title": "hvd-container recipe",
-        "description": "A declarative description of a Horovod/Lightning training image "
+        "description": "A declarative description of a PyTorch DDP/FSDP, Horovod or Lightning training image "
         "(hvd-container recipes validate FILE checks it with line numbers).",
         "type": "object",
         "if": {"required": ["extends"]},

@@ -1,1 +1,1 @@
-"""hvd-container: Horovod/Lightning images and launch lines for HPC sites."""
+"""hvd-container: PyTorch DDP/FSDP, Horovod and Lightning images and launch lines for HPC sites."""

@@ -45,7 +45,7 @@ class _Group(TyperGroup):
 app = typer.Typer(
     name="hvd-container",
     help=(
-        "Build Horovod/Lightning training images from recipes, convert them for HPC "
+        "Build PyTorch DDP/FSDP, Horovod and Lightning training images from recipes, convert them for HPC "
         "runtimes (Apptainer/Singularity, Shifter, podman-hpc, Pyxis, Charliecloud) and "
         "launch them with the right srun/sbatch lines for your site."
     ),
