@@ -190,7 +190,11 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     # one rank that dies ends the step: its peers would otherwise wait in an allreduce (or in
     # hvd.init()) until the time limit
     kill = [] if _says_kill_on_bad_exit(sched.srun_options) else ["--kill-on-bad-exit=1"]
-    head = ["srun", *([f"--mpi={mpi}"] if mpi else []), *kill, *sched.srun_options]
+    kill = [] if _says_kill_on_bad_exit(request.srun_options) else kill
+    head = [
+        "srun", *([f"--mpi={mpi}"] if mpi else []), *kill, *sched.srun_options,
+        *request.srun_options,
+    ]  # fmt: skip
     tasks = ([f"--job-name={layout.job_name}"] if layout.job_name else []) + layout_options(layout)
     gpus = gpu_flags(sched.gpu_request, layout.gpus_per_node)
     bind_none = ["--gpu-bind=none"] if layout.gpu_bind_none and layout.gpus_per_node else []
@@ -209,6 +213,12 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         notes=[*notes, *prepared.notes],
     )  # fmt: skip
     if request.inside_allocation:
+        if request.sbatch_options:
+            done["notes"].append(
+                f"--sbatch-option {' '.join(request.sbatch_options)}: not used inside an "
+                "allocation (the job has its resources): give it to the salloc or sbatch "
+                "that made the allocation"
+            )
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
     resources = allocation_options(site, request, controller.application(launch.facts))
@@ -233,6 +243,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
                 *(["--requeue", "--open-mode=append"] if request.requeue else ["--no-requeue"]),
                 *runtime.sbatch_options(invocation.image, invocation.modules),
                 *sched.sbatch_options,
+                *request.sbatch_options,
             ],
             site=site.name,
             runtime=runtime.kind,
@@ -243,7 +254,10 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         )
     )
     if salloc:
-        extra = [o for o in sched.sbatch_options if not o.startswith(_NOT_FOR_SALLOC)]
+        extra = [
+            o for o in (*sched.sbatch_options, *request.sbatch_options)
+            if not o.startswith(_NOT_FOR_SALLOC)
+        ]  # fmt: skip
         argv, how = ["salloc", *allocation, *extra, *step], "salloc"
     else:  # the job's folder is the one it was planned in (relative paths, its output)
         argv, how = slurm.sbatch_argv(runtimes.working_directory()), "sbatch"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
-from hvd_container.launcher import controllers, runtimes
+from hvd_container.launcher import controllers, runtimes, site_rules
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 
@@ -58,6 +58,8 @@ class LaunchRequest:
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
     requeue: bool = False  # a job a node failure or preemption ends is queued again
+    srun_options: list[str] = field(default_factory=list)  # --srun-option: on the step's srun
+    sbatch_options: list[str] = field(default_factory=list)  # --sbatch-option: #SBATCH, salloc
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
@@ -111,6 +113,8 @@ OPTIONS: dict[str, Option] = {
     "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
     "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
+    "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
+    "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
 
 
@@ -185,6 +189,8 @@ class LaunchOptions:
     job_output: str | None = None
     job_error: str | None = None
     requeue: bool | None = None
+    srun_options: Sequence[str] | None = None
+    sbatch_options: Sequence[str] | None = None
 
 
 def request_from_options(
@@ -204,7 +210,7 @@ def request_from_options(
             values[name] = plain_count(values[name], name)
     values["env"] = parse_env(values.get("env"))
     values["requeue"] = bool(values.get("requeue"))
-    for name in ("binds", "modules"):
+    for name in ("binds", "modules", "srun_options", "sbatch_options"):
         values[name] = list(values.get(name) or [])
     recipe = values.get("recipe")
     facts = None
@@ -234,8 +240,59 @@ _ONE_LINE = (
 COUNTS = ("ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "gpus_per_task", "cpus_per_task")
 
 
+# what this tool sets from flags of its own: through --sbatch-option/--srun-option it would
+# pass by the checks those flags get (a partition's time limit, an account's form, the layout)
+_OWN_LONG = {
+    "nodes": "-N/--nodes", "ntasks": "-n/--ntasks", "ntasks-per-node": "--ntasks-per-node",
+    "gpus-per-node": "--gpus-per-node", "gpus-per-task": "--gpus-per-task",
+    "cpus-per-task": "-c/--cpus-per-task", "job-name": "-J/--job-name", "time": "-t/--time",
+    "partition": "-p/--partition", "account": "-A/--account", "qos": "-q/--qos",
+    "constraint": "-C/--constraint", "comment": "--comment", "requeue": "--requeue",
+    "no-requeue": "--requeue", "mpi": "--mpi",
+}  # fmt: skip
+_OWN_SHORT = {"N": "-N/--nodes", "n": "-n/--ntasks", "c": "-c/--cpus-per-task",
+              "J": "-J/--job-name", "t": "-t/--time", "p": "-p/--partition",
+              "A": "-A/--account", "q": "-q/--qos", "C": "-C/--constraint"}  # fmt: skip
+
+
+def passthrough_refusal(option: str, flag: str) -> str | None:
+    """Why --sbatch-option/--srun-option may not pass `option`, or None: an option, not one
+    this tool has a flag for, and nothing a profile's options may not hold (site_rules)."""
+    if not option.startswith("-") or option.strip("-") == "" or has_line_ends(option):
+        return f"{flag} {option!r}: give one option, such as --mem=64G or --exclusive"
+    if flag == "--sbatch-option" and any(c.isspace() for c in option):
+        return f"{flag} {option!r}: an #SBATCH option has no spaces (--mail-type=END,FAIL)"
+    if option.startswith("--"):
+        name = option[2:].split("=", 1)[0].lower()
+        own = [o for o in _OWN_LONG if o.startswith(name)]  # getopt reads abbreviations
+        if own and (name in _OWN_LONG or len({_OWN_LONG[o] for o in own}) == 1):
+            mine = _OWN_LONG[name if name in _OWN_LONG else own[0]]
+            return f"{flag} {option!r}: use {mine}, which this tool checks against the site"
+    elif option[1:2] in _OWN_SHORT:
+        return f"{flag} {option!r}: use {_OWN_SHORT[option[1]]}, which this tool checks"
+    refused = site_rules.refused_scheduler_option(option)
+    if refused in ("--output", "-o", "--error", "-e"):
+        mine = "--job-output" if refused in ("--output", "-o") else "--job-error"
+        return f"{flag} {option!r}: use {mine}, the job's output file"
+    if refused:
+        return (
+            f"{flag} {option!r}: {refused} is not passed through: it would choose a program, a "
+            "file or the job's environment (pass options on resources and placement: --mem, "
+            "--exclusive, --reservation, --mail-type, --gres=..., ...)"
+        )
+    return None
+
+
 def check(site: Site, request: LaunchRequest) -> None:
     """Raise UserError for the first thing in request that site cannot run as asked."""
+    for flag, given in (
+        ("--srun-option", request.srun_options),
+        ("--sbatch-option", request.sbatch_options),
+    ):
+        for option in given:
+            why = passthrough_refusal(option, flag)
+            if why:
+                raise UserError(why)
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(
             f"--mpi: {request.mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})"

@@ -99,18 +99,23 @@ OPTION_ALLOWED = (
 
 
 def scheduler_option_refusal(option: str) -> str | None:
-    """Why a profile's srun_options/sbatch_options entry is refused, or None. getopt takes an
-    unambiguous abbreviation of a long option (`--outp=x` is --output) and bundles short
-    ones (`-vofile` is -v -o file): both are read as Slurm reads them."""
+    """Why a profile's srun_options/sbatch_options entry is refused, or None."""
+    refused = refused_scheduler_option(option)
+    return f"{refused} is the user's to choose ({OPTION_ALLOWED})" if refused else None
+
+
+def refused_scheduler_option(option: str) -> str | None:
+    """The option (--output, -o) that `option` is, if it is one no profile or pass-through may
+    set (a program, a file, the job's environment), else None. getopt takes an unambiguous
+    abbreviation of a long option (`--outp=x` is --output) and bundles short ones (`-vofile`
+    is -v -o file): both are read as Slurm reads them."""
     if option.startswith("--"):
         name = option[2:].split("=", 1)[0].lower()
         hit = next((o for o in _SCHEDULER_LONG if name and o.startswith(name)), None)
-        if hit is not None:
-            return f"--{hit} is the user's to choose ({OPTION_ALLOWED})"
-        return None
+        return f"--{hit}" if hit is not None else None
     for letter in option[1:]:
         if letter in _SCHEDULER_SHORT:
-            return f"-{letter} is the user's to choose ({OPTION_ALLOWED})"
+            return f"-{letter}"
         if letter not in _SHORT_FLAGS:
             return None  # the rest is this option's value
     return None

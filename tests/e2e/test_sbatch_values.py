@@ -118,3 +118,24 @@ def test_a_value_sbatch_cannot_read_back_is_one_line(tmp_path: Path, value: str)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--job-name" in err
     assert not script.exists()
+
+
+def test_passed_through_options_reach_slurm(
+    slurm_cluster: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """--sbatch-option lines are the real sbatch's: the memory and the mail type read back."""
+    script = tmp_path / "job.sh"
+    code, err = _batch(
+        tmp_path, "--sbatch-option=--mem=100M", "--sbatch-option=--mail-type=END,FAIL",
+        "-o", str(script), "true",
+    )  # fmt: skip
+    assert code == 0, err
+    job = _submit_held(script)
+    try:
+        show = subprocess.run(["scontrol", "show", "job", job],
+                              capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=60)
+    assert re.search(r"\bMinMemoryNode=100M\b", show), show
+    assert re.search(r"\bMailType=END,FAIL\b", show), show

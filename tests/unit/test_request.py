@@ -26,3 +26,82 @@ def test_the_request_reads_the_options_and_leaves_them_as_given() -> None:
     assert given == LaunchOptions(site="local", ntasks="4", env=["A=1"], binds=("/data",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         given.ntasks = 8  # type: ignore[misc]
+
+
+def test_scheduler_options_pass_through_to_the_script_and_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.unit._launch_helpers import plan_launch
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    given = LaunchOptions(
+        site="local", image="x.sif", nodes="2",
+        sbatch_options=["--mem=64G", "--exclusive", "--mail-type=END,FAIL"],
+        srun_options=["--mem-bind=local", "-K0"],
+    )  # fmt: skip
+    site, request = request_from_options("train.py", [], given)
+    plan = plan_launch(site, request)
+    assert plan.script is not None
+    lines = plan.script.splitlines()
+    sbatch = [line for line in lines if line.startswith("#SBATCH ")]
+    assert sbatch[-3:] == [
+        "#SBATCH --mem=64G",
+        "#SBATCH --exclusive",
+        "#SBATCH --mail-type=END,FAIL",
+    ]
+    # after the site's srun options, and -K0 chosen by the user replaces the tool's default
+    assert plan.step[:4] == ["srun", "--mpi=pmix", "--mem-bind=local", "-K0"]
+    assert "--kill-on-bad-exit=1" not in plan.step
+    from hvd_container.launcher.plan import plan as make_plan
+
+    salloc = make_plan(site, request, "run", dry_run=True, salloc=True)
+    assert salloc.argv[0] == "salloc" and {"--mem=64G", "--exclusive"} <= set(salloc.argv)
+    assert salloc.argv.index("--exclusive") < salloc.argv.index("srun")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--sbatch-option=--time=100:00:00",
+         "--sbatch-option '--time=100:00:00': use -t/--time, which this tool checks against the site"),
+        ("--sbatch-option=--part=gpu",  # getopt's abbreviation of --partition
+         "--sbatch-option '--part=gpu': use -p/--partition, which this tool checks against the site"),
+        ("--srun-option=-N4", "--srun-option '-N4': use -N/--nodes, which this tool checks"),
+        ("--sbatch-option=--output=/tmp/x",
+         "--sbatch-option '--output=/tmp/x': use --job-output, the job's output file"),
+        ("--srun-option=--wrap=id", "--srun-option '--wrap=id': --wrap is not passed through: it "
+         "would choose a program, a file or the job's environment (pass options on resources and "
+         "placement: --mem, --exclusive, --reservation, --mail-type, --gres=..., ...)"),
+        ("--srun-option=--export=ALL", "--srun-option '--export=ALL': --export is not passed through"),
+        ("--sbatch-option=--mail-type=END, FAIL",
+         "--sbatch-option '--mail-type=END, FAIL': an #SBATCH option has no spaces (--mail-type=END,FAIL)"),
+        ("--sbatch-option=mem=4G", "--sbatch-option 'mem=4G': give one option, such as --mem=64G or --exclusive"),
+        ("--sbatch-option=--mem=1G\n#SBATCH --uid=0", "--sbatch-option '--mem=1G\\n#SBATCH --uid=0': give one option"),
+    ],
+)  # fmt: skip
+def test_a_pass_through_option_is_refused_where_a_flag_or_a_rule_covers_it(
+    option: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hvd_container.cli.app import main
+
+    argv = ["run", "--site", "local", "--image", "x.sif", "-N", "2", option, "--dry-run", "t.py"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hvd-container: error: {message}"), err
+    assert err.count("\n") == 1
+
+
+def test_inside_an_allocation_sbatch_options_are_said_to_be_unused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.unit._launch_helpers import plan_launch
+
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    site, request = request_from_options(
+        "t.py", [], LaunchOptions(site="local", image="x.sif", sbatch_options=["--mem=1G"])
+    )
+    plan = plan_launch(site, request)
+    assert "--mem=1G" not in plan.argv
+    assert any(
+        n.startswith("--sbatch-option --mem=1G: not used inside an allocation") for n in plan.notes
+    )
