@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from hvd_container.core.errors import UserError, exit_code_of, interrupt_text
+from hvd_container.core.errors import UserError, exit_code_of, interrupt_text, problem_record
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -44,11 +44,13 @@ def error_record(
     """The JSON error record of a failure: the CLI's one-line message(s) and exit status;
     `elapsed` where the command streams progress (it has a clock to count from)."""
     text = interrupt_text(exc) if isinstance(exc, KeyboardInterrupt) else str(exc)
+    problems = exc.problems if isinstance(exc, UserError) else [text]
     record: dict[str, Any] = {
         "event": "error",
         "phase": phase,
         "text": text.split("\n", 1)[0],
-        "problems": exc.problems if isinstance(exc, UserError) else [text],
+        "problems": problems,
+        "details": [problem_record(p) for p in problems],
         "exit_code": exit_code_of(exc),
         "step": getattr(exc, "step", None),
         "instruction": getattr(exc, "instruction", None),
@@ -156,6 +158,23 @@ _CHECK_RESULTS = {
     ),
 }
 
+_DETAILS = {
+    "type": "array",
+    "items": _record(
+        {
+            "file": _NULL_STR,
+            "line": {"type": ["integer", "null"]},
+            "key": _NULL_STR,  # the dotted key path (python.version), where the problem has one
+            "message": _STR,
+            "text": _STR,  # the line as printed
+        }
+    ),
+}
+_VALIDATE_ROW = _record(
+    {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS, "details": _DETAILS},
+    {"notes": _STRS},
+)
+
 OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "error": _record(
         {
@@ -163,12 +182,15 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "phase": _NULL_STR,
             "text": _STR,
             "problems": _STRS,
+            "details": _DETAILS,  # each problem's file, line, key and message
             "exit_code": _INT,
             "step": {"type": ["integer", "null"]},  # the failing build step
             "instruction": _NULL_STR,
             "tail": _STRS,
         },
-        {"elapsed": {"type": "number"}},
+        # elapsed: where the command streams progress; recipes: a failed `recipes validate`'s
+        # rows, each recipe with its problems
+        {"elapsed": {"type": "number"}, "recipes": {"type": "array", "items": _VALIDATE_ROW}},
     ),
     "recipes-list": _result({"recipes": {"type": "array", "items": _RECIPE_ROW}}),
     "recipes-show": _result(
@@ -178,16 +200,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         {"notes": _STRS},
     ),
     "recipes-validate": _result(
-        {
-            "ok": _BOOL,
-            "recipes": {
-                "type": "array",
-                "items": _record(
-                    {"recipe": _STR, "ok": _BOOL, "image": _NULL_STR, "problems": _STRS},
-                    {"notes": _STRS},
-                ),
-            },
-        }
+        {"ok": {"const": True}, "recipes": {"type": "array", "items": _VALIDATE_ROW}}
     ),
     "sites-list": _result(
         {
@@ -253,6 +266,14 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "allocation": _STRS,
             "step": _STRS,
             "controller": _CONTROLLER,
+            # the layout the launch asks for: nodes and tasks per node null where Slurm
+            # chooses (or the allocation has them); tasks: srun's (torchrun: one a node); ranks:
+            # the processes the training sees
+            "nodes": {"type": ["integer", "null"]},
+            "tasks": _INT,
+            "tasks_per_node": {"type": ["integer", "null"]},
+            "ranks": _INT,
+            "gpus_per_node": _INT,
             "warnings": _STRS,
         }
     ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hvd_container.core.text import ascii_digits
 
 
@@ -34,6 +36,27 @@ def _line_key(problem: str) -> tuple[str, int]:
     head = problem.split(": ", 1)[0]
     source, _, line = head.rpartition(":")
     return (source, int(line)) if ascii_digits(line) else (head, 0)
+
+
+_PROBLEM = re.compile(
+    r"^(?P<file>[^\n]+?):(?P<line>[0-9]+): (?:(?P<key>[A-Za-z0-9_.\[\]-]+): )?(?P<message>.*)$",
+    re.S,
+)
+
+
+def problem_record(problem: str) -> dict[str, str | int | None]:
+    """A `FILE:LINE: key.path: message` problem as fields for a script: file, line, key,
+    message (None where the line names no file, line or key) and the text as printed."""
+    found = _PROBLEM.match(problem)
+    if found is None:
+        return {"file": None, "line": None, "key": None, "message": problem, "text": problem}
+    return {
+        "file": found["file"],
+        "line": int(found["line"]),
+        "key": found["key"],
+        "message": found["message"],
+        "text": problem,
+    }
 
 
 def sort_by_line(problems: list[str]) -> list[str]:

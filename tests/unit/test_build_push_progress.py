@@ -87,6 +87,15 @@ def test_json_lines_are_parseable(capsys: pytest.CaptureFixture[str]) -> None:
         "phase": "mpi",  # the phase of the failing step
         "text": "build failed at step 3/9 `RUN false`: boom",
         "problems": ["build failed at step 3/9 `RUN false`: boom"],
+        "details": [
+            {
+                "file": None,
+                "line": None,
+                "key": None,
+                "text": error["text"],
+                "message": "build failed at step 3/9 `RUN false`: boom",
+            }
+        ],
         "exit_code": 1,
         "step": 3,
         "instruction": "RUN false",

@@ -45,10 +45,22 @@ def test_recipes_list_show_validate(capsys: pytest.CaptureFixture[str], tmp_path
 
     bad = write(tmp_path, merged(CPU_RECIPE, arch="sparc", colour="red"))
     code, out = run_json(capsys, "recipes", "validate", "cpu-bookworm", str(bad), "--json")
-    report = result("recipes-validate", out)
-    assert code == 2 and report["ok"] is False
+    # a failure has the one shape of every failure: an error record, here with each row
+    report = error(out)
+    assert code == 2 and report["exit_code"] == 2
     assert [r["ok"] for r in report["recipes"]] == [True, False]
     assert len(report["recipes"][1]["problems"]) == 2
+    # each problem as fields a script reads, beside the line as printed
+    assert report["details"][0] == {
+        "file": str(bad), "line": report["details"][0]["line"], "key": "arch",
+        "message": "not allowed (got 'sparc') (allowed: amd64, arm64, ppc64le)",
+        "text": report["problems"][0],
+    }  # fmt: skip
+    assert report["problems"][0].startswith(f"{bad}:{report['details'][0]['line']}: arch: ")
+    assert [d["key"] for d in report["recipes"][1]["details"]] == ["arch", "colour"]
+    code, out = run_json(capsys, "recipes", "validate", "cpu-bookworm", "--json")
+    passed = result("recipes-validate", out)
+    assert code == 0 and passed["ok"] is True and passed["recipes"][0]["details"] == []
 
 
 def test_a_failed_command_ends_with_an_error_record(
@@ -85,6 +97,10 @@ def test_run_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "shifter" in record["step"] and record["env"]["NCCL_SOCKET_IFNAME"] == "hsn"
     assert record["command"].endswith("python train.py --lr 0.1\nHVD_CONTAINER_SCRIPT")
     assert any("--account" in w for w in record["warnings"])  # also on stderr
+    # what a script reads without parsing the step: the controller and the layout
+    assert record["controller"]["name"] == "mpi"
+    assert (record["nodes"], record["tasks"], record["ranks"]) == (2, 8, 8)
+    assert record["tasks_per_node"] is None and record["gpus_per_node"] == 4  # Slurm spreads them
     code, out = run_json(
         capsys, "run", "--site", "perlmutter", "--dry-run", "--json", "t.py", entry=entry
     )

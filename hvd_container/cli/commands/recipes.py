@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -9,7 +10,7 @@ import yaml
 
 from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
-from hvd_container.cli.json_output import emit, json_errors
+from hvd_container.cli.json_output import emit, error_record, json_errors, write_line
 from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import recipe as recipe_module
 from hvd_container.containers.recipe import (
@@ -18,7 +19,7 @@ from hvd_container.containers.recipe import (
     load_recipe_to_read,
     recipe_file,
 )
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import Problems, UserError, problem_record
 
 recipes_app = typer.Typer(
     name="recipes",
@@ -99,20 +100,30 @@ def validate_cmd(
         try:
             loaded, notes = load_recipe_to_read(ref)
         except UserError as exc:
-            rows.append({"recipe": ref, "ok": False, "image": None, "problems": exc.problems})
+            problems = exc.problems
+            details = [problem_record(p) for p in problems]
+            rows.append(
+                {"recipe": ref, "ok": False, "image": None, "problems": problems,
+                 "details": details}
+            )  # fmt: skip
             for problem in exc.problems:
                 typer.echo(safe_text(f"FAIL {problem}"), err=True)
         else:
-            row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": []}
+            row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": [],
+                   "details": []}  # fmt: skip
             rows.append({**row, **({"notes": notes} if notes else {})})
             if not json_output:
                 typer.echo(safe_text(f"OK   {ref} ({loaded.image_tag})"))
                 for note in notes:
                     typer.echo(safe_text(f"NOTE {note}"))
-    failed = not all(row["ok"] for row in rows)
-    if json_output:  # the report is the result: a failed check is not a failed command's record
-        emit({"ok": not failed, "recipes": rows})
+    failed = [row for row in rows if not row["ok"]]
+    if json_output and not failed:
+        emit({"ok": True, "recipes": rows})
     if failed:
+        problems = [p for row in failed for p in row["problems"]]
+        error = Problems(problems) if len(problems) > 1 else UserError(problems[0])
+        if json_output:  # the one shape of a failure, with every recipe's row
+            write_line(json.dumps({**error_record(error, "validate"), "recipes": rows}))
         raise typer.Exit(UserError.exit_code)
 
 

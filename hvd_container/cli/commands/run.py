@@ -83,7 +83,20 @@ def dry_run_record(launch: Plan) -> dict[str, Any]:
         "allocation": launch.allocation,
         "step": launch.step,
         "controller": controller_record(launch),
+        **layout_record(launch),
         "warnings": launch.warnings,
+    }
+
+
+def layout_record(launch: Plan) -> dict[str, int | None]:
+    """The nodes, tasks and ranks the launch asks for (json_output's `run-dry-run`)."""
+    layout = launch.launch.layout
+    return {
+        "nodes": layout.nodes,
+        "tasks": layout.tasks,
+        "tasks_per_node": layout.ntasks_per_node,
+        "ranks": layout.ranks,
+        "gpus_per_node": layout.gpus_per_node,
     }
 
 
