@@ -208,17 +208,17 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
     step = controller.wrap_step([*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container])
     notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
+    if request.inside_allocation and request.sbatch_options:
+        notes.append(
+            f"--sbatch-option {' '.join(request.sbatch_options)}: not used inside an "
+            "allocation (the job has its resources): give it to the salloc or sbatch "
+            "that made the allocation"
+        )
     done = dict(
         launch=launch, image=invocation.image, env=env, results=results,
         notes=[*notes, *prepared.notes],
     )  # fmt: skip
     if request.inside_allocation:
-        if request.sbatch_options:
-            done["notes"].append(
-                f"--sbatch-option {' '.join(request.sbatch_options)}: not used inside an "
-                "allocation (the job has its resources): give it to the salloc or sbatch "
-                "that made the allocation"
-            )
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
     resources = allocation_options(site, request, controller.application(launch.facts))

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import typer
+from typer._completion_shared import Shells, get_completion_script, install
 from typer.core import TyperGroup
 
 from hvd_container.cli.commands import COMMANDS, load
@@ -118,7 +119,35 @@ def usage_error_line(exc: Exception) -> str:
     return message
 
 
+COMPLETE_VAR = "_HVD_CONTAINER_COMPLETE"
+
+
+def _completion_for(argv: list[str]) -> int | None:
+    """`--show-completion SHELL` / `--install-completion SHELL`: that shell's, not the one this
+    runs in (typer's flags take no value where it can detect the shell, and ignored the name)."""
+    if len(argv) != 2 or argv[0] not in ("--show-completion", "--install-completion"):
+        return None
+    shells = [s.value for s in Shells.__members__.values()]
+    if argv[1] not in shells:
+        typer.echo(
+            f"hvd-container: error: {argv[0]}: {argv[1]!r} is not a shell this completes "
+            f"(allowed: {', '.join(shells)})",
+            err=True,
+        )
+        return 2
+    if argv[0] == "--show-completion":
+        typer.echo(get_completion_script(prog_name="hvd-container", complete_var=COMPLETE_VAR,
+                                         shell=argv[1]))  # fmt: skip
+        return 0
+    shell, path = install(shell=argv[1], prog_name="hvd-container", complete_var=COMPLETE_VAR)
+    typer.echo(f"{shell} completion installed in {path}; it takes effect in a new shell")
+    return 0
+
+
 def _run(argv: list[str] | None) -> int:
+    asked = _completion_for(list(sys.argv[1:] if argv is None else argv))
+    if asked is not None:
+        return asked
     try:
         result = app(args=argv, prog_name="hvd-container", standalone_mode=False)
     except typer.Abort:

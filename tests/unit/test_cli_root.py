@@ -311,3 +311,66 @@ def test_image_files_complete(tmp_path: Path) -> None:
     assert _complete("hvd-container inspect a", tmp_path) == ["a.sif"]
     # a recipe argument offers built-in names and recipe files
     assert _complete("hvd-container build m", tmp_path) == ["my.yaml"]
+
+
+def test_site_names_complete_without_yaml_files_unless_a_path_is_typed(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text("")
+    (tmp_path / "local-copy.yaml").write_text("")
+    assert _complete("hvd-container run --site ", tmp_path) == [
+        "local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml",
+    ]  # fmt: skip
+    assert _complete("hvd-container run --site ./", tmp_path) == [
+        "./local-copy.yaml",
+        "./mine.yaml",
+    ]
+    assert _complete("hvd-container run --site mi", tmp_path) == ["mine.yaml"]  # no name fits
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("hvd-container run --site neuron -p amd_h", ["amd_h100_2", "amd_h200nv_8"]),
+        ("hvd-container batch --site zih-capella --partition ", ["capella"]),
+        ("hvd-container run --controller torch", ["torch", "torchrun"]),
+        ("hvd-container run --runtime p", ["podman-hpc", "pyxis"]),
+        ("hvd-container run --mpi pmix_", ["pmix_v3", "pmix_v4", "pmix_v5"]),
+    ],
+)
+def test_the_sites_partitions_and_the_launch_values_complete(
+    words: str, expected: list[str]
+) -> None:
+    assert _complete(words) == expected
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish", "bash"])
+def test_show_completion_prints_the_named_shells_script(shell: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hvd_container", "--show-completion", shell],
+        capture_output=True, text=True, env={**os.environ, "SHELL": "/bin/bash"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = {"zsh": "#compdef hvd-container", "fish": "complete --command hvd-container",
+             "bash": "_hvd_container_completion() {"}[shell]  # fmt: skip
+    assert done.stdout.startswith(first), done.stdout[:200]
+
+
+def test_every_commands_help_names_values_one_way(capsys: pytest.CaptureFixture[str]) -> None:
+    """No <bool> on a flag, arguments in capitals in the usage line and the table, and each
+    paragraph of a command's description one line before the terminal wraps it."""
+    from hvd_container.cli.commands import COMMANDS, load
+
+    for name in COMMANDS:
+        command = load(name)
+        subs = getattr(command, "commands", None) or {name: command}
+        for sub_name, sub in subs.items():
+            words = [name] if sub is command else [name, sub_name]
+            assert main([*words, "--help"]) == 0
+            out = capsys.readouterr().out
+            assert "<bool>" not in out, (words, out)
+            usage = next(line for line in out.splitlines() if "Usage:" in line)
+            for piece in usage.split("[OPTIONS]")[-1].split():
+                if "|" in piece:
+                    continue  # a choice shows its values: {recipe|site|output}
+                assert piece.strip("{}[].") == piece.strip("{}[].").upper(), (words, usage)
+            assert all("\n" not in p.strip() or p.startswith("\b") or "\n-" in p or "\n " in p
+                       for p in (sub.help or "").split("\n\n")), (words, sub.help)  # fmt: skip

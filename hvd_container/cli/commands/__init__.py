@@ -12,6 +12,8 @@ from typing import Any
 import typer
 import typer.main
 
+from hvd_container.cli.help_text import tidy
+
 # command -> (the module hvd_container.cli.commands.<module> that registers it, its one-line
 # summary for the root `--help`), in `--help` order. The summaries let the root help list the
 # commands without importing one (tests/unit/test_cli_help.py holds them to the commands' own).
@@ -65,4 +67,5 @@ def load(name: str) -> Any:
     module.register(holder)
     # typer converts every command it holds: keep only the one asked for
     holder.registered_commands = [c for c in holder.registered_commands if c.name == name]
-    return typer.main.get_group(holder).commands.get(name)
+    command = typer.main.get_group(holder).commands.get(name)
+    return tidy(command) if command is not None else None

@@ -13,7 +13,15 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from hvd_container.cli.completion import complete_image, complete_recipe, complete_site
+from hvd_container.cli.completion import (
+    complete_controller,
+    complete_image,
+    complete_mpi,
+    complete_partition,
+    complete_recipe,
+    complete_runtime,
+    complete_site,
+)
 from hvd_container.launcher.request import OPTIONS, option_help
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,7 +38,11 @@ ArgsArg = Annotated[list[str] | None, typer.Argument(help=ARGS_HELP)]
 CONTEXT = {"allow_interspersed_args": False}
 
 # values only hvd-container knows how to complete
-_COMPLETERS = {"site": complete_site, "recipe": complete_recipe, "image": complete_image}
+_COMPLETERS = {
+    "site": complete_site, "recipe": complete_recipe, "image": complete_image,
+    "partition": complete_partition, "controller": complete_controller,
+    "runtime": complete_runtime, "mpi": complete_mpi,
+}  # fmt: skip
 # counts arrive as text: the library reads them as Slurm does (decimal digits only)
 _TYPES: dict[str, Any] = {
     "str": str | None,
@@ -44,7 +56,7 @@ EVERY = tuple(OPTIONS)
 
 def _parameter(name: str) -> inspect.Parameter:
     option = OPTIONS[name]
-    extra: dict[str, Any] = {"metavar": "<int>"} if option.type == "int" else {}
+    extra: dict[str, Any] = {}
     if name in _COMPLETERS:
         extra["autocompletion"] = _COMPLETERS[name]
     info = typer.Option(

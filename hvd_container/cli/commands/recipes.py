@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -95,7 +95,7 @@ def validate_cmd(
 ) -> None:
     """Check recipes: prints `OK name` or every error of each, one a line; exit 2 on any error."""
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for ref in recipes or recipe_module.list_builtin():
         try:
             loaded, notes = load_recipe_to_read(ref)
