@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hvd_container.launcher import shell, slurm
+from hvd_container.launcher import runtimes, shell, slurm
 from hvd_container.launcher.execute import submitted_job
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.runtimes import TOOL_FOLDER, working_directory
+from hvd_container.launcher.runtimes import TOOL_FOLDER
 from hvd_container.launcher.sites import Site
 from hvd_container.launcher.slurm import Job
 
@@ -122,7 +122,7 @@ def jupyter_plan(
     site: Site, request: LaunchRequest, port: int, token: str, *, dry_run: bool = False
 ) -> Plan:
     """The Jupyter job's plan: one JupyterLab process on one node, listening on `port`."""
-    root_dir = request.workdir or working_directory()
+    root_dir = request.workdir or runtimes.working_directory()
     if not dry_run:  # IPython runs the startup files of its profile: nobody else may write there
         private_folder(Path(root_dir), TOOL_FOLDER, "Jupyter's IPython profile")
     req = jupyter_request(request, port, token, root_dir, site.jupyter_interface)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from hvd_container.launcher import runtimes
 from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.controllers._horovod import HorovodController
 from hvd_container.launcher.launch import Launch
-from hvd_container.launcher.runtimes import working_directory
 from hvd_container.launcher.verdict import Verdict, fail, skip
 
 from hvd_container.core.files import untrusted_because
@@ -90,7 +90,7 @@ def private_rendezvous(launch: Launch) -> Verdict | None:
     and send every rank to an address of theirs."""
     if os.environ.get("HVD_GLOO_DIR"):
         return None  # the user named the folder
-    cwd = working_directory()
+    cwd = runtimes.working_directory()
     if not os.path.isdir(cwd):
         return skip(f"{cwd} cannot be read here, so who can write on its path is not known")
     why = untrusted_because(cwd)
