@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from hvd_container.launcher.binds import Bind
     from hvd_container.launcher.controllers import Controller
     from hvd_container.launcher.layout import Layout
     from hvd_container.launcher.machine import ThisMachine
@@ -35,6 +36,7 @@ class Launch:
     image_unreadable: str | None  # why the image's file could not be read, if it could not
     facts: ImageFacts | None
     env: dict[str, str]  # what the job's environment gets: the site's, then the request's
+    binds: tuple[Bind, ...]  # the site's, then --bind's: parsed once, here
     mpi: str | None  # srun's --mpi plugin
     dry_run: bool  # nothing is prepared, asked or run
     judged_here: bool  # the launch starts from this machine (not a script for elsewhere)

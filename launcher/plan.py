@@ -20,7 +20,7 @@ from typing import Literal
 
 from hvd_container.launcher import controllers, runtimes, shell, slurm
 from hvd_container.launcher.batch import ERROR_PATTERN, OUTPUT_PATTERN, BatchScript, script_text
-from hvd_container.launcher.binds import parse_bind, split_binds
+from hvd_container.launcher.binds import Bind, parse_bind, split_binds
 from hvd_container.launcher.checks import Result, refuse_on_failure, run_checks
 from hvd_container.launcher.controllers import stem
 from hvd_container.launcher.image import launch_facts, resolve_image
@@ -130,6 +130,7 @@ def resolve(
     if mode != "run":
         request = replace(request, inside_allocation=False)  # always a job of its own
     check(site, request)
+    binds = parsed_binds(site, request)
     runtime = runtimes.runtime(site.runtime_for(request.runtime))
     partition = request.partition or site.scheduler.partition
     image, origin = resolve_image(site, request, runtime)
@@ -158,6 +159,7 @@ def resolve(
             **controller.environment(request.script, layout.gpus_per_node),
             **request.env,
         },
+        binds=binds,
         mpi=mpi,
         dry_run=dry_run,
         judged_here=keep_going or (not dry_run and mode != "batch"),
@@ -180,7 +182,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         gpu=runtime.profile.gpu and layout.gpus_per_node > 0,
         flags=prepared.flags,
         modules=runtime.modules(launch),
-        binds=_binds(site, request, prepared.binds),
+        binds=_binds(launch, prepared.binds),
         workdir=prepared.workdir or request.workdir,
         env_names=[*env, *(n for n in controller.task_env if n not in env)],
     )
@@ -289,17 +291,24 @@ def allocation_options(
     return opts
 
 
-def _binds(site: Site, request: LaunchRequest, prepared: list[str]) -> list[str]:
-    """Site binds, then --bind, then the runtime's own, each as SRC:DST[:OPT]."""
+def parsed_binds(site: Site, request: LaunchRequest) -> tuple[Bind, ...]:
+    """The site's binds, then --bind's, each SRC:DST[:OPT] read once (a bad one: UserError)."""
     out = []
-    for what, binds in (
-        (f"{site.source}: binds", site.binds),
-        ("--bind", request.binds),
-        ("the working directory", prepared),
-    ):
+    for what, binds in ((f"{site.source}: binds", site.binds), ("--bind", request.binds)):
         for bind in (one for item in binds for one in split_binds(item)):
             parsed = parse_bind(bind)
             if isinstance(parsed, str):
                 raise UserError(f"{what}: {parsed}")
-            out.append(str(parsed))
-    return out
+            out.append(parsed)
+    return tuple(out)
+
+
+def _binds(launch: Launch, prepared: list[str]) -> list[str]:
+    """The launch's binds, then the runtime's own (the working directory)."""
+    own = []
+    for bind in prepared:
+        parsed = parse_bind(bind)
+        if isinstance(parsed, str):  # the runtime's own code made it: a bug, said plainly
+            raise UserError(f"the working directory: {parsed}")
+        own.append(parsed)
+    return [str(b) for b in (*launch.binds, *own)]

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, runtimes, site_rules
-from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 
 from hvd_container.core.errors import UserError
@@ -349,10 +348,6 @@ def check(site: Site, request: LaunchRequest) -> None:
             raise UserError(
                 f"--env: {name!r} is not a variable name (letters, digits, _)"
             ) from None
-    for bind in (one for item in request.binds for one in split_binds(item)):
-        parsed = parse_bind(bind)
-        if isinstance(parsed, str):
-            raise UserError(f"--bind: {parsed}")
     if request.image is not None and request.image.startswith("-"):
         raise UserError(
             f"--image: {request.image!r} starts with '-', which the runtime would read as an "
