@@ -29,6 +29,13 @@ def cuda_major(recipe: Recipe) -> str:
     return recipe.cuda.version.split(".")[0]
 
 
+def wheels_have_compiler(recipe: Recipe) -> bool:
+    """CUDA 13's wheels carry nvcc; CUDA 12's ship ptxas only (compat.cuda_wheels_have_nvcc
+    refuses a Horovod GPU build on them): with 12 the runtime is all there is to lay out, and
+    torch finds it by itself (its libraries' RPATH names the nvidia/* packages)."""
+    return int(cuda_major(recipe)) >= 13
+
+
 def toolkit_dir(recipe: Recipe) -> str:
     """Where NVIDIA's cuda-toolkit wheels put nvcc, headers and libraries (CUDA 13: nvidia/cu13)."""
     return f"{site_packages(recipe)}/nvidia/cu{cuda_major(recipe)}"
@@ -45,7 +52,8 @@ def requirements(recipe: Recipe) -> list[str]:
     if cuda is not None and cuda.source == "pip":
         parts = cuda.version.split(".")
         pin = f"=={cuda.version}" if len(parts) > 2 else f"=={cuda.version}.*"
-        reqs.append(f"cuda-toolkit[cccl,cudart,nvcc]{pin}")
+        extras = "cccl,cudart,nvcc" if wheels_have_compiler(recipe) else "cudart"
+        reqs.append(f"cuda-toolkit[{extras}]{pin}")
     if cuda is not None and nccl is not None and nccl.source == "pip":
         reqs.append(f"nvidia-nccl-cu{cuda_major(recipe)}=={nccl.version}")
     return reqs
@@ -53,7 +61,7 @@ def requirements(recipe: Recipe) -> list[str]:
 
 def render(recipe: Recipe) -> Block | None:
     cuda, nccl = recipe.cuda, recipe.nccl
-    from_pip_cuda = cuda is not None and cuda.source == "pip"
+    from_pip_cuda = cuda is not None and cuda.source == "pip" and wheels_have_compiler(recipe)
     from_pip_nccl = cuda is not None and nccl is not None and nccl.source == "pip"
     if not (from_pip_cuda or from_pip_nccl):
         return None

@@ -51,3 +51,25 @@ def test_gpu_torch_image_trains_ddp_on_two_nodes_from_its_sif(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
+
+
+def test_the_cuda_12_twin_is_verified_and_carries_volta_kernels(api: Any, base_image: str) -> None:
+    """gpu-bookworm-torch-cu12: PyPI's torch 2.10.0 (CUDA 12.8), for V100 partitions and
+    drivers below 580. Verified (NCCL and gloo in torch.distributed), and the kernels it was
+    compiled for, read from the library in the image, start at sm_70."""
+    from tests.e2e.conftest import built
+
+    image = built("gpu-bookworm-torch-cu12")
+    labels = api.inspect_image(image)["Config"]["Labels"]
+    p = "org.hvd-container."
+    assert labels[p + "verified"] == "true"
+    assert labels[p + "versions.torch"].startswith("2.10.0")
+    assert labels[p + "versions.cuda"].startswith("12.8")
+    assert set(labels[p + "torch.distributed"].split(",")) >= {"gloo", "nccl"}
+    # what verify read from torch in the image (torch._C._cuda_getArchFlags(): no GPU needed)
+    assert labels[p + "torch.cuda_archs"].split(",") == [
+        "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
+    ]  # fmt: skip
+    again = cli("verify", image)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "nccl 2.27.5 is known-bad" in again.stdout  # torch 2.10.0 pins that NCCL
