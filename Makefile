@@ -35,7 +35,7 @@ test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, 
 test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it, Horovod built with GCC 14
 	$(PYTHON) -m pytest -m heavy
 
-test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold) and gpu-bookworm-torch, verify, SIF, 2-node training
+test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training
 	$(PYTHON) -m pytest -m gpu
 
 # mypy cannot follow the package-dir mapping (containers/ installs as hvd_container.containers):
