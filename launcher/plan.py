@@ -156,6 +156,7 @@ def resolve(
         facts=facts,
         env={
             **site.env,
+            **(site.multi_node_env if layout.nodes != 1 else {}),
             **controller.environment(request.script, layout.gpus_per_node),
             **request.env,
         },

@@ -430,6 +430,15 @@ class Site(Strict):
     env: Annotated[dict[EnvName, Line], AfterValidator(_each(site_rules.env_refusal, str))] = Field(
         default_factory=dict
     )
+    multi_node_env: Annotated[
+        dict[EnvName, Line], AfterValidator(_each(site_rules.env_refusal, str))
+    ] = Field(
+        default_factory=dict,
+        description="Set after env only when a launch spans nodes (-N 2 or more, or nodes "
+        "left to Slurm): NCCL_NET, which on one node forces a network transport NCCL does not "
+        "need there and fails where the plugin is absent; a fabric's tuning (Slingshot's "
+        "FI_CXI_* for GH200).",
+    )
     binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
     images: Images = Field(default_factory=Images)
     notes: list[Line] = Field(default_factory=list)

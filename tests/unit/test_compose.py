@@ -473,9 +473,9 @@ def test_podman_names_every_variable_it_must_pass() -> None:
     assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
         # NCCL_NET is set: --nccl brings the network plugin it names
         "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl", "-v", "/home/u/job:/home/u/job",
-        "-e", "SLURM_CPU_BIND", "-e", "NCCL_NET", "-e", "NCCL_SOCKET_IFNAME",
+        "-e", "SLURM_CPU_BIND", "-e", "NCCL_SOCKET_IFNAME",
         "-e", "NCCL_CROSS_NIC", "-e", "NCCL_NET_GDR_LEVEL", "-e", "FI_CXI_DISABLE_HOST_REGISTER",
-        "-e", "FI_MR_CACHE_MONITOR", "-e", "X",
+        "-e", "FI_MR_CACHE_MONITOR", "-e", "NCCL_NET", "-e", "X",
         # podman-hpc takes the user from $USER when there is no login terminal (a batch job)
         "-e", "USER",
         # what srun sets per task: rank, sizes, the PMI client's rendezvous
@@ -686,3 +686,19 @@ def test_a_recipe_on_a_registry_site_without_its_registry_is_refused() -> None:
         ),
     )
     assert "--image=docker:registry.nersc.gov/m1234/cpu-bookworm:1" in words(line)
+
+
+@pytest.mark.parametrize(("nodes", "forced"), [(1, False), (2, True), (None, True)])
+def test_nccl_net_is_forced_only_when_the_launch_spans_nodes(
+    job_dir: str,  # noqa: F811
+    nodes: int | None,
+    forced: bool,
+) -> None:
+    """Perlmutter's NCCL_NET sits in multi_node_env: one node needs no network transport (and
+    a forced one fails where the plugin is absent); nodes left to Slurm may be several."""
+    fields: dict = {"script": "t.py", "image": "u/i:t", "account": "m1_g", "controller": "torch",
+                    "ntasks": 4 if nodes == 1 else 8, "nodes": nodes}  # fmt: skip
+    launch = plan_launch(load_site("perlmutter"), LaunchRequest(**fields))
+    assert ("NCCL_NET" in launch.env) is forced
+    assert launch.env["NCCL_SOCKET_IFNAME"] == "hsn"  # the rest of the site's env, always
+    assert (launch.env.get("NCCL_NET") == "AWS Libfabric") is forced

@@ -47,9 +47,9 @@ def test_inside_an_allocation_the_dry_run_prints_the_srun_line(
     assert out.count("\n") == 1
     argv = shlex.split(out)
     assert argv[:9] == [
-        "env", "SLURM_CPU_BIND=cores", "NCCL_NET=AWS Libfabric", "NCCL_SOCKET_IFNAME=hsn",
+        "env", "SLURM_CPU_BIND=cores", "NCCL_SOCKET_IFNAME=hsn",
         "NCCL_CROSS_NIC=1", "NCCL_NET_GDR_LEVEL=PHB", "FI_CXI_DISABLE_HOST_REGISTER=1",
-        "FI_MR_CACHE_MONITOR=userfaultfd", "srun",
+        "FI_MR_CACHE_MONITOR=userfaultfd", "NCCL_NET=AWS Libfabric", "srun",
     ]  # fmt: skip
     assert argv[9:11] == ["--mpi=pmi2", "--kill-on-bad-exit=1"]  # the allocation is made
     # everything after the script belongs to the script, even options of ours

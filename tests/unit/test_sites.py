@@ -95,7 +95,7 @@ def test_name_must_match_file_name(isolated: Path) -> None:  # noqa: F811
 INVALID = [
     (
         MINIMAL + "color: red\n",
-        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, nccl_finds_network, shared_paths, modules, site_modules, env, binds, images, notes, acknowledge, sources\)",
+        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, nccl_finds_network, shared_paths, modules, site_modules, env, multi_node_env, binds, images, notes, acknowledge, sources\)",
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
@@ -430,3 +430,23 @@ def test_a_misspelt_site_or_key_gets_the_nearest_name(tmp_path: Path) -> None:
         UserError, match=r"scheduler\.partiton: unknown key, did you mean 'partition'\? \(allowed: "
     ):
         validate_site_file(bad)
+
+
+def test_the_readmes_slingshot_gh200_snippet_is_a_valid_profile(tmp_path: Path) -> None:
+    """launcher/sites/README.md's GH200 settings load as written and reach a two-node launch."""
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+
+    readme = (Path(__file__).resolve().parents[2] / "launcher" / "sites" / "README.md").read_text()
+    snippet = re.search(r"## Slingshot with GH200.*?```yaml\n(.*?)```", readme, re.S)
+    assert snippet is not None
+    profile = tmp_path / "gh.yaml"
+    profile.write_text("name: gh\nruntime: {kind: apptainer}\n" + snippet.group(1))
+    site = load_site(str(profile))
+    launch = plan_launch(site, LaunchRequest(script="t.py", image="/x.sif", nodes=2, ntasks=2))
+    assert (
+        launch.env["FI_CXI_RDZV_PROTO"] == "alt_read" and launch.env["NCCL_NET"] == "AWS Libfabric"
+    )
+    assert "--network=disable_rdzv_get" in launch.step
+    alone = plan_launch(site, LaunchRequest(script="t.py", image="/x.sif", nodes=1, ntasks=1))
+    assert "FI_CXI_RDZV_PROTO" not in alone.env
