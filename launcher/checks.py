@@ -20,6 +20,8 @@ the first failed check; `hvd-container doctor` shows every one of them.
 
 from __future__ import annotations
 
+import datetime
+import fnmatch
 import os
 import re
 from dataclasses import dataclass
@@ -83,6 +85,8 @@ def result_of(item: Check, launch: Launch) -> Result:
 # How each profile fact a check may rest on is confirmed, said with the warning an
 # unconfirmed one gives instead of a refusal
 HOW_TO_CONFIRM = {
+    # (fnmatch patterns; the first that fits is said)
+    "scheduler.partitions.*.available_until": "`showque` or `sinfo -p PARTITION` on the site's login node says whether the partition runs jobs",
     "gpu_driver": "`hvd-container sites probe --nodes` on the site's login node reads nvidia-smi on a node",
     "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
     "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
@@ -99,7 +103,11 @@ def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
         return fail(message)
     key, source = found
     how = next(
-        (h for k, h in HOW_TO_CONFIRM.items() if key == k or key.startswith(k + ".")),
+        (
+            h
+            for k, h in HOW_TO_CONFIRM.items()
+            if key == k or key.startswith(k + ".") or fnmatch.fnmatchcase(key, k)
+        ),
         "check it on the site and mark the source confirmed in the profile",
     )
     return warn(
@@ -348,6 +356,23 @@ def time_limit(launch: Launch) -> Verdict | None:
         launch,
         f"--time {value}: {where} runs {kind} of at most {limit}: ask for --time {limit} or less (and checkpoint, to go on in a new job)",
         limit_key,
+    )
+
+
+@check("partition-period", "the partition's allocation period has not ended")
+def partition_period(launch: Launch, today: datetime.date | None = None) -> Verdict | None:
+    info = launch.site.scheduler.partition_info(launch.partition)
+    if info is None or info.available_until is None:
+        return not_applicable("the profile records no allocation period for the partition")
+    last = datetime.date.fromisoformat(info.available_until)
+    if (today or datetime.date.today()) <= last:
+        return passed(f"partition {launch.partition} runs jobs until {last}")
+    return refuse(
+        launch,
+        f"partition {launch.partition} of site {launch.site.name}: its allocation period ended "
+        f"on {last} (the scheduler holds or refuses jobs there): choose another partition "
+        "(--partition), or ask the site whether a new period started",
+        f"{_partition_key(launch)}.available_until",
     )
 
 

@@ -12,6 +12,7 @@ same models. The keys of each runtime entry are the runtime's own (launcher/runt
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import string
@@ -283,6 +284,17 @@ GPU_CC = {
 }  # fmt: skip
 
 
+def _day_ok(value: str) -> str:
+    """A calendar day, YYYY-MM-DD."""
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a day YYYY-MM-DD") from None
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        raise ValueError(f"{value!r} is not a day YYYY-MM-DD")
+    return value
+
+
 class Partition(Strict):
     """A partition's nodes and limits: what a launch on it is checked against."""
 
@@ -300,6 +312,12 @@ class Partition(Strict):
 
     arch: Arch | None = Field(default=None, description="The nodes' CPU architecture.")
     max_time: SlurmTime | None = Field(default=None, description="The longest job it runs.")
+    available_until: Annotated[str, AfterValidator(_day_ok)] | None = Field(
+        default=None,
+        description="The last day (YYYY-MM-DD) of the partition's allocation period, where the "
+        "site runs it for a period: after it a launch on it is refused (warned of while the "
+        "source is unconfirmed).",
+    )
 
 
 class Scheduler(Strict):

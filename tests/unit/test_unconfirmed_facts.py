@@ -38,6 +38,10 @@ CASES = [
      "arch"),
     ("comment", "neuron", lambda s: {},
      dict(image="x.sif", comment="appl-only"), "scheduler.comment.form"),
+    ("partition-period", "neuron", lambda s: {},
+     dict(image="x.sif", partition="gh200_1", ntasks=1, comment="field=ai;appl=pytorch",
+          facts_extra={"arch": "arm64", "cuda": None, "gpu": True}),
+     "scheduler.partitions.gh200_1.available_until"),
 ]  # fmt: skip
 
 
@@ -52,7 +56,7 @@ def judged(
     site = site.model_copy(update={**update(site), "sources": [source]})
     asked = dict(asked)
     facts = ImageFacts(**{**GPU_FACTS, **asked.pop("facts_extra", {})})  # type: ignore[arg-type]
-    request = LaunchRequest(script="t.py", ntasks=4, facts=facts, **asked)
+    request = LaunchRequest(**{"script": "t.py", "ntasks": 4, "facts": facts, **asked})
     launch = plan(site, request, "run", dry_run=True, keep_going=True)
     return next(r for r in launch.results if r.check == name)
 
@@ -86,3 +90,23 @@ def test_perlmutters_glibc_and_driver_rest_on_their_unconfirmed_sources() -> Non
     assert found is not None and "glibc 2.31" in found[1].about
     assert site.unconfirmed_source("gpu_driver") is not None
     assert site.unconfirmed_source("scheduler.partitions") is None  # nothing backs those
+
+
+def test_neurons_gh200_period_is_warned_of_with_how_to_confirm_it() -> None:
+    """Its allocation period ended (a user's showque): recorded unconfirmed, so a launch there
+    is warned of, never refused, and the warning says to ask showque."""
+    site = load_site("neuron")
+    facts = ImageFacts(source="image x.sif", arch="arm64", gpu=True, glibc="2.36")
+    request = LaunchRequest(script="t.py", image="x.sif", partition="gh200_1", ntasks=1,
+                            comment="field=ai;appl=pytorch", facts=facts)  # fmt: skip
+    launch = plan(site, request, "run", dry_run=True, keep_going=True)
+    (result,) = [r for r in launch.results if r.check == "partition-period"]
+    assert result.status == "warn"
+    assert result.message.startswith(
+        "partition gh200_1 of site neuron: its allocation period ended on 2025-12-31"
+    )
+    assert "confirm it: `showque` or `sinfo -p PARTITION`" in result.message
+    other = plan(site, LaunchRequest(script="t.py", image="x.sif", partition="amd_a100nv_8",
+                                     ntasks=8, comment="field=ai;appl=pytorch"),
+                 "run", dry_run=True, keep_going=True)  # fmt: skip
+    assert [r.status for r in other.results if r.check == "partition-period"] == ["n/a"]
