@@ -109,9 +109,9 @@ def chosen_engine(name: str | None = None, environ: Mapping[str, str] | None = N
     DOCKER_HOST is set or its socket accepts a connection, else podman where it is installed
     (a login node), else Docker (whose error says how to start it)."""
     env = os.environ if environ is None else environ
+    source = "--engine" if name else f"${ENGINE_ENV}"  # where a wrong name came from
     name = name or env.get(ENGINE_ENV) or "auto"
     if name not in ENGINES:
-        source = "--engine" if name != env.get(ENGINE_ENV) else f"${ENGINE_ENV}"
         raise UserError(f"{source}: engine {name!r} is not known (allowed: {', '.join(ENGINES)})")
     if name != "auto":
         return name

@@ -43,6 +43,9 @@ def test_an_unknown_engine_names_where_it_came_from() -> None:
         chosen_engine("buildkit", {})
     with pytest.raises(UserError, match=r"^\$HVD_ENGINE: engine 'dokcer' is not known"):
         chosen_engine(None, {"HVD_ENGINE": "dokcer"})
+    # the flag named it, even where the variable says the same
+    with pytest.raises(UserError, match=r"^--engine: engine 'dokcer' is not known"):
+        chosen_engine("dokcer", {"HVD_ENGINE": "dokcer"})
 
 
 def test_auto_takes_docker_where_it_answers(
