@@ -7,6 +7,7 @@ the srun line is the step the plan composed (the one `run` runs inside an alloca
 from __future__ import annotations
 
 import os
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from hvd_container.launcher import shell
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.programs import handed_program
 from hvd_container.core.text import has_line_ends, is_utf8
 
 OUTPUT_PATTERN = "%x_%j.out"
@@ -77,8 +79,45 @@ def script_text(script: BatchScript) -> str:
         lines.append(f"export {name}={shell.quote(value, one_line=True)}")
     if script.modules or script.env:
         lines.append("")
-    lines.append(shell.join(script.step, one_line=True))
+    lines += step_lines(script.step)
     return "\n".join(lines) + "\n"
+
+
+def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:
+    """The srun line as a shell runs it, each of the tool's helper programs in it written
+    once above it, as its file has it, and named by a variable there: the line stays short
+    enough to read, and srun receives the same words. one_line: each other word on the line
+    too (a script's line breaks are its own)."""
+    helpers: dict[str, tuple[str, str]] = {}
+    words = []
+    for word in step:
+        file = handed_program(word)
+        if file is None:
+            words.append(shell.quote(word, one_line=one_line))
+            continue
+        name = "hvd_" + re.sub(r"\W", "_", Path(file).stem)
+        helpers[name] = (file, word)
+        words.append(f'"${name}"')
+    lines = [line for name, found in helpers.items() for line in _helper_lines(name, *found)]
+    return [*lines, " ".join(words)]
+
+
+_END = "HVD_PROGRAM_END"
+
+
+def _helper_lines(name: str, file: str, text: str) -> list[str]:
+    """`name` set to the helper's text exactly: a here-document read as it is (no expansion),
+    or a quoted word where a here-document could not give the text back byte for byte."""
+    body = text.removesuffix("\n")
+    if body.endswith("\n") or not text.endswith("\n") or _END in body.split("\n"):
+        return [f"# {file}, run by the srun line below", f"{name}={shell.quote(text)}", ""]
+    return [
+        f"# {file}, run by the srun line below",
+        f"IFS= read -r -d '' {name} <<'{_END}' || :",
+        *body.split("\n"),
+        _END,
+        "",
+    ]
 
 
 # the script can carry --env values: readable and runnable by its owner only

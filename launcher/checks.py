@@ -87,6 +87,8 @@ def result_of(item: Check, launch: Launch) -> Result:
 HOW_TO_CONFIRM = {
     # (fnmatch patterns; the first that fits is said)
     "scheduler.partitions.*.available_until": "`showque` or `sinfo -p PARTITION` on the site's login node says whether the partition runs jobs",
+    "scheduler.partitions.*.cpus_per_gpu": "`scontrol show partition PARTITION` on the site's login node (MaxCPUsPerNode, or the site's job_submit rule in its guide)",
+    "scheduler.gpu_jobs_only": "the site's guide, or `sbatch -p PARTITION --wrap true` without a GPU on its login node",
     "gpu_driver": "`hvd-container sites probe --nodes` on the site's login node reads nvidia-smi on a node",
     "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
     "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
@@ -374,6 +376,70 @@ def partition_period(launch: Launch, today: datetime.date | None = None) -> Verd
         "(--partition), or ask the site whether a new period started",
         f"{_partition_key(launch)}.available_until",
     )
+
+
+def _node_fact(launch: Launch, name: str) -> tuple[int | None, str]:
+    """A number of the partition's nodes (its own, else the site's), with its profile key."""
+    info = launch.site.scheduler.partition_info(launch.partition)
+    own = getattr(info, name) if info else None
+    if own is not None:
+        return own, f"{_partition_key(launch)}.{name}"
+    return getattr(launch.site.scheduler, name), f"scheduler.{name}"
+
+
+@check("cpus-per-node", "the CPUs asked of a node fit what the node gives a job")
+def cpus_per_node(launch: Launch) -> Verdict | None:
+    """--cpus-per-task x the ranks on a node, against the cores a job may have there and a
+    site's cap per GPU asked for (Slurm or the site refuses the job at submission)."""
+    request, sched = launch.request, launch.site.scheduler
+    cpus = request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
+    ranks = launch.layout.node_ranks
+    if not cpus or not ranks:
+        return not_applicable("the job's CPUs per node are Slurm's choice (no -c or no layout)")
+    need, gpus = cpus * ranks, launch.layout.gpus_per_node
+    said = "" if request.cpus_per_task else f" (site {launch.site.name}'s default)"
+    asked = f"--cpus-per-task {cpus}{said} x {ranks} rank{'s' if ranks > 1 else ''} per node asks for {need} CPUs"
+    where = _where(launch)
+    node_cpus, node_key = _node_fact(launch, "cpus_per_node")
+    if node_cpus and need > node_cpus:
+        return refuse(
+            launch,
+            f"{asked} but a node of {where} gives a job {node_cpus}: lower -c to {max(node_cpus // ranks, 1)} or the ranks per node",
+            node_key,
+        )
+    per_gpu, gpu_key = _node_fact(launch, "cpus_per_gpu")
+    if per_gpu and gpus and need > per_gpu * gpus:
+        return refuse(
+            launch,
+            f"{asked} with {gpus} GPU{'s' if gpus > 1 else ''} but {where} allows {per_gpu} CPU cores per GPU ({per_gpu * gpus} here; the scheduler refuses more): lower -c to {max(per_gpu * gpus // ranks, 1)}, or ask for more GPUs per node",
+            gpu_key,
+        )
+    site_gpus = launch.site.gpus_per_node(launch.partition)
+    exclusive = "--exclusive" in (*request.sbatch_options, *sched.sbatch_options)
+    if per_gpu and exclusive and launch.asks_allocation and 0 < gpus < site_gpus:
+        return refuse(
+            launch,
+            f"--exclusive gives the job all of a node's cores, and {where} allows {per_gpu} per GPU: ask for all {site_gpus} GPUs of a node (--gpus-per-node {site_gpus}) or drop --exclusive (the job would never start)",
+            gpu_key,
+        )
+    return passed(f"{need} CPUs a node")
+
+
+@check("gpu-jobs-only", "a job on a GPU-only cluster asks for a GPU", needs=("allocation",))
+def gpu_jobs_only(launch: Launch) -> Verdict | None:
+    if not launch.site.scheduler.gpu_jobs_only:
+        return not_applicable(f"site {launch.site.name} runs jobs without GPUs too")
+    if launch.layout.gpus_per_node:
+        return None
+    return refuse(
+        launch,
+        f"site {launch.site.name} refuses jobs that ask for no GPU (its clusters are for GPU jobs): ask for GPUs (--gpus-per-node), or use one of the site's CPU clusters",
+        "scheduler.gpu_jobs_only",
+    )
+
+
+def _where(launch: Launch) -> str:
+    return f"partition {launch.partition}" if launch.partition else f"site {launch.site.name}"
 
 
 @check("gpus-per-rank", "one GPU per rank on each node, none left idle")

@@ -4,8 +4,8 @@ controller's way of laying out tasks.
 One rank per GPU is the default model (the controller may say otherwise: Lightning wants -N
 and --ntasks-per-node): without an explicit layout a node's worth of GPUs gets a node's worth
 of ranks, and `-n` alone outside an allocation gets enough nodes for that. A layout that
-cannot be run (more GPUs than a node has, more ranks than GPUs, more CPUs than a node has)
-is a one-line error with the fix; more ranks than GPUs on a node is a warning (checks.py).
+cannot be run (more GPUs than a node has) is a one-line error with the fix; more ranks than
+GPUs on a node is a warning and more CPUs than a node gives is refused by a check (checks.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Layout:
     job_name: str | None
     crowded: str | None = None  # why more ranks than GPUs share a node, with the fix
     processes_per_node: int | None = None  # ranks a node's one task starts (torchrun)
+    node_ranks: int | None = None  # the ranks on a node, where the layout says (not Slurm)
 
     @property
     def tasks(self) -> int:
@@ -95,20 +96,12 @@ def resolve_layout(
         # like CPUs: more ranks than GPUs on a node is refused (set_device(local_rank) fails);
         # an explicit --gpus-per-node is the way to share GPUs on purpose
         crowded = _too_many_ranks(site, partition, site_gpus, users, n, nodes, per_node)
-    info = site.scheduler.partition_info(partition)
-    node_cpus = (info.cpus_per_node if info else None) or site.scheduler.cpus_per_node
-    cpus = request.cpus_per_task or (
-        None if request.inside_allocation else site.scheduler.cpus_per_task
-    )
+    # the CPUs these ranks ask of a node are judged by the cpus-per-node check
     layout_known = per_node is not None or nodes is not None
-    if node_cpus and cpus and layout_known and cpus * users > node_cpus:
-        said = "" if request.cpus_per_task else f" (site {site.name}'s default)"
-        raise UserError(
-            f"--cpus-per-task {cpus}{said} x {users} ranks per node needs {cpus * users} CPUs but a node of site {site.name} has {node_cpus}: lower -c or the ranks per node"
-        )
     return Layout(
-        nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded, shape.processes_per_node
-    )
+        nodes, n, per_node, gpus, gpu_bind_none, shape.job_name, crowded,
+        shape.processes_per_node, users if layout_known else None,
+    )  # fmt: skip
 
 
 def _where(site: Site, partition: str | None) -> str:
@@ -143,6 +136,24 @@ def gpu_flags(style: str, gpus: int) -> list[str]:
     if gpus <= 0 or style == "none":
         return []
     return [f"--gres=gpu:{gpus}"] if style == "gres" else [f"--gpus-per-node={gpus}"]
+
+
+def allocation_tasks(layout: Layout, ranks_per_node_as: str) -> list[str]:
+    """Nodes and tasks as the allocation (#SBATCH, salloc) asks for them. A site whose GPU jobs
+    cannot use --ntasks-per-node (ZIH) gets --ntasks with --mincpus=ranks per node, the form
+    its guide gives (mincpus x nodes = ntasks); the step's srun still says its layout."""
+    nodes, ntasks, per_node = layout.nodes, layout.ntasks, layout.ntasks_per_node
+    even = per_node or (ntasks // nodes if ntasks and nodes and ntasks % nodes == 0 else None)
+    if (
+        ranks_per_node_as == "mincpus"
+        and layout.gpus_per_node
+        and nodes is not None
+        and even is not None
+        and (ntasks is None or ntasks == nodes * even)
+    ):
+        return [f"--nodes={nodes}", f"--ntasks={nodes * even}", f"--mincpus={even}"]
+    flags = (("--nodes", nodes), ("--ntasks", ntasks), ("--ntasks-per-node", per_node))
+    return [f"{flag}={value}" for flag, value in flags if value is not None]
 
 
 def layout_options(layout: Layout) -> list[str]:

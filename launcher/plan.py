@@ -19,13 +19,25 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from hvd_container.launcher import controllers, runtimes, shell, slurm
-from hvd_container.launcher.batch import ERROR_PATTERN, OUTPUT_PATTERN, BatchScript, script_text
+from hvd_container.launcher.batch import (
+    ERROR_PATTERN,
+    OUTPUT_PATTERN,
+    BatchScript,
+    script_text,
+    step_lines,
+)
 from hvd_container.launcher.binds import Bind, parse_bind, split_binds
 from hvd_container.launcher.checks import Result, refuse_on_failure, run_checks
 from hvd_container.launcher.controllers import stem
 from hvd_container.launcher.image import launch_facts, resolve_image
 from hvd_container.launcher.launch import Launch, Mode
-from hvd_container.launcher.layout import Layout, gpu_flags, layout_options, resolve_layout
+from hvd_container.launcher.layout import (
+    Layout,
+    allocation_tasks,
+    gpu_flags,
+    layout_options,
+    resolve_layout,
+)
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.request import LaunchRequest, check
 from hvd_container.launcher.runtimes import Invocation
@@ -83,9 +95,9 @@ class Plan:
     def shell_line(self) -> str:
         """What `run` executes, as a shell would run it: the command line, and for sbatch the
         script it reads from its standard input, as a here-document."""
-        line = shell.join(self.command())
         if self.how != "sbatch":
-            return line
+            return "\n".join(step_lines(self.command(), one_line=False))
+        line = shell.join(self.command())
         assert self.script is not None and f"\n{SCRIPT_END}\n" not in f"\n{self.script}"
         return f"{line} <<'{SCRIPT_END}'\n{self.script}{SCRIPT_END}"
 
@@ -226,15 +238,11 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
 
     resources = allocation_options(site, request, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)
-    allocation = [f"--job-name={job_name}"]
-    for flag, value in (
-        ("--nodes", layout.nodes),
-        ("--ntasks", layout.ntasks),
-        ("--ntasks-per-node", layout.ntasks_per_node),
-    ):
-        if value is not None:
-            allocation.append(f"{flag}={value}")
-    allocation += [*gpus, *cpu_opts, *resources]
+    allocation = [
+        f"--job-name={job_name}",
+        *allocation_tasks(layout, sched.ranks_per_node_as),
+        *gpus, *cpu_opts, *resources,
+    ]  # fmt: skip
     script = script_text(
         BatchScript(
             options=[

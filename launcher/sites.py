@@ -295,11 +295,27 @@ def _day_ok(value: str) -> str:
     return value
 
 
+CPUS_PER_NODE_ABOUT = (
+    "The CPU cores a job may ask for on a node (a site that keeps some for itself says the "
+    "number left, e.g. 56 of 64)."
+)
+CPUS_PER_GPU_ABOUT = (
+    "The most CPU cores a job may ask for on a node per GPU it asks for there (sites that "
+    "keep GPUs usable refuse more: 'Requested CPU cores per node (10) exceed the allowed "
+    "limit (8)'); --exclusive then needs all of a node's GPUs."
+)
+
+
 class Partition(Strict):
     """A partition's nodes and limits: what a launch on it is checked against."""
 
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
-    cpus_per_node: int | None = Field(default=None, ge=0, le=MAX_CPUS_PER_NODE)
+    cpus_per_node: int | None = Field(
+        default=None, ge=0, le=MAX_CPUS_PER_NODE, description=CPUS_PER_NODE_ABOUT
+    )
+    cpus_per_gpu: int | None = Field(
+        default=None, ge=1, le=MAX_CPUS_PER_NODE, description=CPUS_PER_GPU_ABOUT
+    )
     gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
     gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
         default=None,
@@ -334,8 +350,23 @@ class Scheduler(Strict):
     comment: Comment = Field(default_factory=Comment)
     gpu_request: GpuRequest = "gres"
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
-    cpus_per_node: int | None = Field(default=None, ge=0, le=MAX_CPUS_PER_NODE)
+    cpus_per_node: int | None = Field(
+        default=None, ge=0, le=MAX_CPUS_PER_NODE, description=CPUS_PER_NODE_ABOUT
+    )
+    cpus_per_gpu: int | None = Field(
+        default=None, ge=1, le=MAX_CPUS_PER_NODE, description=CPUS_PER_GPU_ABOUT
+    )
     cpus_per_task: int | None = Field(default=None, ge=0)
+    gpu_jobs_only: bool = Field(
+        default=False,
+        description="The cluster refuses jobs that ask for no GPU (ZIH's GPU clusters).",
+    )
+    ranks_per_node_as: Literal["ntasks-per-node", "mincpus"] = Field(
+        default="ntasks-per-node",
+        description="How a GPU job's allocation asks for its ranks per node: --ntasks-per-node, "
+        "or --ntasks with --mincpus=ranks per node (ZIH: --ntasks-per-node is not practical "
+        "in GPU jobs there).",
+    )
     time: SlurmTime | None = None
     max_time: SlurmTime | None = Field(
         default=None, description="The longest batch job (a partition's own max_time wins)."

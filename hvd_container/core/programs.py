@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from importlib import resources
 
+# every text handed out -> its file's name: a batch script writes each helper once, as it is,
+# and names it in its srun line
+_HANDED: dict[str, str] = {}
 
-def program_text(package: str, name: str, *, one_line: bool = False) -> str:
-    """The program `programs/NAME` of `package`, less its leading comment lines.
 
-    one_line: a sh helper that goes into srun lines and batch scripts as one line: its lines,
-    each of which ends where sh lets a space follow (`;`, `then`, `do`, `else`), are joined
-    with a space (tests/unit/test_programs.py parses the result with sh -n)."""
+def program_text(package: str, name: str) -> str:
+    """The program `programs/NAME` of `package`, less its leading comment lines."""
     text = (resources.files(package) / "programs" / name).read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
-    body = lines[start:]
-    if one_line:
-        return " ".join(line.strip() for line in body if line.strip())
-    return "".join(body)
+    handed = "".join(lines[start:])
+    _HANDED[handed] = name
+    return handed
+
+
+def handed_program(text: str) -> str | None:
+    """The file name of the program whose handed-out text is `text`, or None for any other."""
+    return _HANDED.get(text)

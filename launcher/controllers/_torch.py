@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from hvd_container.facts import ImageFacts
 
 # what the step and each task run first (launcher/programs/)
-STEP_SETUP = program_text("hvd_container.launcher", "torch_step_setup.sh", one_line=True)
+STEP_SETUP = program_text("hvd_container.launcher", "torch_step_setup.sh")
 
-RENDEZVOUS = program_text("hvd_container.launcher", "torch_rendezvous.sh", one_line=True)
+RENDEZVOUS = program_text("hvd_container.launcher", "torch_rendezvous.sh")
 
 
 SMOKE = program_text("hvd_container.launcher", "torch_smoke.py")

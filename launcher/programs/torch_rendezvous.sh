@@ -3,8 +3,8 @@
 # torch's controllers, on each task's node before the runtime: $1 = the controller's own exports
 # (constant sh text), the rest = the runtime's command. Without MASTER_ADDR, the first node of
 # the step; MASTER_PORT from the job and step IDs; `here` = this node's tasks, read from
-# SLURM_STEP_TASKS_PER_NODE ("2(x3),1": counts per node in SLURM_NODEID order). Handed over on
-# one line (each line below ends where sh lets a space follow).
+# SLURM_STEP_TASKS_PER_NODE ("2(x3),1": counts per node in SLURM_NODEID order). A batch script
+# writes it once and names it on its srun line.
 own=$1; shift; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}};
 [ -n "${MASTER_ADDR:-}" ] || MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1);
 if [ -z "$MASTER_ADDR" ]; then

@@ -137,6 +137,37 @@ def test_every_rank_gets_the_cpus_it_asked_for(cluster: None, job_dir: Path) -> 
         assert f"task {rank}: CPUs=4" in result.stdout, result.stdout  # 2 ranks x 2 CPUs
 
 
+def test_a_site_that_asks_ranks_per_node_with_mincpus_gets_them_evenly(
+    cluster: None,
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """ZIH's GPU clusters: the allocation says --ntasks with --mincpus (mincpus x nodes =
+    ntasks), never --ntasks-per-node; Slurm still places the ranks two a node, read back from
+    the job's record and the ranks' own nodes."""
+    local = (ROOT / "launcher" / "sites" / "local.yaml").read_text()
+    profile = job_dir / "local-mincpus.yaml"
+    profile.write_text(
+        local.replace("name: local\n", "name: local-mincpus\n")
+        .replace("  gpu_request: none\n", "  gpu_request: gres\n  partition: gpu\n")
+        .replace("  gpus_per_node: 0\n", "  gpus_per_node: 2\n  ranks_per_node_as: mincpus\n")
+    )
+    launch = ["--site", str(profile), "--runtime", "none", "-N", "2", "--env", "GREETING=hi",
+              "sh", "-c", PROBE]  # fmt: skip
+    script = cli("batch", *launch, cwd=job_dir)
+    assert script.returncode == 0, script.stderr
+    options = [line for line in script.stdout.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --ntasks=4" in options and "#SBATCH --mincpus=2" in options, options
+    assert not any("--ntasks-per-node" in o for o in options), options
+    result = cli("run", *launch, cwd=job_dir)
+    assert result.returncode == 0, result.stderr
+    record = subprocess.run(
+        ["scontrol", "show", "job", "-o", _job_id(result.stderr)], capture_output=True, text=True
+    ).stdout
+    assert "MinCPUsNode=2" in record and "NumTasks=4" in record, record
+    for rank, node in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2")):
+        assert f"task {rank} on {node} in {job_dir}: hi" in result.stdout, result.stdout
+
+
 def test_run_inside_an_allocation_runs_srun_directly(
     cluster: None,
     shell_dir_image: Path,  # noqa: F811

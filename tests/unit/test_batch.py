@@ -49,6 +49,11 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "zih-alpha": ("zih-alpha", dict(image="hvd.sif", ntasks=16, time="08:00:00")),
     "zih-capella": ("zih-capella", dict(image="hvd.sif", ntasks=8, time="24:00:00")),
+    # torch.distributed: its helpers written once, named on a short srun line
+    "zih-capella-torch": (
+        "zih-capella",
+        dict(image="ddp.sif", nodes=2, controller="torch", time="24:00:00"),
+    ),
     "zih-ml": (
         "zih-ml",
         dict(image="hvd-ppc64le.sif", nodes=1, ntasks_per_node=6, time="08:00:00"),
@@ -120,7 +125,7 @@ def test_batch_script_runs_the_same_srun_line(name: str, tmp_path: Path) -> None
     # the step of the one plan whose allocation the #SBATCH lines ask for
     plan = plan_launch(site, LaunchRequest(**{**req.__dict__, "inside_allocation": False}))
     received = (tmp_path / "srun.argv").read_bytes().split(b"\0")[:-1]
-    assert [a.decode() for a in received] == plan.step[1:]
+    assert [a.decode() for a in received] == plan.step[plan.step.index("srun") + 1 :]
     sbatch = [
         line.split(None, 1)[1]
         for line in script.read_text().splitlines()

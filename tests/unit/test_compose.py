@@ -254,13 +254,15 @@ def test_every_site_and_runtime_has_a_case() -> None:
 
 
 def test_neuron_guide_line() -> None:
+    """The tutorial's `srun -n 8 singularity run --nv x.sif python ...`, with `exec` as the
+    site guide's examples that give a command have it now (run would start NGC's entrypoint)."""
     argv = compose_srun(
         load_site("neuron"),
         LaunchRequest(script="train_hvd.py", image=NGC, ntasks=8, inside_allocation=True),
     )
     assert (
         shlex.join(argv)
-        == f"srun --kill-on-bad-exit=1 -n 8 singularity run --nv {NGC} python train_hvd.py"
+        == f"srun --kill-on-bad-exit=1 -n 8 singularity exec --nv {NGC} python train_hvd.py"
     )
 
 
@@ -643,7 +645,7 @@ def test_a_comma_list_of_binds_is_each_bind_on_its_own() -> None:
                             binds=["/a:/a:ro,/b"])  # fmt: skip
     argv = plan_launch(load_site("neuron"), request).step
     assert argv[argv.index("singularity") :][:7] == [
-        "singularity", "run", "--nv", "-B", "/a:/a:ro", "-B", "/b:/b",
+        "singularity", "exec", "--nv", "-B", "/a:/a:ro", "-B", "/b:/b",
     ]  # fmt: skip
 
 

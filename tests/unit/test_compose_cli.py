@@ -69,7 +69,7 @@ def test_dry_run_inside_an_allocation(
         capsys, "--site", "neuron", "--image", "x.sif", "-n", "8", "--dry-run", "train.py"
     )
     assert code == 0
-    assert out == "srun --kill-on-bad-exit=1 -n 8 singularity run --nv x.sif python train.py\n"
+    assert out == "srun --kill-on-bad-exit=1 -n 8 singularity exec --nv x.sif python train.py\n"
 
 
 def test_site_from_env_var(
@@ -277,7 +277,7 @@ def test_lightning_recipe_with_a_script_only_on_the_cluster(
         out.rstrip()
         .splitlines()[-1]
         .startswith(
-            "srun --kill-on-bad-exit=1 --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity run --nv "
+            "srun --kill-on-bad-exit=1 --job-name=pl_train -N 2 --ntasks-per-node=4 --cpus-per-task=4 singularity exec --nv "
         )
     )
 

@@ -413,7 +413,7 @@ def test_the_shipped_lightning_recipe_is_not_refused_for_lacking_mpi() -> None:
         comment="field=ai;appl=pytorch",
         controller="lightning",
     )
-    assert result.step[-4:] == ["run", "--nv", "lightning-pt113_1.sif", "python", "train.py"][-4:]
+    assert result.step[-4:] == ["run", "--nv", "lightning-pt113:1.sif", "python", "train.py"][-4:]
     assert "-N" in words(result) and "--ntasks-per-node=4" in words(result)
 
 
@@ -820,3 +820,57 @@ def test_runtimes_that_keep_the_gpus_are_not_warned() -> None:
     )
     # no GPUs asked for: nothing is lost
     assert warned(plan("local", image="i.sqfs", nodes=1)) == []
+
+
+# ZIH's GPU clusters: --ntasks with --mincpus instead of --ntasks-per-node, CPUs capped per GPU
+
+
+@pytest.mark.parametrize(
+    ("fields", "tasks"),
+    [
+        (dict(nodes=2), ["--nodes=2", "--ntasks=8", "--mincpus=4"]),
+        (dict(nodes=2, ntasks_per_node=2), ["--nodes=2", "--ntasks=4", "--mincpus=2"]),
+        (dict(ntasks=8), ["--nodes=2", "--ntasks=8", "--mincpus=4"]),
+        # ranks that do not split evenly: no --mincpus could say it, Slurm places them
+        (dict(ntasks=5, nodes=2), ["--nodes=2", "--ntasks=5"]),
+    ],
+)
+def test_zih_gpu_jobs_ask_for_ranks_per_node_with_mincpus(
+    fields: dict[str, Any], tasks: list[str]
+) -> None:
+    result = plan("zih-capella", image="x.sif", **fields)
+    assert result.script is not None
+    options = [line.removeprefix("#SBATCH ") for line in result.script.splitlines()
+               if line.startswith(("#SBATCH --nodes", "#SBATCH --ntasks", "#SBATCH --mincpus"))]  # fmt: skip
+    assert options == tasks
+    step = next(line for line in result.script.splitlines() if line.startswith("srun "))
+    assert " -N 2 " in step  # the step still says its layout
+
+
+def test_a_site_without_the_rule_keeps_ntasks_per_node() -> None:
+    result = plan("perlmutter", image="u/i:t", nodes=2, ntasks_per_node=4, account="m1_g")
+    assert "#SBATCH --ntasks-per-node=4" in result.script.splitlines()
+    assert "--mincpus" not in result.script
+
+
+def test_cpus_beyond_a_node_or_its_cap_per_gpu_are_named_with_the_fix() -> None:
+    capella = plan("zih-capella", image="x.sif", nodes=1, cpus_per_task=15)
+    (node,) = [r.message for r in capella.results if r.check == "cpus-per-node"]
+    assert node.startswith(
+        "--cpus-per-task 15 x 4 ranks per node asks for 60 CPUs but a node of partition "
+        "capella gives a job 56: lower -c to 14 or the ranks per node (not refused: "
+    )
+    neuron = plan("neuron", image="x.sif", ntasks=1, cpus_per_task=10,
+                  comment="field=ai;appl=pytorch")  # fmt: skip
+    (gpu,) = [r.message for r in neuron.results if r.check == "cpus-per-node"]
+    assert gpu.startswith(
+        "--cpus-per-task 10 x 1 rank per node asks for 10 CPUs with 1 GPU but partition "
+        "amd_a100nv_8 allows 8 CPU cores per GPU (8 here; the scheduler refuses more): lower "
+        "-c to 8, or ask for more GPUs per node"
+    )
+    assert "Requested CPU cores per node (10) exceed the allowed limit (8)" in gpu
+    # the defaults fit: a node's worth of ranks with the site's -c
+    for site, fields in (("zih-capella", {}), ("zih-alpha", {}),
+                         ("neuron", dict(comment="field=ai;appl=pytorch"))):  # fmt: skip
+        result = plan(site, image="x.sif", nodes=2, **fields)
+        assert [r.status for r in result.results if r.check == "cpus-per-node"] == ["pass"]

@@ -30,7 +30,7 @@ def handed_over(path: Path) -> tuple[str, str]:
         if f'program_text("{package}", "{path.name}"' in line
     ]
     assert calls, f"{path.relative_to(ROOT)}: no program_text call loads it"
-    return calls[0], program_text(package, path.name, one_line="one_line=True" in calls[0])
+    return calls[0], program_text(package, path.name)
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
@@ -43,12 +43,3 @@ def test_each_program_is_loaded_and_parses_as_handed_over(path: Path) -> None:
     else:
         parsed = subprocess.run(["sh", "-n", "-c", text], capture_output=True, text=True)
         assert parsed.returncode == 0, parsed.stderr
-        if "one_line=True" in call:
-            assert "\n" not in text
-
-
-def test_a_one_line_helper_keeps_each_statement() -> None:
-    """Lines joined with a space: the rendezvous helper's loop and its if/then survive."""
-    text = program_text("hvd_container.launcher", "torch_rendezvous.sh", one_line=True)
-    assert 'while [ -n "$rest" ]; do item=${rest%%,*};' in text
-    assert text.endswith('eval "$own"; exec "$@"')

@@ -36,7 +36,7 @@ def test_site_facts_from_the_guides() -> None:
     assert neuron.scheduler.comment.required
     assert "horovod" not in neuron.scheduler.comment.allowed
     assert neuron.scheduler.gpu_request == "gres"
-    assert neuron.runtime.kind == "singularity" and neuron.runtime.command == "run"
+    assert neuron.runtime.kind == "singularity" and neuron.runtime.command == "exec"
     assert neuron.gpus_per_node("cas_v100_2") == 2
     perlmutter = load_site("perlmutter")
     assert perlmutter.scheduler.gpu_request == "gpus-per-node"
@@ -99,7 +99,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
-        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, cpus_per_node, cpus_per_task, time, max_time, interactive_max_time, qos_max_time, srun_options, sbatch_options\)",
+        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, cpus_per_node, cpus_per_gpu, cpus_per_task, gpu_jobs_only, ranks_per_node_as, time, max_time, interactive_max_time, qos_max_time, srun_options, sbatch_options\)",
     ),
     ("name: mysite\n", r"1: runtime: required key is missing"),
     ("name: mysite\nruntime:\n  flags: []\n", r"2: runtime.kind: required key is missing"),
@@ -146,7 +146,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
-        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpu'\? \(allowed: gpus_per_node, cpus_per_node, gpu, gpu_cc, arch, max_time, available_until\)",
+        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpu'\? \(allowed: gpus_per_node, cpus_per_node, cpus_per_gpu, gpu, gpu_cc, arch, max_time, available_until\)",
     ),
     (
         MINIMAL + "scheduler:\n  partitions: [a, b]\n",

@@ -10,7 +10,7 @@ import pytest
 from _launch_helpers import isolated  # noqa: F401
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import Site, Source, load_site
+from hvd_container.launcher.sites import Partition, Site, Source, load_site
 
 from hvd_container.facts import ImageFacts
 
@@ -19,6 +19,12 @@ GPU_FACTS = dict(source="image x.sif", arch="amd64", gpu=True, glibc="2.36", cud
 
 def with_runtime(site: Site, **values: Any) -> dict[str, Any]:
     return {"runtime": site.runtime.model_copy(update=values)}
+
+
+def with_cpu_partition(site: Site) -> dict[str, Any]:
+    """A user's profile that adds a partition without GPUs to a GPU-only cluster."""
+    partitions = {**site.scheduler.partitions, "cpu": Partition(cpus_per_node=8)}
+    return {"scheduler": site.scheduler.model_copy(update={"partitions": partitions})}
 
 
 # (check, site, what the profile says, the request, the profile key the failure rests on)
@@ -38,6 +44,16 @@ CASES = [
      "arch"),
     ("comment", "neuron", lambda s: {},
      dict(image="x.sif", comment="appl-only"), "scheduler.comment.form"),
+    ("cpus-per-node", "zih-capella", lambda s: {}, dict(image="x.sif", nodes=1, cpus_per_task=15),
+     "scheduler.partitions.capella.cpus_per_node"),
+    ("cpus-per-node", "neuron", lambda s: {},
+     dict(image="x.sif", ntasks=1, cpus_per_task=10, comment="field=ai;appl=pytorch"),
+     "scheduler.partitions.amd_a100nv_8.cpus_per_gpu"),
+    ("cpus-per-node", "zih-alpha", lambda s: {},
+     dict(image="x.sif", ntasks=2, sbatch_options=["--exclusive"]),
+     "scheduler.partitions.alpha.cpus_per_gpu"),
+    ("gpu-jobs-only", "zih-capella", with_cpu_partition, dict(image="x.sif", partition="cpu"),
+     "scheduler.gpu_jobs_only"),
     ("partition-period", "neuron", lambda s: {},
      dict(image="x.sif", partition="gh200_1", ntasks=1, comment="field=ai;appl=pytorch",
           facts_extra={"arch": "arm64", "cuda": None, "gpu": True}),

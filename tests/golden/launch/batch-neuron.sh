@@ -13,6 +13,6 @@
 # hvd-container: site neuron, runtime singularity
 # controller lightning (asked for with --controller)
 
-module load gcc/10.2.0 cuda/11.4 cudampi/openmpi-4.1.1 singularity/4.3.4
+module load singularity/4.3.4
 
-srun --kill-on-bad-exit=1 --job-name=pytorch_lightning -N 2 --ntasks-per-node=8 --cpus-per-task=4 singularity run --nv /scratch/u/pl.sif python pt_bert_nsmc_lightning.py --num_nodes 2
+srun --kill-on-bad-exit=1 --job-name=pytorch_lightning -N 2 --ntasks-per-node=8 --cpus-per-task=4 singularity exec --nv /scratch/u/pl.sif python pt_bert_nsmc_lightning.py --num_nodes 2

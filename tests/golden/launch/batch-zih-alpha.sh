@@ -2,6 +2,7 @@
 #SBATCH --job-name=train
 #SBATCH --nodes=2
 #SBATCH --ntasks=16
+#SBATCH --mincpus=8
 #SBATCH --gres=gpu:8
 #SBATCH --cpus-per-task=6
 #SBATCH --partition=alpha

@@ -2,6 +2,7 @@
 #SBATCH --job-name=train
 #SBATCH --nodes=2
 #SBATCH --ntasks=8
+#SBATCH --mincpus=4
 #SBATCH --gres=gpu:4
 #SBATCH --cpus-per-task=14
 #SBATCH --partition=capella

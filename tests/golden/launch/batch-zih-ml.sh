@@ -1,7 +1,8 @@
 #!/bin/bash
 #SBATCH --job-name=train
 #SBATCH --nodes=1
-#SBATCH --ntasks-per-node=6
+#SBATCH --ntasks=6
+#SBATCH --mincpus=6
 #SBATCH --gres=gpu:6
 #SBATCH --cpus-per-task=7
 #SBATCH --partition=ml

@@ -1,0 +1,43 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks=8
+#SBATCH --mincpus=4
+#SBATCH --gres=gpu:4
+#SBATCH --cpus-per-task=14
+#SBATCH --partition=capella
+#SBATCH --time=24:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
+# hvd-container: site zih-capella, runtime apptainer
+# controller torch (asked for with --controller)
+
+# torch_step_setup.sh, run by the srun line below
+IFS= read -r -d '' hvd_torch_step_setup <<'HVD_PROGRAM_END' || :
+if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
+    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1);
+    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR;
+fi;
+exec "$@"
+HVD_PROGRAM_END
+
+# torch_rendezvous.sh, run by the srun line below
+IFS= read -r -d '' hvd_torch_rendezvous <<'HVD_PROGRAM_END' || :
+own=$1; shift; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}};
+[ -n "${MASTER_ADDR:-}" ] || MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1);
+if [ -z "$MASTER_ADDR" ]; then
+    echo "hvd-container torch: no first node: scontrol show hostnames $nodes gave nothing on $(hostname) (is this inside a Slurm step?)" >&2; exit 1;
+fi;
+MASTER_PORT=${MASTER_PORT:-$((20000 + (SLURM_JOB_ID % 2000) * 16 + ${SLURM_STEP_ID:-0} % 16))};
+left=${SLURM_NODEID:-0}; rest=${SLURM_STEP_TASKS_PER_NODE:-1}; here=1;
+while [ -n "$rest" ]; do
+    item=${rest%%,*};
+    if [ "$item" = "$rest" ]; then rest=; else rest=${rest#*,}; fi;
+    times=1; case $item in *"(x"*) times=${item#*(x}; times=${times%)};; esac;
+    if [ "$left" -lt "$times" ]; then here=${item%%(*}; break; fi; left=$((left - times));
+done;
+export MASTER_ADDR MASTER_PORT; eval "$own"; exec "$@"
+HVD_PROGRAM_END
+
+sh -c "$hvd_torch_step_setup" hvd-torch srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=14 sh -c "$hvd_torch_rendezvous" hvd-torch 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' apptainer exec --nv ddp.sif python train.py
