@@ -38,7 +38,7 @@ def child(directory: Path, parent: str, name: str, extra: str) -> Path:
 def timed_build(ref: str, no_cache: bool = False) -> tuple[float, str, str]:
     """(seconds, how it went, image id) of building recipe ref."""
     from hvd_container.containers.build import BuildOptions, build_recipe
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     steps = {"built": 0, "cached": 0}
 
@@ -83,7 +83,7 @@ def main() -> int:
         subprocess.run(["sh", str(ROOT / "testbed" / script)], check=True)
 
     from hvd_container.containers.engine.docker_api import docker_client
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     api = docker_client()
     recipe = load_recipe(args.recipe)

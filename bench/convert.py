@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
     image = args.image
     if image is None:
-        from hvd_container.containers.recipe import load_recipe
+        from hvd_container.containers.recipe_loader import load_recipe
 
         image = load_recipe("cpu-bookworm").image_tag
     import docker

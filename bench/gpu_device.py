@@ -208,7 +208,7 @@ def nccl_home() -> Path | None:
 def build_horovod(proof: Proof, recipe_name: str, carry: Path, cpus: int) -> Path | None:
     from hvd_container.containers.blocks import horovod, horovod_patches
     from hvd_container.containers.lockfile import without
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     recipe = load_recipe(recipe_name)
     assert recipe.horovod is not None and recipe.lock is not None
@@ -516,7 +516,7 @@ def main() -> int:
     args = p.parse_args()
     if args.prepare:
         importable_project()
-        from hvd_container.containers.recipe import load_recipe
+        from hvd_container.containers.recipe_loader import load_recipe
 
         hvd = load_recipe(args.recipe).horovod
         assert hvd is not None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 _LINE = re.compile(r"^# base (\S+) (?:(sha256:[0-9a-f]{64})|unpinned: (.*))$", re.MULTILINE)
 
@@ -54,6 +54,6 @@ def read_pin(lock_text: str | None) -> BasePin | None:
     return BasePin(match[1], match[2], match[3] or "")
 
 
-def pin_of(recipe: Recipe) -> BasePin | None:
+def pin_of(recipe: LockedRecipe) -> BasePin | None:
     """The pin the recipe's lock gives its base (read_lock refuses a pin of another image)."""
     return read_pin(recipe.lock) if needs_pin(recipe) else None

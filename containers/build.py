@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +22,7 @@ from hvd_container.containers import pipconfig
 from hvd_container.containers.base_pin import needs_pin, pin_of
 from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.pipconfig import PORT_ENV, configured_port, serve_host_pip_config
-from hvd_container.containers.render import build_context
+from hvd_container.containers.render import DockerBuild, docker_build
 from hvd_container.containers.verify import (
     docker_runner,
     fact_labels,
@@ -36,38 +35,12 @@ from hvd_container.core.errors import StepFailed, UserError, source_checkout_hin
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import BuildEvent, Engine
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
-PHASE_MARKER = re.compile(r"^#\s*hvd-container phase:\s*(\S+)")
 BUILD_DIGEST_LABEL = facts.BUILD_DIGEST
 VERIFIED_LABEL = facts.VERIFIED
 PIP_URL_ARG = "HVD_PIP_CONFIG_URL"
 DEBOOTSTRAP_PREFIX = "debootstrap:"
-
-
-def dockerfile_phases(dockerfile: str) -> list[str]:
-    """The phase of each instruction (index = step - 1), from the `# hvd-container phase:` markers.
-
-    Steps are counted as the classic builder counts them: one per instruction, continuation
-    lines joined, comments and blank lines skipped.
-    """
-    phases: list[str] = []
-    phase = "base"
-    continued = False
-    for raw in dockerfile.splitlines():
-        line = raw.strip()
-        marker = PHASE_MARKER.match(line)
-        if marker:
-            phase = marker[1]
-            continue
-        if continued:
-            continued = line.endswith("\\")
-            continue
-        if not line or line.startswith("#"):
-            continue
-        phases.append(phase)
-        continued = line.endswith("\\")
-    return phases
 
 
 def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> str:
@@ -87,18 +60,10 @@ def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> st
     return h.hexdigest()
 
 
-def engine_build_digest(engine: Engine, context: Mapping[str, bytes]) -> str:
-    """build_digest of context with the ID its base image has in the engine now."""
-    found = _image_labels(engine, base_image_of(context["Dockerfile"].decode()))
-    return build_digest(context, found[0] if found else None)
-
-
-def base_image_of(dockerfile: str) -> str:
-    for line in dockerfile.splitlines():
-        if line.strip().upper().startswith("FROM "):
-            # FROM [--platform=...] IMAGE [AS name]
-            return next(word for word in line.split()[1:] if not word.startswith("--"))
-    raise UserError("the rendered Dockerfile has no FROM line")
+def engine_build_digest(engine: Engine, build: DockerBuild) -> str:
+    """build_digest of the build's context with the ID its base image has in the engine now."""
+    found = _image_labels(engine, build.base)
+    return build_digest(build.context, found[0] if found else None)
 
 
 @dataclass
@@ -136,9 +101,9 @@ def _image_labels(engine: Engine, ref: str) -> tuple[str, dict[str, str]] | None
     return info["Id"], dict((info.get("Config") or {}).get("Labels") or {})
 
 
-def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: Reporter) -> None:
-    """Make sure FROM exists locally; `debootstrap:<suite>` bases are built once if missing."""
-    base = base_image_of(dockerfile)
+def ensure_base_image(engine: Engine, recipe: Recipe, base: str, report: Reporter) -> None:
+    """Make sure FROM's image exists locally; `debootstrap:<suite>` bases are built once if
+    missing."""
     if _image_labels(engine, base) is not None:
         return
     spec = recipe.base.image
@@ -168,7 +133,7 @@ def ensure_base_image(engine: Engine, recipe: Recipe, dockerfile: str, report: R
         )
 
 
-def unpinned_base(recipe: Recipe) -> str | None:
+def unpinned_base(recipe: LockedRecipe) -> str | None:
     """A note when FROM names a registry tag without a digest (a tag can move under it)."""
 
     pin = pin_of(recipe)
@@ -211,7 +176,7 @@ def _base_image_script() -> Path | None:
 
 
 def build_recipe(
-    recipe: Recipe,
+    recipe: LockedRecipe,
     report: Reporter,
     options: BuildOptions | None = None,
     engine: Engine | None = None,
@@ -221,19 +186,18 @@ def build_recipe(
     opts = options or BuildOptions()
     start = time.monotonic()
     engine = engine or open_engine(nocache=opts.no_cache)
-    context = build_context(recipe)
-    dockerfile = context["Dockerfile"].decode()
+    build = docker_build(recipe)  # the blocks, rendered once
     tag = recipe.image_tag
 
     # The base first: its ID is part of the digest. A base that is still missing here (the
     # engine pulls it during the build) gives a digest no earlier build labelled: a rebuild.
     # Whether the host's pip configuration is served (--no-host-pip) is not part of it: the
     # recipe pins what is installed, the pip configuration only says where it comes from.
-    ensure_base_image(engine, recipe, dockerfile, report)
+    ensure_base_image(engine, recipe, build.base, report)
     unpinned = unpinned_base(recipe)
     if unpinned:
         report("info", "base", unpinned)
-    digest = engine_build_digest(engine, context)
+    digest = engine_build_digest(engine, build)
     existing = _image_labels(engine, tag)
     if (
         not opts.no_cache
@@ -244,16 +208,15 @@ def build_recipe(
         report("cached", "done", f"{tag} is up to date (build digest {digest[:12]}), not rebuilt")
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
-    phases = dockerfile_phases(dockerfile)
     try:
-        image_id = _run_engine(engine, recipe, context, phases, report, opts)
+        image_id = _run_engine(engine, recipe, build, report, opts)
     except StepFailed as exc:
         if str(getattr(exc, "instruction", "") or "").upper().startswith("FROM "):
-            raise missing_base(base_image_of(dockerfile), exc) from None
+            raise missing_base(build.base, exc) from None
         raise
     try:
         # Again: a base the engine pulled during the build has an ID only now.
-        labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, context)}
+        labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, build)}
         if opts.verify:
             arch = _image_arch(engine, image_id)
             result = verify_image(
@@ -277,11 +240,11 @@ def build_recipe(
 def _run_engine(
     engine: Engine,
     recipe: Recipe,
-    context: Mapping[str, bytes],
-    phases: list[str],
+    build: DockerBuild,
     report: Reporter,
     opts: BuildOptions,
 ) -> str:
+    phases = build.phases
 
     def phase_of(ev: BuildEvent) -> str:
         if ev.step is None or not phases:
@@ -290,7 +253,7 @@ def _run_engine(
 
     def drive(buildargs: dict[str, str]) -> str:
         # Built untagged: the tag only moves once verification has passed.
-        for ev in engine.build(context, "", buildargs):
+        for ev in engine.build(build.context, "", buildargs):
             if ev.kind == "done":
                 assert ev.image_id
                 return ev.image_id

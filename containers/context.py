@@ -13,13 +13,13 @@ from hvd_container.core.atomic import atomic_output
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 # executable in the context: Docker's legacy builder copies the mode
 EXECUTABLE = ("hvd-pip",)
 
 
-def write_context(recipe: Recipe, directory: Path) -> list[Path]:
+def write_context(recipe: LockedRecipe, directory: Path) -> list[Path]:
     """Write the build context into directory (created if missing).
 
     All files are written to temporary names first and renamed at the end; on failure nothing

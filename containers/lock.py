@@ -34,7 +34,8 @@ from hvd_container.containers.lockfile import (
     parse_lock,
 )
 from hvd_container.containers.pipconfig import HostPipConfig
-from hvd_container.containers.recipe import Recipe, load_recipe, recipe_file
+from hvd_container.containers.recipe import Recipe
+from hvd_container.containers.recipe_loader import read_recipe, recipe_file
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -309,7 +310,7 @@ def lock_recipe(
     step = on_step or (lambda _message: None)
     started = time.monotonic()
     step(f"reading recipe {ref}")
-    recipe = load_recipe(ref, with_lock=False)  # a stale lock is what this replaces
+    recipe = read_recipe(ref)  # a stale lock is what this replaces
     path = recipe_file(ref).with_suffix(".lock")
     inputs = lock_inputs(recipe, pip if pip is not None else pipconfig.read_host_pip_config())
     if not inputs.requirements:

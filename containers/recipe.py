@@ -1,8 +1,8 @@
-"""Recipes: declarative, validated descriptions of a training image.
+"""Recipes: declarative, validated descriptions of a training image (the model).
 
-A recipe is a YAML file (see recipes/*.yaml). `load_recipe` reads one, resolves `extends:`
-(deep merge: mappings merge, everything else replaces, `null` removes), validates it and
-returns a `Recipe`. Every error is one line naming the file, line and key path.
+A recipe is a YAML file (see recipes/*.yaml); containers/recipe_loader.py reads one (its
+`extends:`, its lock) and validates it against `Recipe`. A recipe with its lock is a
+`LockedRecipe`, what the blocks render.
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from hvd_container.containers.blocks import pip_requirements
-from hvd_container.containers.compat import check_compatibility
-from hvd_container.containers.lockfile import inputs_digest, platform_of, read_lock
+from hvd_container.containers.lockfile import platform_of
 from hvd_container.containers.printers import section_header_problem, shell_command_problem
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion
@@ -24,15 +21,11 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
-    PrivateAttr,
     field_validator,
 )
 
-from hvd_container import facts, recipes
-from hvd_container.core import yamlconf
-from hvd_container.core.errors import UserError
+from hvd_container import facts
 from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
-from hvd_container.core.text import did_you_mean
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 Framework = Literal["pytorch", "tensorflow", "keras"]
@@ -377,13 +370,6 @@ class Recipe(Strict):
     )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     checks: list[CheckCommand] = Field(default_factory=list)
-    # NAME.lock next to the recipe file (containers/lock.py), attached by load_recipe: the
-    # build installs exactly it. Not a YAML key.
-    _lock: str | None = PrivateAttr(default=None)
-
-    @property
-    def lock(self) -> str | None:
-        return self._lock
 
     @property
     def image_tag(self) -> str:
@@ -404,124 +390,40 @@ class Recipe(Strict):
         """uv's --python-platform for the image: its machine and its distribution's glibc."""
         return platform_of(self.base.debootstrap_suite or self.base.image, self.arch)
 
-    def lock_inputs_digest(self) -> str:
-        """What a current lock of this recipe was made from (its header says it)."""
-        return inputs_digest(pip_requirements(self), self.python.version, self.pip_platform)
-
     @property
     def frameworks(self) -> list[str]:
         """The training frameworks the image has, in a fixed order."""
         return [k for k in ("pytorch", "tensorflow", "lightning") if getattr(self, k) is not None]
 
     def digest(self) -> str:
-        """sha256 of the validated content (stable key order), independent of YAML layout, and
-        of the lock the build installs."""
+        """sha256 of the validated content (stable key order), independent of YAML layout."""
+        return _digest(self.model_dump(mode="json"))
+
+
+def _digest(content: dict[str, Any]) -> str:
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class LockedRecipe(Recipe):
+    """A recipe with the lock its build installs exactly (NAME.lock beside its file, read by
+    containers/recipe_loader.py; None: the recipe has none, and installs by version). Blocks
+    render from this: what an image is made of is the recipe and its lock together."""
+
+    lock: str | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def of(cls, recipe: Recipe, lock: str | None) -> LockedRecipe:
+        """recipe (validated already) with lock."""
+        values = {name: getattr(recipe, name) for name in Recipe.model_fields}
+        return cls.model_construct(recipe.model_fields_set, **values, lock=lock)
+
+    def digest(self) -> str:
+        """The recipe's digest, and the lock's: a new lock is a new image."""
         content: dict[str, Any] = self.model_dump(mode="json")
-        if self._lock is not None:
-            content["lock"] = hashlib.sha256(self._lock.encode()).hexdigest()
-        blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        if self.lock is not None:
+            content["lock"] = hashlib.sha256(self.lock.encode()).hexdigest()
+        return _digest(content)
 
 
 FIELDS = [f.alias or name for name, f in Recipe.model_fields.items()]
-
-
-def list_builtin() -> list[str]:
-    """Names of the recipes shipped with the package."""
-    return recipes.names()
-
-
-def builtin_path(name: str) -> Path:
-    """The file of a built-in recipe."""
-    return recipes.path() / f"{name}.yaml"
-
-
-def recipe_file(ref: str | Path) -> Path:
-    """The file a recipe reference (path or built-in name) names."""
-    return _resolve_ref(ref)
-
-
-def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
-    candidate = Path(ref)
-    if relative_to is not None and not candidate.is_absolute():
-        sibling = relative_to.parent / candidate
-        if sibling.exists():
-            return sibling
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    builtin = recipes.path() / f"{ref}.yaml"
-    if builtin.exists():
-        return builtin
-    known = ", ".join(list_builtin())
-    near = did_you_mean(str(ref), list_builtin())
-    raise UserError(
-        f"recipe {str(ref)!r}: no such file and no built-in recipe of that name{near} (built-in: {known})"
-    )
-
-
-def load_recipe(ref: str | Path, *, with_lock: bool = True) -> Recipe:
-    """Load, merge (`extends:`) and validate a recipe given by path or built-in name, with the
-    lock next to its file (with_lock=False: without it, as `lock` reads a recipe to lock)."""
-    path = _resolve_ref(ref)
-    layered = yamlconf.load_layered(path, _resolve_ref, "a recipe name or a path")
-    recipe = yamlconf.validate(Recipe, layered, layered.data, PATTERN_WORDS)
-    check_compatibility(recipe, layered)
-    if with_lock:
-        lock_path = path.with_suffix(".lock")
-        recipe._lock = read_lock(
-            lock_path, recipe.lock_inputs_digest(), recipe.base.image, str(ref)
-        )
-        if recipe._lock is None and recipe.parts_needing_a_lock:
-            parts = " and ".join(recipe.parts_needing_a_lock)
-            inherited = (
-                " (a recipe that extends another does not take its lock)"
-                if len(layered.docs) > 1
-                else ""
-            )
-            raise LockMissing(
-                f"{path}: recipe {recipe.name} takes {parts} from PyPI, which a build installs "
-                f"only from a lock, and {lock_path} does not exist{inherited}: make it with "
-                f"`hvd-container lock {ref}`",
-                command=f"hvd-container lock {ref}",
-            )
-    return recipe
-
-
-class LockMissing(UserError):
-    """A recipe that needs a lock to build or render, and has none yet."""
-
-    def __init__(self, message: str, *, command: str) -> None:
-        super().__init__(message)
-        self.command = command
-
-
-def load_recipe_to_read(ref: str | Path) -> tuple[Recipe, list[str]]:
-    """The recipe as `recipes validate` and `recipes show` read it, with notes: what it
-    inherits that a reader may not expect (inheritance_notes), and, without its lock where it
-    has none yet, that build and render need one (and the command that makes it)."""
-    try:
-        recipe, notes = load_recipe(ref), []
-    except LockMissing as exc:
-        recipe = load_recipe(ref, with_lock=False)
-        notes = [f"no lock yet: build and render need one: `{exc.command}`"]
-    return recipe, [*inheritance_notes(ref), *notes]
-
-
-def inheritance_notes(ref: str | Path) -> list[str]:
-    """What `extends:` does that a reader may not expect: a list the recipe gives replaces the
-    inherited one (lists do not merge), and a description it does not give is its parent's."""
-    layered = yamlconf.load_layered(_resolve_ref(ref), _resolve_ref, "a recipe name or a path")
-    if len(layered.docs) == 1:
-        return []
-    notes = [
-        f"{where} replaces the inherited list, without {', '.join(map(str, dropped[:3]))}"
-        f"{f' and {len(dropped) - 3} more' if len(dropped) > 3 else ''} (lists replace, they "
-        "do not merge: repeat an item to keep it)"
-        for where, dropped in layered.replaced_lists()
-    ]
-    if "description" not in layered.docs[0].data and "description" in layered.inherited:
-        notes.append(
-            f"{layered.docs[0].source}: description: inherited word for word from "
-            f"{layered.docs[1].source}: give the recipe its own"
-        )
-    return notes

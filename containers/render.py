@@ -6,6 +6,7 @@ yield instruction records; each format has its own printer (containers/printers/
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import render_blocks
@@ -14,36 +15,57 @@ from hvd_container.containers.instructions import Block, Copy
 from hvd_container.containers.printers import dockerfile, singularity
 
 if TYPE_CHECKING:
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 FORMATS = ("docker", "singularity")
 
 
-def _header(recipe: Recipe) -> list[str]:
+def _header(recipe: LockedRecipe) -> list[str]:
     return [
         f"Rendered by hvd-container from recipe {recipe.name} {recipe.version}.",
         "Do not edit: change the recipe and render again.",
     ]
 
 
-def _blocks(recipe: Recipe) -> list[Block]:
+def _blocks(recipe: LockedRecipe) -> list[Block]:
     return [block for _, block in render_blocks(recipe)]
 
 
-def render_dockerfile(recipe: Recipe) -> str:
+def render_dockerfile(recipe: LockedRecipe) -> str:
     """The Dockerfile of the recipe: one stage, blocks in layer order."""
-    return dockerfile.dockerfile(_header(recipe), _blocks(recipe))
+    return dockerfile.dockerfile(_header(recipe), _blocks(recipe)).text
 
 
-def build_context(recipe: Recipe) -> dict[str, bytes]:
-    """Every file the Docker build needs, by path inside the context."""
-    context = {"Dockerfile": render_dockerfile(recipe).encode()}
-    for block in _blocks(recipe):
+@dataclass(frozen=True)
+class DockerBuild:
+    """What a Docker build of the recipe needs, from one rendering of its blocks: every file of
+    the context by its path there (the Dockerfile among them), the base image FROM names, and
+    each build step's phase (index = step - 1)."""
+
+    context: dict[str, bytes]
+    base: str
+    phases: tuple[str, ...]
+
+    @property
+    def dockerfile(self) -> str:
+        return self.context["Dockerfile"].decode()
+
+
+def docker_build(recipe: LockedRecipe) -> DockerBuild:
+    blocks = _blocks(recipe)
+    printed = dockerfile.dockerfile(_header(recipe), blocks)
+    context = {"Dockerfile": printed.text.encode()}
+    for block in blocks:
         context.update({i.source: i.data for i in block.items if isinstance(i, Copy)})
-    return context
+    return DockerBuild(context, printed.base, printed.phases)
 
 
-def dockerfile_needs(recipe: Recipe) -> str:
+def build_context(recipe: LockedRecipe) -> dict[str, bytes]:
+    """Every file the Docker build needs, by path inside the context."""
+    return docker_build(recipe).context
+
+
+def dockerfile_needs(recipe: LockedRecipe) -> str:
     """What a rendered Dockerfile needs besides itself to build: the files it copies, and a
     `debootstrap:` base made locally."""
     files = sorted(name for name in build_context(recipe) if name != "Dockerfile")
@@ -61,7 +83,7 @@ def dockerfile_needs(recipe: Recipe) -> str:
     )
 
 
-def render_definition(recipe: Recipe, *, docker_bootstrap: bool = False) -> str:
+def render_definition(recipe: LockedRecipe, *, docker_bootstrap: bool = False) -> str:
     """The Singularity/Apptainer definition, written natively from the same blocks.
 
     docker_bootstrap: a `debootstrap:<suite>` base starts from Docker's debian:<suite> instead
@@ -71,7 +93,7 @@ def render_definition(recipe: Recipe, *, docker_bootstrap: bool = False) -> str:
     )
 
 
-def render(recipe: Recipe, fmt: str) -> str:
+def render(recipe: LockedRecipe, fmt: str) -> str:
     if fmt == "docker":
         return render_dockerfile(recipe)
     if fmt == "singularity":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 
 from hvd_container import facts as labels_of
 from hvd_container import known_bad

@@ -58,12 +58,16 @@ def builtin_recipe_facts(name: str) -> ImageFacts | None:
     """The facts of the built-in recipe `name` (the shipped file, never one of that name in the
     working directory), or None."""
     # the recipe model only for images whose labels lack a fact: about 40 ms to import
-    from hvd_container.containers.recipe import builtin_path, list_builtin, load_recipe
+    from hvd_container.containers.recipe_loader import (
+        builtin_path,
+        list_builtin,
+        read_recipe,
+    )
 
     if name not in list_builtin():
         return None
     try:
-        return facts_from_recipe(load_recipe(builtin_path(name), with_lock=False))
+        return facts_from_recipe(read_recipe(builtin_path(name)))
     except UserError:
         return None
 

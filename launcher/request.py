@@ -215,9 +215,9 @@ def request_from_options(
     facts = None
     if recipe:
         # the recipe model only for --recipe: importing it adds about 40 ms to a dry run
-        from hvd_container.containers.recipe import load_recipe
+        from hvd_container.containers.recipe_loader import read_recipe
 
-        facts = facts_from_recipe(load_recipe(recipe, with_lock=False))
+        facts = facts_from_recipe(read_recipe(recipe))
     inside = bool(os.environ.get("SLURM_JOB_ID"))
     if inside and values.get("cpus_per_task") is None:
         # the allocation's CPUs per task, which a step no longer inherits (Slurm 22.05)

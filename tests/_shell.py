@@ -14,6 +14,22 @@ def bash_words(line: str) -> list[str]:
     return done.stdout.decode().split("\0")[:-1]
 
 
+def snippet_words(text: str) -> list[str]:
+    """The words of a snippet's last line as bash gives them to the program it starts, the
+    lines above it (the helpers a dry run writes once) run first."""
+    *head, last = text.rstrip("\n").split("\n")
+    done = subprocess.run(
+        [
+            "/bin/bash",
+            "-c",
+            "\n".join([*head, f"set -- {last}", 'for w in "$@"; do printf \'%s\\0\' "$w"; done']),
+        ],
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode().split("\0")[:-1]
+
+
 def sbatch_words(line: str) -> list[str]:
     """The words sbatch reads from an #SBATCH line's rest, as its _get_argument does
     (src/sbatch/opt.c): whitespace ends a word unless quoted, ' and " group, a backslash

@@ -35,9 +35,9 @@ from hvd_container.containers.blocks.pip_setup import hvd_pip_script
 from hvd_container.containers.instructions import Block
 
 if TYPE_CHECKING:
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
-BlockFunction = Callable[["Recipe"], Block | None]
+BlockFunction = Callable[["LockedRecipe"], Block | None]
 
 BLOCKS: list[tuple[str, BlockFunction]] = [
     ("base", base.render),
@@ -61,7 +61,7 @@ BLOCKS: list[tuple[str, BlockFunction]] = [
 __all__ = ["BLOCKS", "PHASES", "hvd_pip_script", "render_blocks"]
 
 
-def render_blocks(recipe: Recipe) -> list[tuple[str, Block]]:
+def render_blocks(recipe: LockedRecipe) -> list[tuple[str, Block]]:
     """(block name, block) for every block that applies to the recipe, in layer order."""
     out = []
     for name, render in BLOCKS:

@@ -10,13 +10,13 @@ from hvd_container.containers.instructions import Arg, From, Help, Instruction
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 # testbed/base-image.sh turns `debootstrap:<suite>` into this local image.
 DEBOOTSTRAP_IMAGE = "hvd-base/debian:{suite}"
 
 
-def base_image(recipe: Recipe) -> str:
+def base_image(recipe: LockedRecipe) -> str:
     """The Docker reference of the recipe's base: with the digest its lock pins, if any."""
     suite = recipe.base.debootstrap_suite
     if suite:
@@ -34,7 +34,7 @@ def platform(recipe: Recipe) -> str | None:
     return None if recipe.arch == "amd64" else f"linux/{recipe.arch}"
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     items: list[Instruction] = [
         From(base_image(recipe), platform(recipe), recipe.base.debootstrap_suite),
         # ARG, not ENV: only the build is non-interactive, the image keeps its default.

@@ -9,10 +9,10 @@ from hvd_container.containers.instructions import Test
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     if not recipe.checks:
         return None
     runs = [run(check) for check in recipe.checks]

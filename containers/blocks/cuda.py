@@ -9,12 +9,12 @@ from hvd_container.containers.blocks._text import block, env, major_minor, run
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 CUDA_HOME = "/usr/local/cuda"
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     if recipe.cuda is None or recipe.cuda.source != "image":  # pip: blocks/gpu_wheels.py
         return None
     toolkit = f"/usr/local/cuda-{major_minor(recipe.cuda.version)}"

@@ -10,10 +10,10 @@ from hvd_container import facts
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     named = facts.recipe_labels(recipe.name, recipe.version, recipe.digest(), recipe.arch)
     labels = {**recipe.labels, **named}
     return block(

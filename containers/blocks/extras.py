@@ -9,10 +9,10 @@ from hvd_container.containers.blocks._text import apt_install, block, pip_instal
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     lines = []
     if recipe.apt:
         lines.append(apt_install(recipe.apt))

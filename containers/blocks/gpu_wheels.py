@@ -14,7 +14,7 @@ from hvd_container.containers.blocks._text import VENV, block, env, run
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block, Instruction
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 CUDA_HOME = "/usr/local/cuda"
 LD_CONF = "/etc/ld.so.conf.d/hvd-gpu-wheels.conf"
@@ -59,7 +59,7 @@ def requirements(recipe: Recipe) -> list[str]:
     return reqs
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     cuda, nccl = recipe.cuda, recipe.nccl
     from_pip_cuda = cuda is not None and cuda.source == "pip" and wheels_have_compiler(recipe)
     from_pip_nccl = cuda is not None and nccl is not None and nccl.source == "pip"

@@ -17,7 +17,7 @@ from hvd_container.containers.instructions import Copy
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 # Horovod's own build-time imports, absent from a fresh venv when the build is not isolated.
 BUILD_PYTHON_DEPS = ["setuptools", "wheel", "packaging", "cloudpickle", "psutil", "pyyaml"]
@@ -65,7 +65,7 @@ def build_packages(recipe: Recipe) -> list[str]:
     return packages
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     hvd = recipe.horovod
     if hvd is None:
         return None

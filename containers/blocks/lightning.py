@@ -8,10 +8,10 @@ from hvd_container.containers.blocks._text import block, module_version_check, p
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     lit = recipe.lightning
     if lit is None:
         return None

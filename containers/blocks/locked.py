@@ -16,19 +16,19 @@ from hvd_container.containers.lockfile import without
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 LOCK_DIR = "/opt/hvd"
 LOCK_FILE = f"{LOCK_DIR}/requirements.lock"
 HOROVOD_LOCK_FILE = f"{LOCK_DIR}/horovod.lock"
 
 
-def parts(recipe: Recipe) -> tuple[str, str]:
+def parts(recipe: LockedRecipe) -> tuple[str, str]:
     """(the lock without Horovod, Horovod's own entry); both empty without a lock."""
     return without(recipe.lock, "horovod") if recipe.lock else ("", "")
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     if recipe.lock is None:
         return None
     packages, _horovod = parts(recipe)

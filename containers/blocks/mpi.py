@@ -9,7 +9,7 @@ from hvd_container.containers.blocks._text import apt_install, block, run
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 PACKAGES = {
     "openmpi": ["openmpi-bin", "libopenmpi-dev"],
@@ -31,7 +31,7 @@ def packages(recipe: Recipe) -> list[str]:
     return names
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     mpi = recipe.mpi
     if mpi is None or mpi.source == "pip":  # the wheel comes with the lock: blocks/mpi_wheel.py
         return None

@@ -14,7 +14,7 @@ from hvd_container.containers.blocks._text import VENV, block, run
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 LD_CONF = "/etc/ld.so.conf.d/hvd-mpi-wheel.conf"
 # the library each wheel ships, as the dynamic linker must find it
@@ -28,7 +28,7 @@ def requirements(recipe: Recipe) -> list[str]:
     return [f"{mpi.flavor}=={mpi.version}" if mpi.version else mpi.flavor]
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     mpi = recipe.mpi
     if mpi is None or mpi.source != "pip":
         return None

@@ -8,7 +8,7 @@ from hvd_container.containers.blocks._text import apt_install, block, major_mino
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 
 def package_version(recipe: Recipe) -> str:
@@ -20,7 +20,7 @@ def package_version(recipe: Recipe) -> str:
     return f"{version}-1+cuda{major_minor(recipe.cuda.version)}"
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     if recipe.nccl is None or recipe.nccl.source != "apt":  # pip: blocks/gpu_wheels.py
         return None
     pinned = package_version(recipe)

@@ -14,12 +14,12 @@ from hvd_container.containers.instructions import Arg, Copy
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 CONFIG_URL_ARG = "HVD_PIP_CONFIG_URL"
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     return block(
         "frameworks",
         # Empty by default: hvd-pip then uses the image's own pip configuration. A definition

@@ -8,7 +8,7 @@ from hvd_container.containers.blocks._text import VENV, apt_install, block, env,
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe
 
 
 def version_check(python: str, version: str) -> str:
@@ -18,7 +18,7 @@ def version_check(python: str, version: str) -> str:
     )
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     version = recipe.python.version
     if recipe.python.source == "image":
         return block("base", run(version_check("python3", version)))

@@ -8,7 +8,7 @@ from hvd_container.containers.blocks._text import block, module_version_check, p
 
 if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 WHEEL_INDEX = "https://download.pytorch.org/whl/{tag}"
 
@@ -32,7 +32,7 @@ def requirements(recipe: Recipe) -> list[str]:
     return [f"{name}=={version}{suffix}" for name, version in pins if version]
 
 
-def render(recipe: Recipe) -> Block | None:
+def render(recipe: LockedRecipe) -> Block | None:
     torch = recipe.pytorch
     if torch is None:
         return None

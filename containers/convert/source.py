@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from hvd_container.containers.instructions import (
     Arg,
@@ -61,7 +62,24 @@ def block_text(block: Block) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dockerfile(header: Iterable[str], blocks: Iterable[Block]) -> str:
+@dataclass(frozen=True)
+class Dockerfile:
+    """The Dockerfile text, with what the printer knew writing it: the image FROM names and
+    each instruction's phase (index = the classic builder's step - 1)."""
+
+    text: str
+    base: str
+    phases: tuple[str, ...]
+
+
+def dockerfile(header: Iterable[str], blocks: Iterable[Block]) -> Dockerfile:
     """The Dockerfile: comment lines, then the blocks, a blank line between blocks."""
     top = "".join(f"# {line}\n" for line in header)
-    return top + "\n".join(block_text(b) for b in blocks)
+    blocks = list(blocks)
+    froms = [item.image for block in blocks for item in block.items if isinstance(item, From)]
+    if len(froms) != 1:
+        raise ValueError(f"a Dockerfile of one stage has one FROM, not {len(froms)}")
+    phases = tuple(
+        block.phase for block in blocks for item in block.items if instruction(item) is not None
+    )
+    return Dockerfile(top + "\n".join(block_text(b) for b in blocks), froms[0], phases)

@@ -64,7 +64,7 @@ def built(recipe: str) -> str:
     proc = hvd("build", recipe, "--progress", "plain")
     if proc.returncode != 0:
         pytest.fail(f"building {recipe} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     return load_recipe(recipe).image_tag
 

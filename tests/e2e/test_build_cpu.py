@@ -15,8 +15,8 @@ from build_fixtures import CPU_RECIPE, hvd, with_cpu_lock
 from hvd_container.containers.build import BUILD_DIGEST_LABEL, engine_build_digest
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.push import MANIFEST_V2
-from hvd_container.containers.recipe import load_recipe
-from hvd_container.containers.render import build_context
+from hvd_container.containers.recipe_loader import load_recipe
+from hvd_container.containers.render import docker_build
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +58,7 @@ def test_cpu_image_is_verified_and_labelled(api: Any, cpu_image: str) -> None:
     assert labels[p + "recipe.digest"] == recipe.digest()
     # the digest covers the rendered context and the base image's ID in the engine
     assert labels[BUILD_DIGEST_LABEL] == engine_build_digest(
-        DockerEngine(api), build_context(recipe)
+        DockerEngine(api), docker_build(recipe)
     )
 
 

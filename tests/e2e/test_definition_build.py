@@ -83,7 +83,7 @@ def test_the_rendered_definition_builds_and_passes_its_checks(
 ) -> None:
     from hvd_container.containers.engine.docker_api import DockerEngine
     from hvd_container.containers.pipconfig import serve_host_pip_config
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
     from hvd_container.containers.render import render_definition
 
     recipe = load_recipe(recipe_name)

@@ -57,7 +57,7 @@ def gcc14_base(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> str
 @pytest.fixture(scope="module")
 def horovod_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Horovod's sdist of the version cpu-bookworm locks, unpacked."""
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     version = load_recipe("cpu-bookworm").horovod.version  # type: ignore[union-attr]
     where = tmp_path_factory.mktemp("horovod")

@@ -73,7 +73,7 @@ def test_each_shipped_lock_resolves_again_here(name: str, tmp_path: Path) -> Non
     from hvd_container.containers.lock import compile_argv, lock_inputs, uv_command
     from hvd_container.containers.lockfile import parse_lock
     from hvd_container.containers.pipconfig import read_host_pip_config
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     recipe = load_recipe(name)  # a stale lock would be refused here
     assert recipe.lock is not None

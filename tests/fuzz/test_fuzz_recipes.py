@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import render_definition, render_dockerfile
 from hvd_container.recipes import path as recipes_path
 from hypothesis import HealthCheck, example, given, settings

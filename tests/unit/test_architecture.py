@@ -220,12 +220,18 @@ def test_the_measure_sees_a_deferral_that_saves_nothing() -> None:
 
 
 # Models hold data: loading one never loads what finds, judges or renders (the loaders beside
-# the models ask the registries). The recipe model still reaches the blocks (issue 30 B5).
-MODELS = ("hvd_container.launcher.sites", "hvd_container.launcher.launch", "hvd_container.facts")
+# the models ask the registries: containers/recipe_loader.py the blocks and the rules).
+MODELS = (
+    "hvd_container.launcher.sites",
+    "hvd_container.launcher.launch",
+    "hvd_container.facts",
+    "hvd_container.containers.recipe",
+)
 REGISTRIES = (
     "hvd_container.launcher.checks",
     "hvd_container.launcher.controllers",
     "hvd_container.containers.blocks",
+    "hvd_container.containers.compat",
 )
 
 

@@ -32,7 +32,8 @@ from hvd_container.containers.blocks import (
 )
 from hvd_container.containers.instructions import Block
 from hvd_container.containers.printers.dockerfile import MARKER_PREFIX, block_text
-from hvd_container.containers.recipe import Recipe, load_recipe
+from hvd_container.containers.recipe import LockedRecipe, Recipe
+from hvd_container.containers.recipe_loader import load_recipe, read_recipe
 from hvd_container.containers.render import render_dockerfile
 
 
@@ -46,9 +47,9 @@ def gpu(tmp_path: Path) -> Recipe:
     return load_recipe(write(tmp_path, GPU_RECIPE))
 
 
-def recipe_of(tmp_path: Path, data: dict) -> Recipe:  # type: ignore[type-arg]
+def recipe_of(tmp_path: Path, data: dict) -> LockedRecipe:  # type: ignore[type-arg]
     # a block on its own: the lock a build of the variant needs is not its business
-    return load_recipe(write(tmp_path, data, "variant.yaml"), with_lock=False)
+    return LockedRecipe.of(read_recipe(write(tmp_path, data, "variant.yaml")), None)
 
 
 def text_of(block: Block | None) -> str:

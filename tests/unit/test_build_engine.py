@@ -1,4 +1,5 @@
-"""Pure parts of the build: phases from block markers, build digest, build-stream parsing."""
+"""Pure parts of the build: the phases and base the printer hands back, build digest,
+build-stream parsing."""
 
 from __future__ import annotations
 
@@ -6,47 +7,51 @@ import io
 import tarfile
 
 import pytest
-from hvd_container.containers.build import build_digest, dockerfile_phases
+from hvd_container.containers.build import build_digest
 from hvd_container.containers.engine.docker_api import (
     TAIL_LINES,
     BuildFailed,
     context_tar,
     parse_build_stream,
 )
-from hvd_container.containers.recipe import load_recipe
-from hvd_container.containers.render import build_context
-
-DOCKERFILE = """\
-# hvd-container phase: base
-FROM hvd-base/debian:bookworm
-ARG X=1
-
-# hvd-container phase: mpi
-RUN apt-get update \\
-    && apt-get install -y openmpi-bin
-# a comment inside a phase
-ENV A=1
-
-# hvd-container phase: horovod
-RUN pip install horovod
-"""
+from hvd_container.containers.printers.dockerfile import MARKER_PREFIX
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
+from hvd_container.containers.render import docker_build
 
 
-def test_phases_follow_markers_and_count_instructions_like_the_builder() -> None:
-    assert dockerfile_phases(DOCKERFILE) == ["base", "base", "mpi", "mpi", "horovod"]
+def steps_of(dockerfile: str) -> list[str]:
+    """The builder's steps, counted as the classic builder does: one per instruction,
+    continuation lines joined, comments and blank lines skipped (the oracle for the phases
+    the printer hands back)."""
+    steps: list[str] = []
+    continued = False
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        if continued:
+            steps[-1] += " " + line
+        elif line and not line.startswith("#"):
+            steps.append(line)
+        continued = line.endswith("\\")
+    return steps
 
 
-def test_phases_of_the_cpu_recipe_cover_every_step() -> None:
-    dockerfile = build_context(load_recipe("cpu-bookworm"))["Dockerfile"].decode()
-    phases = dockerfile_phases(dockerfile)
-    steps = [ln for ln in dockerfile.splitlines() if ln and not ln.startswith(("#", " "))]
-    assert len(phases) == len(steps)
-    assert phases[0] == "base"
-    horovod_step = next(
-        i for i, ln in enumerate(steps) if "horovodrun --check-build" in ln or "hvd_src=" in ln
-    )
-    assert phases[horovod_step] == "horovod"
-    assert phases[-1] == "checks"
+@pytest.mark.parametrize("name", list_builtin())
+def test_the_printer_hands_back_each_steps_phase_and_the_base(name: str) -> None:
+    recipe = load_recipe(name)
+    build = docker_build(recipe)
+    steps = steps_of(build.dockerfile)
+    assert len(build.phases) == len(steps)
+    assert build.phases[0] == "base" and build.phases[-1] == "checks"
+    assert steps[0].split()[-1] == build.base  # FROM [--platform=...] IMAGE
+    markers = [
+        ln.split(": ", 1)[1] for ln in build.dockerfile.splitlines() if ln.startswith(MARKER_PREFIX)
+    ]
+    assert list(dict.fromkeys(build.phases)) == list(dict.fromkeys(markers))
+    if recipe.horovod is not None:
+        horovod_step = next(
+            i for i, ln in enumerate(steps) if "hvd_src=" in ln or "horovodrun --check-build" in ln
+        )
+        assert build.phases[horovod_step] == "horovod"
 
 
 def test_build_digest_is_order_free_and_content_sensitive() -> None:
@@ -131,16 +136,6 @@ def test_failing_step_names_instruction_and_keeps_last_lines() -> None:
 def test_stream_without_image_is_a_failure() -> None:
     with pytest.raises(BuildFailed, match="without producing an image"):
         list(parse_build_stream(_stream("Step 1/1 : FROM x\n", image=None)))
-
-
-def test_base_image_skips_from_flags() -> None:
-    from hvd_container.containers.build import base_image_of
-
-    assert (
-        base_image_of("# x\nFROM --platform=linux/arm64 debian:bookworm AS base\n")
-        == "debian:bookworm"
-    )
-    assert base_image_of("FROM hvd-base/debian:bookworm\n") == "hvd-base/debian:bookworm"
 
 
 class _EngineAfterAKill:

@@ -23,7 +23,6 @@ from hvd_container.containers.build import (
     BUILD_DIGEST_LABEL,
     VERIFIED_LABEL,
     BuildOptions,
-    base_image_of,
     build_digest,
     build_recipe,
     proxy_build_args,
@@ -31,8 +30,8 @@ from hvd_container.containers.build import (
 from hvd_container.containers.engine import BuildEvent, Engine
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.pipconfig import HostPipConfig, server_secret
-from hvd_container.containers.recipe import load_recipe
-from hvd_container.containers.render import build_context
+from hvd_container.containers.recipe_loader import load_recipe
+from hvd_container.containers.render import build_context, docker_build
 
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -378,7 +377,7 @@ def test_host_pip_or_not_is_the_same_digest(
 
 def test_base_pulled_during_the_build_is_in_the_label_digest() -> None:
     recipe = load_recipe("lightning-pt113")  # a registry base: the engine pulls it if missing
-    base = base_image_of(build_context(recipe)["Dockerfile"].decode())
+    base = docker_build(recipe).base
     api = FakeDockerAPI({})
     engine = FakeEngine(api)
     pulled = engine.build

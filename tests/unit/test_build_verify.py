@@ -10,7 +10,7 @@ import docker.errors
 import pytest
 import requests
 from hvd_container.containers.engine.docker_api import DockerEngine
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.verify import (
     CheckBuild,
     VerifyResult,

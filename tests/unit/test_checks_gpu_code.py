@@ -115,7 +115,7 @@ def test_the_gpu_facts_travel_as_labels() -> None:
 
 
 def test_the_recipe_says_its_nccl_and_horovods_compute_capabilities() -> None:
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
 
     from hvd_container.facts import facts_from_recipe
 

@@ -86,7 +86,7 @@ def test_unknown_command_is_a_usage_error(capsys) -> None:  # type: ignore[no-un
 
 
 def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from hvd_container.containers import recipe as recipe_module
+    from hvd_container.containers import recipe_loader as recipe_module
 
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt

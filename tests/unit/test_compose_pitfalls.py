@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, job_dir, plan_launch, words, write  # noqa: F401
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import read_recipe
 from hvd_container.launcher.controllers.lightning import scan_script
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
@@ -49,7 +49,7 @@ GLOO_ONLY = ImageFacts(
 
 
 def recipe_facts(name: str) -> ImageFacts:
-    return facts_from_recipe(load_recipe(name, with_lock=False))
+    return facts_from_recipe(read_recipe(name))
 
 
 X86 = ImageFacts(source="recipe x86", name="x86", version="1", arch="amd64")

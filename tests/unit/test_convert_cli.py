@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hvd_container.containers.convert.site_images import publish_to_site
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import render_definition
 
 from hvd_container.cli.app import main

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated, words, write  # noqa: F401
-from _shell import bash_words
+from _shell import bash_words, snippet_words
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import execute, machine, slurm
@@ -119,8 +119,9 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def shown(argv: list[str], env: dict[str, str]) -> str:
-    return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv)
+def shown(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The words of the command run, as a dry run shows them (`env K=V ...` first)."""
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
 
 
 # --- the dry-run line is the executed line ---------------------------------------------------
@@ -149,7 +150,7 @@ def test_dry_run_line_is_the_line_run_executes_gloo_and_image_directory(
     assert code == 0 and slurm_stub.mpi_list_calls == 0, err  # a dry run asks Slurm nothing
     printed = dry_run_then_run(capsys, args)
     ((argv, env),) = slurm_stub.foreground
-    assert printed == shown(argv, env) + "\n"
+    assert snippet_words(printed) == shown(argv, env)
     # what the Gloo path and ch-run need, in both
     assert argv[:2] == ["srun", "--mpi=none"]
     assert env["USER"] == "alice"
@@ -188,7 +189,7 @@ def test_run_executes_exactly_what_the_dry_run_showed(
         assert slurm_stub.foreground == []  # no srun of its own outside the job
         return
     ((argv, env),) = slurm_stub.foreground
-    assert printed == shown(argv, env) + "\n" and slurm_stub.scripts == []
+    assert snippet_words(printed) == shown(argv, env) and slurm_stub.scripts == []
     assert argv[0] == ("salloc" if how == "salloc" else "srun")
     assert ("--nodes=2" in argv) == (how == "salloc")  # the step asks for no resources
 
@@ -214,7 +215,7 @@ def test_dry_run_shows_the_unpacked_cache_directory_of_a_local_sif(
     assert code == 0, err
     assert no_unpack == [cache / key]
     ((argv, env),) = slurm_stub.foreground
-    assert printed == shown(argv, env) + "\n"
+    assert snippet_words(printed) == shown(argv, env)
     assert argv[1] == "--mpi=pmix"
 
 

@@ -25,7 +25,7 @@ from hvd_container.containers.lock import (
 )
 from hvd_container.containers.lockfile import parse_lock
 from hvd_container.containers.pipconfig import HostPipConfig
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe, read_recipe
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import StepFailed, UserError
@@ -261,7 +261,7 @@ def test_a_locked_recipe_installs_exactly_its_lock(fake_uv: Path, tmp_path: Path
     assert "torch==2.13.0+cpu" in locked and "horovod" not in locked.split("# via")[0]
     assert horovod.startswith("horovod==0.28.1 \\") and "--hash=sha256:" in horovod
     assert "torch==2.13.0+cpu" in render_definition(recipe)  # the definition carries it too
-    assert recipe.digest() != load_recipe(tmp_path / "mine.yaml", with_lock=False).digest()
+    assert recipe.digest() != read_recipe(tmp_path / "mine.yaml").digest()
 
 
 def test_a_stale_lock_is_refused_with_the_command_that_refreshes_it(
@@ -466,7 +466,7 @@ def test_a_torch_build_missing_from_the_pip_configuration_names_the_index_and_th
         horovod={**GPU_RECIPE["horovod"], "frameworks": ["pytorch"], "patches": ["cxx17"]},
     )
     recipe = write(tmp_path, data, "cu.yaml")
-    assert load_recipe(recipe, with_lock=False).pytorch.wheel_index == "pip-config"  # the old name
+    assert read_recipe(recipe).pytorch.wheel_index == "pip-config"  # the old name
     with pytest.raises(StepFailed) as info:
         lock_recipe(str(recipe), pip=HostPipConfig())
     message = str(info.value)
@@ -485,7 +485,7 @@ def test_a_torch_build_missing_from_the_pip_configuration_names_the_index_and_th
 )
 def test_the_old_wheel_index_names_are_accepted(tmp_path: Path, old: str, new: str) -> None:
     data = merged(CPU_RECIPE, pytorch={"version": "2.13.0", "cuda_tag": "cpu", "wheel_index": old})
-    recipe = load_recipe(write(tmp_path, data), with_lock=False)
+    recipe = read_recipe(write(tmp_path, data))
     assert recipe.pytorch is not None and recipe.pytorch.wheel_index == new
 
 

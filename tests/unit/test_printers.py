@@ -18,7 +18,7 @@ from hvd_container.containers.instructions import Test as CheckRecord  # not a t
 from hvd_container.containers.printers import LINE_BREAKS
 from hvd_container.containers.printers.dockerfile import dockerfile
 from hvd_container.containers.printers.singularity import definition
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import render_definition
 
 from hvd_container.core.errors import UserError
@@ -40,7 +40,7 @@ def test_one_set_of_records_in_both_formats() -> None:
         Label("team", "ml infra"),
         CheckRecord("tool"),
     )
-    assert dockerfile(["made here"], records) == (
+    assert dockerfile(["made here"], records).text == (
         "# made here\n"
         "# hvd-container phase: base\nFROM debian:bookworm\nARG DEBIAN_FRONTEND=noninteractive\n"
         "\n# hvd-container phase: extras\nCOPY tool /usr/local/bin/tool\n"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, WHEELS_RECIPE, line_of, merged, write
 from hvd_container.containers import compat
-from hvd_container.containers.recipe import Recipe, load_recipe
+from hvd_container.containers.recipe import Recipe
+from hvd_container.containers.recipe_loader import load_recipe, read_recipe
 
 from hvd_container.core.errors import UserError
 
@@ -301,7 +302,7 @@ def test_every_rule_has_a_case() -> None:
 def test_fixed_recipes_pass(tmp_path: Path) -> None:
     for data in (CPU_RECIPE, GPU_RECIPE, WHEELS_RECIPE):
         # the rules judge the recipe itself: a lock is what a build of it needs besides
-        assert compat.problems(load_recipe(write(tmp_path, data), with_lock=False)) == []
+        assert compat.problems(read_recipe(write(tmp_path, data))) == []
 
 
 def test_image_provided_frameworks_are_allowed_on_ppc64le(tmp_path: Path) -> None:

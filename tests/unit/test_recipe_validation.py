@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from _recipe_helpers import CPU_RECIPE, line_of, merged, write
-from hvd_container.containers.recipe import FIELDS, list_builtin, load_recipe
+from hvd_container.containers.recipe import FIELDS
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe, read_recipe
 
 from hvd_container.core.errors import UserError
 
@@ -471,7 +472,7 @@ def test_a_derived_recipe_whose_parts_install_from_a_lock_says_it_needs_one(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "hvd-container lock" in err
     # `lock` reads it without one: that is how the lock is made
-    assert load_recipe(derived, with_lock=False).name == "g2"
+    assert read_recipe(derived).name == "g2"
 
 
 def test_validate_notes_the_lists_a_derived_recipe_replaces(
@@ -507,7 +508,7 @@ def test_compute_capabilities_as_people_write_them(tmp_path: Path) -> None:
     """The schema's own example, `cuda_cc: [80]`, and the quoted form mean the same."""
     for written in ([80, 90], ["80", "90"]):
         data = merged(CPU_RECIPE, horovod={**CPU_RECIPE["horovod"], "cuda_cc": written})
-        recipe = load_recipe(write(tmp_path, data), with_lock=False)
+        recipe = read_recipe(write(tmp_path, data))
         assert recipe.horovod is not None and recipe.horovod.cuda_cc == ["80", "90"]
     bad = merged(CPU_RECIPE, horovod={**CPU_RECIPE["horovod"], "cuda_cc": [8]})
     assert "not allowed (allowed: a compute capability without the dot" in error_of(

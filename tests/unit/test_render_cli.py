@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from _recipe_helpers import CPU_RECIPE, line_of, merged, write
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.render import build_context, render_definition, render_dockerfile
 
 from hvd_container.cli.app import main

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from hvd_container.containers.convert.from_dockerfile import instructions
-from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
+from hvd_container.containers.recipe import Recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.render import render_definition, render_dockerfile
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from _recipe_helpers import CPU_RECIPE, GPU_RECIPE, merged, write
 from hvd_container.containers.convert.from_dockerfile import instructions
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import render_dockerfile
 
 

@@ -15,7 +15,8 @@ from hvd_container.containers.convert.from_dockerfile import (
     instructions,
 )
 from hvd_container.containers.printers.dockerfile import MARKER_PREFIX
-from hvd_container.containers.recipe import Recipe, list_builtin, load_recipe
+from hvd_container.containers.recipe import Recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.render import build_context, render_definition, render_dockerfile
 
 from hvd_container.core.errors import UserError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hvd_container.containers.convert.definition import write_definition
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.render import render_definition
 
 from hvd_container.cli.app import main

@@ -156,7 +156,7 @@ def test_the_recipe_or_the_site_declares_the_controller_and_the_flag_wins(tmp_pa
 
 
 def test_verify_checks_torch_distributed_where_there_is_no_horovod() -> None:
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import load_recipe
     from hvd_container.containers.verify import torch_distributed_problems
 
     cpu, gpu = load_recipe("cpu-bookworm-torch"), load_recipe("gpu-bookworm-torch")

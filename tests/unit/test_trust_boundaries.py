@@ -511,11 +511,11 @@ def test_a_deep_extends_chain_of_site_profiles_is_one_line(tmp_path: Path, depth
 
 @pytest.mark.parametrize("depth", [33, 100, 1000, 2000])
 def test_a_deep_extends_chain_of_recipes_is_one_line(tmp_path: Path, depth: int) -> None:
-    from hvd_container.containers.recipe import load_recipe
+    from hvd_container.containers.recipe_loader import read_recipe
 
     first = _chain(tmp_path / "r", depth, "extends: cpu-bookworm\nname: deep\n", "")
     with pytest.raises(UserError, match=r"extends: a chain of more than 32 files") as err:
-        load_recipe(first, with_lock=False)
+        read_recipe(first)
     assert len(str(err.value).splitlines()) == 1
 
 

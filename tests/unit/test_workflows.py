@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import typer.main
 import yaml
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 
 from hvd_container.cli.app import app
 

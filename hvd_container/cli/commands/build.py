@@ -18,7 +18,7 @@ from hvd_container.containers.build import BuildOptions, build_recipe
 from hvd_container.containers.engine import Engine, open_engine
 from hvd_container.containers.engine.docker_api import engine_errors
 from hvd_container.containers.push import auth_from_env, remote_ref
-from hvd_container.containers.recipe import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.verify import verify_existing
 from hvd_container.core.errors import StepFailed, UserError
 

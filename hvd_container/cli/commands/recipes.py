@@ -12,8 +12,8 @@ from hvd_container.cli.commands.common import JsonOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.json_output import emit, error_record, json_errors, write_line
 from hvd_container.cli.terminal import safe_text
-from hvd_container.containers import recipe as recipe_module
-from hvd_container.containers.recipe import (
+from hvd_container.containers import recipe_loader
+from hvd_container.containers.recipe_loader import (
     builtin_path,
     load_recipe,
     load_recipe_to_read,
@@ -34,7 +34,7 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 
     with json_errors(json_output):
         rows = []
-        for name in recipe_module.list_builtin():
+        for name in recipe_loader.list_builtin():
             recipe = load_recipe(name)
             if not json_output:
                 typer.echo(safe_text(f"{name:<26} {recipe.image_tag:<30} {recipe.description}"))
@@ -96,7 +96,7 @@ def validate_cmd(
     """Check recipes: prints `OK name` or every error of each, one a line; exit 2 on any error."""
 
     rows: list[dict[str, Any]] = []
-    for ref in recipes or recipe_module.list_builtin():
+    for ref in recipes or recipe_loader.list_builtin():
         try:
             loaded, notes = load_recipe_to_read(ref)
         except UserError as exc:

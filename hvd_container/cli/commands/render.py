@@ -12,7 +12,7 @@ import typer
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.containers.context import write_context
 from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
-from hvd_container.containers.recipe import load_recipe
+from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import dockerfile_needs, render
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
