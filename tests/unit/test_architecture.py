@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _source_tree import MODULES, ROOT
 from hvd_container.launcher import controllers, runtimes
-from test_import_layers import MODULES, ROOT
 
 # "none" is also srun's --mpi=none and a site's gpu_request: the none runtime is told apart by
 # its attributes (runs_image), never by its name

@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from test_build_flow import FakeDockerAPI
+from _fakes import FakeDockerAPI
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "build.py"
 

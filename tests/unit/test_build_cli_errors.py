@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import requests
-from test_build_flow import BASE, FakeDockerAPI
+from _fakes import BASE, FakeDockerAPI
 
 from hvd_container.cli.app import main
 

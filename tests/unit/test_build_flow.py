@@ -1,9 +1,10 @@
 """build_recipe end to end against FAKE engines (no daemon).
 
 The flow itself (build, verify, label, reuse) runs on the shared protocol-level FAKE engine
-(tests/unit/_fake_engine.py: the Engine protocol, nothing of Docker). What the Docker backend
+(tests/unit/_fakes.py: the Engine protocol, nothing of Docker). What the Docker backend
 adds (containers removed, build args and the pip configuration server reaching the build)
-runs on the fakes below, which stand in for docker.APIClient and the engine's build. The real
+runs on the Docker fakes of tests/unit/_fakes.py, which stand in for docker.APIClient and
+the engine's build. The real
 engine is exercised by tests/e2e/test_build_*.py.
 """
 
@@ -11,14 +12,12 @@ from __future__ import annotations
 
 import inspect
 import socket
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-import docker.errors
 import pytest
-from _fake_engine import FakeEngine as ProtocolFake
+from _fakes import BASE, GOLDEN, NEW_ID, FakeDockerAPI, FakeDockerEngine, good_image
+from _fakes import FakeEngine as ProtocolFake
 from hvd_container.containers.build import (
     BUILD_DIGEST_LABEL,
     VERIFIED_LABEL,
@@ -28,152 +27,11 @@ from hvd_container.containers.build import (
     proxy_build_args,
 )
 from hvd_container.containers.engine import BuildEvent, Engine
-from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.pipconfig import HostPipConfig, server_secret
 from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import build_context, docker_build
 
 from hvd_container.core.errors import StepFailed, UserError
-
-GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
-BASE = "hvd-base/debian:bookworm"
-NEW_ID = "sha256:" + "ab" * 32
-VERSIONS = 'HVD-VERSIONS {"python": "3.11.2", "torch": "2.13.0+cpu", "horovod": "0.28.1"}'
-
-Runner = Callable[[list[str]], tuple[int, str]]
-
-
-def good_image(argv: list[str]) -> tuple[int, str]:
-    """What the commands print in a correct CPU image."""
-    if argv[:2] == ["horovodrun", "--check-build"]:
-        return 0, GOLDEN.read_text()
-    if argv[:2] == ["python", "-c"] and "HVD-VERSIONS" in argv[2]:
-        return 0, VERSIONS
-    return 0, "0\n"
-
-
-class FakeDockerAPI:
-    """A FAKE docker.APIClient: images in a dict, containers that run a Python function."""
-
-    def __init__(self, images: dict[str, dict[str, Any]], run: Runner = good_image) -> None:
-        self.images = images
-        self.run = run
-        self.gateway = "127.0.0.1"
-        self.live: dict[str, list[str]] = {}
-        self.removed_images: list[str] = []
-        self.label_builds = 0
-        self.start_error: Exception | None = None
-        self.wait_error: Exception | None = None
-        self.pushed: list[tuple[str, str]] = []
-        self.push_stream: list[dict[str, Any]] = []
-        self.distribution: dict[str, Any] | Exception = {}
-        self.auth_configs: list[tuple[str, Any]] = []  # (call, auth_config) of push/read-back
-        self._exit: dict[str, tuple[int, str]] = {}
-
-    # images
-    def inspect_image(self, ref: str) -> dict[str, Any]:
-        if ref not in self.images:
-            raise docker.errors.ImageNotFound(f"No such image: {ref}")
-        return self.images[ref]
-
-    def remove_image(self, ref: str, noprune: bool = False) -> None:
-        """Untag a tag (the image goes with its last tag) or delete an image id."""
-        self.removed_images.append(ref)
-        info = self.images.pop(ref)
-        tags = info.get("RepoTags") or []
-        if ref in tags and len(tags) > 1:
-            info["RepoTags"] = [t for t in tags if t != ref]
-            return
-        for key in [k for k, v in self.images.items() if v is info]:
-            del self.images[key]
-
-    def tag(self, image: str, repo: str, tag: str) -> None:
-        info = self.images[image]
-        info["RepoTags"] = [*(info.get("RepoTags") or [image]), f"{repo}:{tag}"]
-        self.images[f"{repo}:{tag}"] = info
-
-    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        self.label_builds += 1  # the labelling build: only reached after verification
-        labels = dict(kwargs.get("labels") or {})
-        self.images[kwargs["tag"]] = {
-            "Id": "sha256:labelled",
-            "RepoTags": [kwargs["tag"]],
-            "Config": {"Labels": labels},
-        }
-        yield {"aux": {"ID": "sha256:labelled"}}
-
-    # networks
-    def networks(self, names: list[str] | None = None) -> list[dict[str, Any]]:
-        return [{"IPAM": {"Config": [{"Gateway": self.gateway}]}}]
-
-    # containers
-    def create_container(self, image: str, command: list[str], **_: Any) -> dict[str, str]:
-        cid = f"c{len(self.live) + len(self._exit)}"
-        self.live[cid] = command
-        return {"Id": cid}
-
-    def start(self, cid: str) -> None:
-        if self.start_error:
-            raise self.start_error
-        self._exit[cid] = self.run(self.live[cid])
-
-    def wait(self, cid: str, timeout: int | None = None) -> dict[str, int]:
-        if self.wait_error:
-            raise self.wait_error
-        return {"StatusCode": self._exit[cid][0]}
-
-    def logs(self, cid: str, **_: Any) -> bytes:
-        return self._exit[cid][1].encode()
-
-    def remove_container(self, cid: str, force: bool = False) -> None:
-        del self.live[cid]
-
-    # registry
-    def push(
-        self, repo: str, tag: str, auth_config: Any = None, **_: Any
-    ) -> Iterator[dict[str, Any]]:
-        self.pushed.append((repo, tag))
-        self.auth_configs.append(("push", auth_config))
-        yield from self.push_stream
-
-    def inspect_distribution(self, image: str, auth_config: Any = None) -> dict[str, Any]:
-        self.auth_configs.append(("distribution", auth_config))
-        if isinstance(self.distribution, Exception):
-            raise self.distribution
-        return self.distribution
-
-
-class FakeEngine(DockerEngine):
-    """A FAKE build on the FAKE engine API: records the build args; the build 'succeeds' with
-    image NEW_ID (labelling builds go to FakeDockerAPI.build).
-
-    While the build runs it fetches pip.conf from the pip config server, as hvd-pip would.
-    """
-
-    def __init__(self, api: FakeDockerAPI) -> None:
-        super().__init__(api)
-        self.api = api
-        self.buildargs: dict[str, str] = {}
-        self.pip_conf: str | None = None
-
-    def build(
-        self,
-        context: Mapping[str, bytes],
-        tag: str,
-        buildargs: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Iterator[BuildEvent]:
-        if labels:  # the metadata-only labelling build: the FAKE engine API's
-            yield from super().build(context, tag, buildargs, labels)
-            return
-        self.buildargs = dict(buildargs or {})
-        url = self.buildargs.get("HVD_PIP_CONFIG_URL")
-        if url:
-            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-            self.pip_conf = direct.open(f"{url}/pip.conf", timeout=10).read().decode()
-        yield BuildEvent("step", "FROM x", 1, 1)
-        self.api.images[NEW_ID] = {"Id": NEW_ID, "RepoTags": [], "Architecture": "amd64"}
-        yield BuildEvent("done", NEW_ID, 1, 1, image_id=NEW_ID)
 
 
 @pytest.fixture
@@ -190,8 +48,8 @@ def no_host_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def build(
     api: FakeDockerAPI, options: BuildOptions, messages: list[tuple[str, str, str]] | None = None
-) -> tuple[FakeEngine, Any]:
-    engine = FakeEngine(api)
+) -> tuple[FakeDockerEngine, Any]:
+    engine = FakeDockerEngine(api)
     sink = messages if messages is not None else []
     result = build_recipe(
         load_recipe("cpu-bookworm"),
@@ -379,7 +237,7 @@ def test_base_pulled_during_the_build_is_in_the_label_digest() -> None:
     recipe = load_recipe("lightning-pt113")  # a registry base: the engine pulls it if missing
     base = docker_build(recipe).base
     api = FakeDockerAPI({})
-    engine = FakeEngine(api)
+    engine = FakeDockerEngine(api)
     pulled = engine.build
 
     def pulling(*args: Any, **kwargs: Any) -> Iterator[BuildEvent]:

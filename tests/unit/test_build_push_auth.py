@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import docker.errors
 import pytest
+from _fakes import FakeDockerAPI
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.push import auth_from_env, push_image, redact
-from test_build_flow import FakeDockerAPI
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import StepFailed, UserError

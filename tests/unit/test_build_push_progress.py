@@ -6,9 +6,9 @@ import json
 
 import docker.errors
 import pytest
+from _fakes import FakeDockerAPI
 from hvd_container.containers.engine.docker_api import BuildFailed, DockerEngine
 from hvd_container.containers.push import push_image, remote_ref, split_tag, stream_errors
-from test_build_flow import FakeDockerAPI
 
 from hvd_container.cli.progress import (
     JsonReporter,

@@ -9,6 +9,7 @@ from typing import Any
 import docker.errors
 import pytest
 import requests
+from _fakes import FakeDockerAPI, good_image
 from hvd_container.containers.engine.docker_api import DockerEngine
 from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.verify import (
@@ -25,7 +26,6 @@ from hvd_container.containers.verify import (
     parse_versions,
     verify_image,
 )
-from test_build_flow import FakeDockerAPI, good_image
 
 from hvd_container.core.errors import StepFailed
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from _fakes import write_sif
 from _json_records import check, error, result
 from _recipe_helpers import CPU_RECIPE, merged, write
 from hvd_container.containers.transfer import Transfer
-from test_launch_prepare import write_sif
 
 from hvd_container.cli.app import main
 from hvd_container.cli.json_output import OUTPUT_SCHEMAS, output_schema

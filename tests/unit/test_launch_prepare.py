@@ -4,17 +4,14 @@ local image directory, binds, $USER, preflight of the image the launch really us
 
 from __future__ import annotations
 
-import json
 import shlex
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _fakes import write_sif
 from _launch_helpers import isolated, words, write  # noqa: F401
 from _shell import bash_words, snippet_words
-from hvd_container.containers.sif import format as fmt
-from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import execute, machine, slurm
 from hvd_container.launcher.plan import SCRIPT_END
 from hvd_container.launcher.runtimes import charliecloud
@@ -23,22 +20,6 @@ from hvd_container.launcher.slurm import Job
 from hvd_container.cli.app import main
 
 GLOO_ARGS = ["--site", "local", "--controller", "gloo", "-N", "2", "--ntasks-per-node", "1"]
-
-
-def write_sif(path: Path, labels: dict[str, str] | None = None) -> Path:
-    """A real SIF header (the project's writer) in front of a stand-in partition."""
-    objs = [DataObject(fmt.DATA_LABELS, json.dumps(labels or {}).encode(), name="labels.json")]
-    payload = b"hsqs" + bytes(4092)
-    prefix = sif_prefix(
-        objs,
-        partition_size=len(payload),
-        arch="amd64",
-        created=1700000000,
-        image_id=uuid.UUID(int=3),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(prefix + payload)
-    return path
 
 
 def image_dir(path: Path) -> Path:
