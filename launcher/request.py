@@ -159,7 +159,7 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
 @dataclass(frozen=True)
 class LaunchOptions:
     """The launch parameters as a command line gives them: one field per OPTIONS entry, in its
-    order (tests/unit/test_request.py holds the two together), None where not given; counts
+    order (tests/unit/launcher/test_request.py holds the two together), None where not given; counts
     may be text. Frozen: what the CLI hands the library reaches it as given."""
 
     site: str | None = None

@@ -1,6 +1,6 @@
 """Failures give one clear line and leave nothing half-made: a failing step, an interrupted
 build, a refused push, a registry that stops in the middle of a push, a Docker engine that
-restarts in the middle of a build. (A missing daemon needs no engine: tests/unit/test_build_cli_errors.py.)"""
+restarts in the middle of a build. (A missing daemon needs no engine: tests/unit/cli/test_build_cli_errors.py.)"""
 
 from __future__ import annotations
 

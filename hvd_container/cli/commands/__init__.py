@@ -16,7 +16,7 @@ from hvd_container.cli.help_text import tidy
 
 # command -> (the module hvd_container.cli.commands.<module> that registers it, its one-line
 # summary for the root `--help`), in `--help` order. The summaries let the root help list the
-# commands without importing one (tests/unit/test_cli_help.py holds them to the commands' own).
+# commands without importing one (tests/unit/cli/test_app.py holds them to the commands' own).
 COMMANDS: dict[str, tuple[str, str]] = {
     "build": (
         "build",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _fakes import FakeDockerAPI
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "build.py"
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "build.py"
 
 
 @pytest.fixture

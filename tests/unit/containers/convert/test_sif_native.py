@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hvd_container.containers.sif.writer import tar2sqfs_argv
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "convert.py"
+BENCH = Path(__file__).resolve().parents[4] / "bench" / "convert.py"
 
 
 def test_tar2sqfs_keeps_each_files_mtime() -> None:

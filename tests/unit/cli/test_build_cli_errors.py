@@ -1,7 +1,7 @@
 """Failures of build/push/verify on the command line: one stderr line each, and in --json mode
 one error record on stdout (phase, text, exit code). No engine is needed: the missing-daemon
 case points DOCKER_HOST at a socket nobody listens on; the others use the FAKE Docker client
-of test_build_flow, whose build answers with a classic-builder stream.
+of tests/unit/_fakes.py, whose build answers with a classic-builder stream.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from _fakes import BASE, FakeDockerAPI
 
 from hvd_container.cli.app import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def unreachable(sock: str) -> str:

@@ -2,7 +2,7 @@
 push (and read-back) auth, and never appear in any output or error message.
 
 Two stand-ins, as no engine runs in the fast suite:
-- FakeDockerAPI (test_build_flow): a FAKE docker.APIClient that records each auth_config;
+- FakeDockerAPI (tests/unit/_fakes.py): a FAKE docker.APIClient that records each auth_config;
 - FakeEngineHTTP below: a FAKE Docker engine answering the HTTP API on a unix socket, so that
   docker-py's real APIClient (its Docker config loading, X-Registry-Auth header) is exercised.
 """

@@ -184,7 +184,7 @@ def test_signal_during_write_leaves_nothing_behind(
 ) -> None:  # type: ignore[no-untyped-def]
     context = tmp_path / "ctx"
     context.mkdir()  # kept (it was there before); a directory the call made would be removed
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(
         [sys.executable, "-c", _STALLED_WRITE, str(context)],
         stdout=subprocess.PIPE,
@@ -202,7 +202,7 @@ def test_signal_during_write_leaves_nothing_behind(
     assert list(context.iterdir()) == []
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def _readme_shell_lines(tmp_path: Path) -> list[str]:
@@ -270,7 +270,7 @@ def test_the_version_has_one_source() -> None:
 
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     assert __version__ == pyproject["project"]["version"]
 
 

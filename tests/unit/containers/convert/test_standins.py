@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hvd_container.containers.convert import podman_hpc, shifter
 
-STANDINS = Path(__file__).resolve().parents[1] / "e2e" / "standins"
+STANDINS = Path(__file__).resolve().parents[3] / "e2e" / "standins"
 NOWHERE = "127.0.0.1:1"  # connection refused: the registry "has no such image"
 
 

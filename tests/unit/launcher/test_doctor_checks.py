@@ -212,7 +212,7 @@ def test_gpu_launch_of_horovod_without_nccl_is_warned() -> None:
 
 def test_an_image_older_than_the_injected_libraries_is_refused() -> None:
     """Perlmutter's glibc (2.31) rests on an unconfirmed source: a warning there, not a
-    refusal (tests/unit/test_unconfirmed_facts.py has the refusal of a confirmed one)."""
+    refusal (tests/unit/launcher/test_unconfirmed_facts.py has the refusal of a confirmed one)."""
     perlmutter = load_site("perlmutter")
     assert perlmutter.runtime.injects_glibc == "2.31"
     old = dataclasses.replace(MPICH, glibc="2.28")  # Debian 10, CentOS 8

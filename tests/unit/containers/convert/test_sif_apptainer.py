@@ -18,7 +18,7 @@ from hvd_container.containers.convert import sif_apptainer, sif_native
 
 from hvd_container.core.errors import StepFailed, Terminated, UserError
 
-STANDIN = Path(__file__).resolve().parents[1] / "e2e" / "standins" / "apptainer"
+STANDIN = Path(__file__).resolve().parents[3] / "e2e" / "standins" / "apptainer"
 GB = 10**9
 
 

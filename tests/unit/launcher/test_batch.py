@@ -1,7 +1,7 @@
 """sbatch scripts per shipped site (golden files); the script really runs the same srun line.
 
 Regenerate the golden files after an intended change with
-`UPDATE_GOLDEN=1 python -m pytest tests/unit/test_batch.py` and review the diff.
+`UPDATE_GOLDEN=1 python -m pytest tests/unit/launcher/test_batch.py` and review the diff.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from hvd_container.launcher.sites import load_site
 
 from hvd_container.cli.app import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 SCRIPTS = {
     "ddp.py": ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", "torch"),

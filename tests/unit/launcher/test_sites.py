@@ -437,7 +437,7 @@ def test_the_readmes_slingshot_gh200_snippet_is_a_valid_profile(tmp_path: Path) 
     from _launch_helpers import plan_launch
     from hvd_container.launcher.request import LaunchRequest
 
-    readme = (Path(__file__).resolve().parents[2] / "launcher" / "sites" / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "launcher" / "sites" / "README.md").read_text()
     snippet = re.search(r"## Slingshot with GH200.*?```yaml\n(.*?)```", readme, re.S)
     assert snippet is not None
     profile = tmp_path / "gh.yaml"

@@ -12,7 +12,7 @@ import pytest
 
 from hvd_container.core.programs import program_text
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = {"launcher": "hvd_container.launcher", "containers": "hvd_container.containers"}
 PROGRAMS = sorted(p for folder in PACKAGES for p in (ROOT / folder / "programs").iterdir())
 SOURCES = [

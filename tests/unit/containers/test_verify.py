@@ -29,7 +29,7 @@ from hvd_container.containers.verify import (
 
 from hvd_container.core.errors import StepFailed
 
-GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
+GOLDEN = Path(__file__).parent.parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"
 
 
 def test_parse_real_check_build_output() -> None:

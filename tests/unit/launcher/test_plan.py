@@ -1,7 +1,7 @@
 """srun lines per shipped site and runtime (golden files), the guides' own lines, quoting.
 
 Regenerate the golden files after an intended change with
-`UPDATE_GOLDEN=1 python -m pytest tests/unit/test_compose.py` and review the diff.
+`UPDATE_GOLDEN=1 python -m pytest tests/unit/launcher/test_plan.py` and review the diff.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from _recipe_helpers import CPU_RECIPE, merged
 from hvd_container.cli.app import main
 from hvd_container.cli.commands.schema import schema_text
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = {
     "recipe": (ROOT / "recipes", "recipe.schema.json"),
     "site": (ROOT / "launcher" / "sites", "site.schema.json"),

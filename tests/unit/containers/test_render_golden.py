@@ -1,6 +1,6 @@
 """Golden files for every shipped recipe: the Dockerfile and the Singularity definition.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 python -m pytest tests/unit/test_render_golden.py`
+Regenerate after an intended change with `UPDATE_GOLDEN=1 python -m pytest tests/unit/containers/test_render_golden.py`
 and review the diff.
 """
 
@@ -17,7 +17,7 @@ from hvd_container.containers.recipe import Recipe
 from hvd_container.containers.recipe_loader import list_builtin, load_recipe
 from hvd_container.containers.render import render_definition, render_dockerfile
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"
+GOLDEN = Path(__file__).resolve().parent.parent.parent / "golden" / "render"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 

@@ -77,7 +77,7 @@ def plan(site: str, **fields: Any):  # type: ignore[no-untyped-def]
 def warned(result: Any) -> list[str]:
     """The warnings of every check but where the image lies (the tests run under /tmp, which
     the image-location check rightly calls node-local: its own tests are below), whether the
-    script is here and whether Shifter has pulled the image (tests/unit/test_checks_script.py)."""
+    script is here and whether Shifter has pulled the image (tests/unit/launcher/test_checks_script.py)."""
     mine = ("image-location", "script", "image-pulled")
     return [r.message for r in result.results if r.status == "warn" and r.check not in mine]
 
