@@ -117,7 +117,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     line = cli("run", "--site", "neuron", "--image", "x.sif", "--comment", "field=ai;appl=pytorch", "-n", "8",
                "--dry-run", "t.py")  # fmt: skip
     assert "\n#SBATCH --comment=field=ai;appl=pytorch\n" in line
-    assert line.endswith("\nsrun --kill-on-bad-exit=1 -N 1 -n 8 --cpus-per-task=4 singularity run --nv x.sif python t.py\nHVD_CONTAINER_SCRIPT\n")  # fmt: skip
+    assert line.endswith("\nsrun --kill-on-bad-exit=1 -N 1 -n 8 --cpus-per-task=4 singularity exec --nv x.sif python t.py\nHVD_CONTAINER_SCRIPT\n")  # fmt: skip
     assert "--ntasks-per-node" in cli("run", "--help")
     assert cli("--version").startswith("hvd-container ")
 
