@@ -32,7 +32,7 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it, Horovod built with GCC 14
+test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it, Horovod built with GCC 14, cpu-bookworm built by rootless podman and trained over MPI
 	$(PYTHON) -m pytest -m heavy
 
 test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training

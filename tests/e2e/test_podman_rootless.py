@@ -6,7 +6,7 @@ cpu-bookworm-torch with `--engine podman`: podman's Docker-compatible API servic
 for the command and stopped after it, buildah's steps come out as the same progress, the image
 is verified, a failing step gives the same one line, and `convert --to sif` (engine `auto`:
 Docker does not answer this user) writes the SIF that then trains DDP on the local cluster's
-two nodes."""
+two nodes. The Horovod recipe, cpu-bookworm, goes the same way under `make test-heavy`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     slurm_cluster,
 )
 from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
+from tests.e2e.test_run_training import _check_training as check_horovod_training
+from tests.e2e.test_run_training import _train as train_horovod
 
 pytestmark = pytest.mark.e2e
 
@@ -182,3 +184,39 @@ def test_the_rootless_sif_trains_ddp_on_two_nodes(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
+
+
+HOROVOD_RECIPE = "cpu-bookworm"
+
+
+@pytest.mark.heavy
+def test_the_horovod_recipe_built_rootless_trains_over_mpi_on_two_nodes(
+    rootless: Path,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """cpu-bookworm, Horovod compiled against Debian's Open MPI, built by the unprivileged
+    user with --engine podman, verified, converted to a SIF and trained over MPI on the local
+    cluster's two nodes. Heavy (`make test-heavy`): Horovod compiles for minutes under
+    buildah, past what .ci/run has left."""
+    as_user("podman", "untag", f"{HOROVOD_RECIPE}:1", f"docker.io/library/{HOROVOD_RECIPE}:1")
+    proc = as_user(
+        str(rootless), "build", HOROVOD_RECIPE, "--engine", "podman", "--progress", "json",
+        timeout=3600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    (result,) = [r for r in records(proc.stdout) if r.get("event") == "result"]
+    labels = result["labels"]
+    assert labels["org.hvd-container.verified"] == "true"
+    assert labels["org.hvd-container.horovod.controllers"] == "gloo,mpi"
+    sif = HOME / "horovod.sif"
+    sif.unlink(missing_ok=True)
+    converted = as_user(
+        str(rootless), "convert", f"{HOROVOD_RECIPE}:1", "--to", "sif", "-o", str(sif)
+    )
+    assert converted.returncode == 0, converted.stdout[-2000:] + converted.stderr
+    checkpoint = job_dir / "rootless-horovod" / "model.pt"
+    trained = train_horovod(checkpoint=checkpoint, image=sif, cwd=job_dir)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    check_horovod_training(trained.stdout, "mpi", checkpoint)
