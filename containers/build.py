@@ -206,6 +206,7 @@ def build_recipe(
         and existing[1].get(VERIFIED_LABEL) == "true"
     ):
         report("cached", "done", f"{tag} is up to date (build digest {digest[:12]}), not rebuilt")
+        _make_runnable(engine, tag, report)
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
     try:
@@ -232,9 +233,17 @@ def build_recipe(
         final_id = apply_labels(engine, image_id, tag, labels)
     finally:
         _remove_untagged(engine, image_id)
+    _make_runnable(engine, tag, report)
     seconds = time.monotonic() - start
     report("done", "done", f"built {tag} ({final_id[7:19]}) in {seconds:.0f} s")
     return BuildResult(tag, final_id, False, seconds, labels)
+
+
+def _make_runnable(engine: Engine, tag: str, report: Reporter) -> None:
+    """Where the engine's runtime reads images from elsewhere (podman-hpc's squashed store)."""
+    done = engine.make_runnable(tag)
+    if done:
+        report("info", "done", done)
 
 
 def _run_engine(

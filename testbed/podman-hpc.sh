@@ -1,9 +1,11 @@
 #!/bin/sh
 # podman and NERSC's podman-hpc on this machine, for the local cluster's nodes.
 #
-#   testbed/podman-hpc.sh up       install and configure them (idempotent)
-#   testbed/podman-hpc.sh status   print versions; exit 0 only when `podman-hpc` is usable
-#   testbed/podman-hpc.sh down     nothing to stop (no daemon); kept for a uniform interface
+#   testbed/podman-hpc.sh up              install and configure them (idempotent)
+#   testbed/podman-hpc.sh load-base SUITE copy hvd-base/debian:SUITE from the Docker engine into
+#                                         podman-hpc's store (for `build --engine podman-hpc`)
+#   testbed/podman-hpc.sh status          print versions; exit 0 only when `podman-hpc` is usable
+#   testbed/podman-hpc.sh down            nothing to stop (no daemon); kept for a uniform interface
 #
 # What it sets up, and why:
 #   - Debian's podman, runc, fuse-overlayfs, squashfuse and inotify-tools (podman-hpc's mount
@@ -114,6 +116,22 @@ cmd_up() {
     cmd_status
 }
 
+cmd_load_base() { # $1 = suite; as testbed/podman-rootless.sh's, into podman-hpc's own store
+    image="hvd-base/debian:${1:-bookworm}"
+    docker image inspect "$image" >/dev/null 2>&1 ||
+        die "$image is not in the Docker engine (testbed/base-image.sh ${1:-bookworm})"
+    want=$(docker image inspect --format '{{.Id}}' "$image")
+    # podman-hpc takes the user from the login, else $USER: a batch job or CI has neither
+    have=$(USER=$(id -un) podman-hpc image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+    if [ "sha256:$have" = "$want" ] || [ "$have" = "$want" ]; then
+        log "$image is in podman-hpc's store"
+        return 0
+    fi
+    docker save "$image" | USER=$(id -un) podman-hpc load -q >/dev/null ||
+        die "podman-hpc load of $image failed"
+    log "copied $image into podman-hpc's store"
+}
+
 cmd_status() {
     command -v podman >/dev/null 2>&1 || { echo "podman: missing"; return 3; }
     command -v podman-hpc >/dev/null 2>&1 || { echo "podman-hpc: missing"; return 3; }
@@ -125,10 +143,11 @@ cmd_status() {
 
 case "${1:-up}" in
 up) cmd_up ;;
+load-base) cmd_load_base "${2:-bookworm}" ;;
 status) cmd_status ;;
 down) : ;;
 *)
-    echo "usage: $0 up|status|down" >&2
+    echo "usage: $0 up|load-base SUITE|status|down" >&2
     exit 2
     ;;
 esac

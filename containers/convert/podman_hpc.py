@@ -36,6 +36,15 @@ def images_argv(login_host: str | None = None) -> list[str]:
     )
 
 
+def images_with_ids_argv() -> list[str]:
+    """List images with their read-only flag and their short ID."""
+    return ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}} {{.ID}}"]
+
+
+def migrate_argv(ref: str) -> list[str]:
+    return ["podman-hpc", "migrate", ref]
+
+
 def pull_argv(ref: str, login_host: str | None = None) -> list[str]:
     return remote(["podman-hpc", "pull", ref], login_host)
 
@@ -67,6 +76,17 @@ def squashed(images_output: str, ref: str) -> bool:
         if len(parts) == 2 and parts[0] in names and parts[1].lower() == "true":
             return True
     return False
+
+
+def squashed_ids(images_output: str, ref: str) -> set[str]:
+    """The short IDs `images` (images_with_ids_argv) lists ref under as read-only (migrated)."""
+    names = store_names(ref)
+    found = set()
+    for line in images_output.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in names and parts[1].lower() == "true":
+            found.add(parts[2].removeprefix("sha256:"))
+    return found
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -109,5 +129,24 @@ def pull_and_migrate(
     if not squashed(listing.stdout, ref):
         raise StepFailed(
             f"podman-hpc pull {ref} finished but the image is not in the squashed store"
+        )
+    return ref
+
+
+def migrate(ref: str, image_id: str) -> str:
+    """`podman-hpc migrate ref`: the image into the squashed store, what `podman-hpc run` reads
+    on a compute node. A failed migration is only logged (exit 0), so the store is listed
+    afterwards: ref must be there, read-only, as image_id."""
+    argv = migrate_argv(ref)
+    _check(argv, _run(argv))
+    listing = _run(images_with_ids_argv())
+    _check(images_with_ids_argv(), listing)
+    short = image_id.removeprefix("sha256:")[:12]
+    found = squashed_ids(listing.stdout, ref)
+    if not any(short.startswith(i[:12]) for i in found):
+        now = f"it holds {', '.join(sorted(found))} under that name" if found else "it is not there"
+        raise StepFailed(
+            f"{shlex.join(argv)} finished but the squashed store does not hold {ref} as "
+            f"{short} ({now}); `podman-hpc --log-level debug migrate {ref}` says why"
         )
     return ref

@@ -2,7 +2,8 @@
 
 Build, verify, push and convert go through `Engine` (repo2docker's model): the Docker engine
 through docker-py (containers/engine/docker_api.py), and podman, rootless, through its
-Docker-compatible API (containers/engine/podman.py). `open_engine` is the one place an
+Docker-compatible API (containers/engine/podman.py), also as NERSC's podman-hpc wraps it
+(its own store, and a squashed copy for compute nodes). `open_engine` is the one place an
 engine is made: a command opens one and hands it down. Errors come out engine-neutral:
 `EngineError` with the engine's explanation, `EngineUnreachable` when it does not answer.
 """
@@ -98,16 +99,22 @@ class Engine(Protocol):
         """An address of this host that build containers reach."""
         ...
 
+    def make_runnable(self, ref: str) -> str | None:
+        """Put the tagged image where the site's runtime runs it from; a line saying what was
+        done, or None where the engine's store is that place already (Docker, podman)."""
+        ...
 
-ENGINES = ("auto", "docker", "podman")
+
+ENGINES = ("auto", "docker", "podman", "podman-hpc")
 ENGINE_ENV = "HVD_ENGINE"  # the engine every command opens when none is named
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 
 def chosen_engine(name: str | None = None, environ: Mapping[str, str] | None = None) -> str:
-    """docker or podman: the one named (a flag, else $HVD_ENGINE), or for `auto` Docker where
-    DOCKER_HOST is set or its socket accepts a connection, else podman where it is installed
-    (a login node), else Docker (whose error says how to start it)."""
+    """docker, podman or podman-hpc: the one named (a flag, else $HVD_ENGINE), or for `auto`
+    Docker where DOCKER_HOST is set or its socket accepts a connection, else podman where it is
+    installed (a login node), else Docker (whose error says how to start it). podman-hpc is
+    never guessed: on Perlmutter it is asked for by name, as NERSC's guide has users do."""
     env = os.environ if environ is None else environ
     source = "--engine" if name else f"${ENGINE_ENV}"  # where a wrong name came from
     name = name or env.get(ENGINE_ENV) or "auto"
@@ -138,10 +145,12 @@ def open_engine(
     connected on first use. nocache: builds reuse no cached layer; timeout: seconds each call
     to the engine may take (default the backend's)."""
     chosen = chosen_engine(name)
-    if chosen == "podman":
+    if chosen in ("podman", "podman-hpc"):
         # the backend and its SDK only when an engine is opened: about 150 ms to import
         from hvd_container.containers.engine import podman
 
+        if chosen == "podman-hpc":
+            return podman.podman_hpc_engine(nocache=nocache, timeout=timeout)
         return podman.podman_engine(nocache=nocache, timeout=timeout)
     # the same for Docker's: about 150 ms
     from hvd_container.containers.engine import docker_api

@@ -344,6 +344,9 @@ class DockerEngine:
                     return str(cfg["Gateway"])
         return "172.17.0.1"
 
+    def make_runnable(self, ref: str) -> str | None:
+        return None  # the engine's own store is what `docker run` and the converters read
+
 
 EXPORT_CHUNK = 1024 * 1024
 REMOVE_TRIES = (0.0, 1.0, 3.0)  # seconds before each try to remove a throw-away container

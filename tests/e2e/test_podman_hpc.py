@@ -4,25 +4,34 @@ real `podman-hpc pull`, which migrates it into the squashed store (a static mksq
 inside the image); `run --runtime podman-hpc` then trains across the local cluster's two nodes
 from that store, one `podman-hpc run` per rank under srun: over MPI (srun --mpi=pmix; the
 local profile binds Slurm's TmpFS, where each node's PMIx server keeps its files, and the
-launcher passes the PMIX_* variables) and over Horovod's Gloo controller."""
+launcher passes the PMIX_* variables) and over Horovod's Gloo controller.
+
+`build --engine podman-hpc` is Perlmutter's own path, `podman-hpc build` then `podman-hpc
+migrate`: a recipe extending cpu-bookworm-torch is built in podman-hpc's store through its API
+service, verified, migrated into the squashed store by the build itself, and trains DDP on the
+two nodes from there. As root here (the local cluster's jobs run as root, and podman-hpc's
+stores are per user); building without root is tests/e2e/test_podman_rootless.py's."""
 
 from __future__ import annotations
 
 import getpass
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from build_fixtures import REGISTRY
+from build_fixtures import REGISTRY, TORCH_RECIPE
 
-from tests.e2e.sif_fixtures import run_testbed
+from tests._json_records import records
+from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
     job_dir,
     slurm_cluster,
 )
+from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
 from tests.e2e.test_run_training import _check_training, _train
 
 pytestmark = pytest.mark.e2e
@@ -42,12 +51,16 @@ def migrated(cpu_image: str, local_registry: str, podman_hpc: None) -> str:
     return ref
 
 
-def test_convert_migrates_the_image_into_the_squashed_store(migrated: str) -> None:
-    listing = subprocess.run(
-        ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}}"],
-        capture_output=True, text=True, check=True,
+def podman_hpc_cmd(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["podman-hpc", *argv], capture_output=True, text=True,
         env={**os.environ, "USER": getpass.getuser()},  # podman-hpc needs one
     )  # fmt: skip
+
+
+def test_convert_migrates_the_image_into_the_squashed_store(migrated: str) -> None:
+    listing = podman_hpc_cmd("images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}}")
+    assert listing.returncode == 0, listing.stderr
     assert f"{migrated} true" in listing.stdout.splitlines(), listing.stdout
     # the squashed copy is a real SquashFS file (lz4, made by the static mksquashfs)
     squashes = list(Path("/tmp/storage/overlay/l").glob("*.squash"))
@@ -68,3 +81,62 @@ def test_two_node_training_under_podman_hpc(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     _check_training(result.stdout, controller, checkpoint)
+
+
+BUILT = "hvd-test-podman-hpc"
+
+
+@pytest.fixture(scope="module")
+def podman_hpc_built(
+    podman_hpc: None, base_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict]:
+    """`build --engine podman-hpc` of a recipe extending cpu-bookworm-torch: its JSON records."""
+    run_testbed("podman-hpc.sh", "load-base", "bookworm")
+    recipe = tmp_path_factory.mktemp("podman-hpc-build") / f"{BUILT}.yaml"
+    recipe.write_text(
+        f"extends: {TORCH_RECIPE}\nname: {BUILT}\n"
+        "checks:\n  - python -c 'import torch.distributed as d; assert d.is_available()'\n"
+    )
+    shutil.copy(ROOT / "recipes" / f"{TORCH_RECIPE}.lock", recipe.with_suffix(".lock"))
+    # an earlier session's image would be up to date, built without a step: drop its names
+    # (its layers stay in podman-hpc's store, so the steps run again, cached)
+    podman_hpc_cmd("untag", f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1")
+    proc = cli("build", str(recipe), "--engine", "podman-hpc", "--progress", "json", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    return records(proc.stdout)
+
+
+def test_a_podman_hpc_build_is_verified_and_migrated(podman_hpc_built: list[dict]) -> None:
+    steps = [r for r in podman_hpc_built if r["event"] == "step"]
+    assert {r["phase"] for r in steps} >= {"base", "frameworks", "checks"}
+    (result,) = [r for r in podman_hpc_built if r["event"] == "result"]
+    assert result["tag"] == f"{BUILT}:1"
+    assert result["labels"]["org.hvd-container.verified"] == "true"
+    said = [r["text"] for r in podman_hpc_built if "squashed store" in r.get("text", "")]
+    assert said == [
+        f"{BUILT}:1 is in podman-hpc's squashed store as localhost/{BUILT}:1, where "
+        "`podman-hpc run` finds it"
+    ]
+    listing = podman_hpc_cmd(
+        "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}} {{.ID}}"
+    ).stdout.splitlines()
+    short = result["image_id"].removeprefix("sha256:")[:12]
+    assert f"localhost/{BUILT}:1 true {short}" in listing, listing
+    # the private API service stopped with the command
+    assert subprocess.run(["pgrep", "-f", "service --time=0 unix://.*/hvd-podman-"]).returncode == 1
+
+
+def test_the_podman_hpc_build_trains_ddp_on_two_nodes_from_the_squashed_store(
+    podman_hpc_built: list[dict],
+    slurm_cluster: str,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "podman-hpc-built" / "model.pt"
+    result = cli(
+        "run", "--site", "local", "--runtime", "podman-hpc", "--image", f"{BUILT}:1",
+        "--controller", "torch", "-N", "2", "--ntasks-per-node", "1",
+        str(ROOT / "examples" / EXAMPLES["ddp"]), "--epochs", "3",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)

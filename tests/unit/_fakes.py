@@ -45,14 +45,17 @@ class FakeEngine:
         images: Mapping[str, Mapping[str, Any]] | None = None,
         run: Runner = _everything_passes,
         fail_at_step: int | None = None,
+        runnable_elsewhere: bool = False,
     ) -> None:
         self.images: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (images or {}).items()}
+        self.runnable_elsewhere = runnable_elsewhere  # as podman-hpc's squashed store
         self.runner = run
         self.fail_at_step = fail_at_step
         self.builds: list[tuple[str, dict[str, str], dict[str, str]]] = []  # tag, args, labels
         self.ran: list[list[str]] = []
         self.removed: list[str] = []
         self.pushed: list[str] = []
+        self.made_runnable: list[tuple[str, str]] = []  # tag, its image id then
 
     def build(
         self,
@@ -116,6 +119,12 @@ class FakeEngine:
 
     def bridge_gateway(self) -> str:
         return "127.0.0.1"
+
+    def make_runnable(self, ref: str) -> str | None:
+        if not self.runnable_elsewhere:
+            return None
+        self.made_runnable.append((ref, self.images[ref]["Id"]))
+        return f"{ref} copied where the runtime reads it"
 
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "checkbuild" / "cpu-bookworm.txt"

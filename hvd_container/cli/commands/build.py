@@ -37,14 +37,17 @@ class EngineName(str, Enum):
     auto = "auto"
     docker = "docker"
     podman = "podman"
+    podman_hpc = "podman-hpc"
 
 
 EngineOpt = Annotated[
     EngineName | None,
     typer.Option(
         "--engine",
-        help="The container engine: docker, podman (rootless, through its API service) or auto "
-        "(Docker where it answers, else podman). Default: $HVD_ENGINE, else auto.",
+        help="The container engine: docker, podman (rootless, through its API service), "
+        "podman-hpc (NERSC's: its store, built images migrated to the squashed store that "
+        "`podman-hpc run` reads) or auto (Docker where it answers, else podman). Default: "
+        "$HVD_ENGINE, else auto.",
     ),
 ]
 

@@ -94,6 +94,25 @@ def test_a_correct_image_is_labelled_and_tagged() -> None:
     assert ["horovodrun", "--check-build"] in engine.ran
 
 
+def test_an_engine_whose_runtime_reads_elsewhere_gets_the_verified_image_there() -> None:
+    engine = ProtocolFake({BASE: {"Id": "sha256:base"}}, run=good_image, runnable_elsewhere=True)
+    messages: list[tuple[str, str, str]] = []
+    result = flow(engine, messages)
+    # the labelled, verified image under its tag: what podman-hpc migrates
+    assert engine.made_runnable == [("cpu-bookworm:1", result.image_id)]
+    assert ("info", "done", "cpu-bookworm:1 copied where the runtime reads it") in messages
+    flow(engine, messages)  # up to date: not rebuilt, but made runnable again (a lost copy)
+    assert engine.made_runnable == [("cpu-bookworm:1", result.image_id)] * 2
+
+
+def test_a_failed_verification_is_never_made_runnable() -> None:
+    bad = ProtocolFake({BASE: {"Id": "sha256:base"}}, run=lambda argv: (1, "no horovod"),
+                       runnable_elsewhere=True)  # fmt: skip
+    with pytest.raises(StepFailed):
+        flow(bad)
+    assert bad.made_runnable == []
+
+
 def test_failed_verification_after_a_successful_build_withholds_the_tag(
     api: FakeDockerAPI,
 ) -> None:

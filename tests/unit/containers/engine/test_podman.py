@@ -5,8 +5,12 @@ with real unix sockets and a stand-in `podman` program where one must fail."""
 
 from __future__ import annotations
 
+import getpass
+import json
+import os
 import socket
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ from hvd_container.containers.engine import accepts, chosen_engine, open_engine
 from hvd_container.containers.engine import podman as podman_module
 from hvd_container.containers.engine.docker_api import DockerEngine
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 
 @pytest.fixture
@@ -171,3 +175,121 @@ def test_a_host_network_engine_builds_and_runs_on_the_hosts_network() -> None:
 def test_open_engine_refuses_an_unknown_name_before_connecting() -> None:
     with pytest.raises(UserError, match="engine 'rkt' is not known"):
         open_engine("rkt")
+
+
+# podman-hpc: NERSC's store, reached through `podman-hpc system service`; built images migrated.
+
+STANDINS = Path(__file__).resolve().parents[3] / "e2e" / "standins"
+
+
+def test_podman_hpc_is_named_never_guessed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert chosen_engine("podman-hpc", {}) == "podman-hpc"
+    assert chosen_engine(None, {"HVD_ENGINE": "podman-hpc"}) == "podman-hpc"
+    _no_docker(monkeypatch, tmp_path)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    assert chosen_engine(None, {}) == "podman"
+
+
+LISTENER = """#!{python}
+import os, socket, sys, time
+with open({record!r}, "w") as out:
+    print(" ".join(sys.argv[1:]), os.environ.get("USER", "-"), file=out)
+sock = socket.socket(socket.AF_UNIX)
+sock.bind(sys.argv[-1].removeprefix("unix://"))
+sock.listen(1)
+time.sleep(60)
+"""
+
+
+def test_podman_hpcs_service_is_its_own_even_where_podmans_answers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, listening: Path
+) -> None:
+    """podman's socket serves podman's default store, not podman-hpc's: never taken."""
+    record = tmp_path / "argv"
+    fake = tmp_path / "bin" / "podman-hpc"  # stand-in: serves a socket, records how it was run
+    fake.parent.mkdir()
+    fake.write_text(LISTENER.format(python=sys.executable, record=str(record)))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{listening}")
+    monkeypatch.setattr(podman_module, "user_socket", lambda: listening)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    monkeypatch.delenv("USER", raising=False)  # as in a batch job: podman-hpc needs one
+    url = podman_module._start_private_service("podman-hpc")
+    assert url != f"unix://{listening}" and accepts(url.removeprefix("unix://"))
+    argv, user = record.read_text().rsplit(" ", 1)
+    assert argv == f"system service --time=0 {url}"
+    assert user.strip() == getpass.getuser()
+
+
+def test_no_podman_hpc_on_path_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(
+        UserError, match=r"^--engine podman-hpc: podman-hpc is not on PATH \(it is "
+    ):
+        podman_module.podman_hpc_engine()
+
+
+class _Images:
+    """docker-py's inspect_image on podman-hpc's store: one image."""
+
+    def __init__(self, ref: str, image_id: str) -> None:
+        self.ref, self.image_id = ref, image_id
+        self.tagged: list[tuple[str, str, str]] = []
+
+    def tag(self, ref: str, repository: str, tag: str) -> None:
+        self.tagged.append((ref, repository, tag))
+
+    def inspect_image(self, ref: str) -> dict[str, str]:
+        if ref != self.ref:
+            import docker.errors
+
+            raise docker.errors.ImageNotFound(ref)
+        return {"Id": self.image_id}
+
+
+@pytest.fixture
+def podman_hpc_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The podman-hpc STAND-IN on PATH with its state in tmp_path."""
+    state = tmp_path / "podman-hpc"
+    monkeypatch.setenv("PODMAN_HPC_STANDIN_STATE", str(state))
+    monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
+    return state
+
+
+def _seed(state: Path, local: dict[str, str]) -> None:
+    state.mkdir(exist_ok=True)
+    (state / "state.json").write_text(json.dumps({"local": local, "squashed": {}}))
+
+
+def test_a_built_image_is_migrated_and_found_squashed_as_built(podman_hpc_store: Path) -> None:
+    image_id = "ab" * 32
+    _seed(podman_hpc_store, {"localhost/x:1": image_id})  # as the tag above names it
+    images = _Images("x:1", f"sha256:{image_id}")
+    engine = podman_module.PodmanHpcEngine(images)
+    said = engine.make_runnable("x:1")
+    # named as built first: podman finds x:1 as reg:5000/x:1 too, podman-hpc's migrate does not
+    assert images.tagged == [(f"sha256:{image_id}", "localhost/x", "1")]
+    assert said == (
+        "x:1 is in podman-hpc's squashed store as localhost/x:1, where `podman-hpc run` finds it"
+    )
+    calls = (podman_hpc_store / "calls.log").read_text()
+    assert "podman-hpc migrate localhost/x:1" in calls
+
+
+def test_a_migration_that_left_another_image_is_one_line(podman_hpc_store: Path) -> None:
+    # podman-hpc logs a failed migration and exits 0: the store shows the old image still
+    _seed(podman_hpc_store, {"localhost/x:1": "cd" * 32})
+    engine = podman_module.PodmanHpcEngine(_Images("x:1", "sha256:" + "ab" * 32))
+    with pytest.raises(StepFailed) as info:
+        engine.make_runnable("x:1")
+    assert str(info.value) == (
+        "podman-hpc migrate localhost/x:1 finished but the squashed store does not hold "
+        "localhost/x:1 as abababababab (it holds cdcdcdcdcdcd under that name); "
+        "`podman-hpc --log-level debug migrate localhost/x:1` says why"
+    )
+
+
+def test_migrating_an_image_not_in_the_store_is_one_line(podman_hpc_store: Path) -> None:
+    engine = podman_module.PodmanHpcEngine(_Images("x:1", "sha256:1"))
+    with pytest.raises(UserError, match=r"^y:2: no such image in podman-hpc's store"):
+        engine.make_runnable("y:2")
