@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from hvd_container.containers import pipconfig
 from hvd_container.containers.base_pin import needs_pin, pin_of
+from hvd_container.containers.blocks.base import debootstrap_script_args
 from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.pipconfig import PORT_ENV, configured_port, serve_host_pip_config
 from hvd_container.containers.render import DockerBuild, docker_build
@@ -110,16 +111,17 @@ def ensure_base_image(engine: Engine, recipe: Recipe, base: str, report: Reporte
     if not spec.startswith(DEBOOTSTRAP_PREFIX):
         return  # let the engine try to pull it and report what goes wrong
     suite = spec[len(DEBOOTSTRAP_PREFIX) :]
+    args = debootstrap_script_args(suite, recipe.arch)
     script = _base_image_script()
     if script is None:
         raise UserError(
             f"recipe {recipe.name}: base image {base} is missing: it is made with debootstrap "
-            f"from a Debian mirror ({source_checkout_hint(f'base-image.sh {suite}')}; point "
-            f"${BASE_SCRIPT_ENV} at that script to let build make it)"
+            f"from a Debian mirror ({source_checkout_hint('base-image.sh ' + ' '.join(args))}; "
+            f"point ${BASE_SCRIPT_ENV} at that script to let build make it)"
         )
     report("info", "base", f"making {base} with debootstrap (once; cached as a local image)")
     try:
-        proc = subprocess.run([str(script), suite], capture_output=True, text=True)
+        proc = subprocess.run([str(script), *args], capture_output=True, text=True)
     except OSError as exc:
         raise UserError(f"cannot run {script}: {exc.strerror or exc}") from None
     if proc.returncode != 0:

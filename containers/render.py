@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import render_blocks
-from hvd_container.containers.blocks.base import DEBOOTSTRAP_IMAGE
+from hvd_container.containers.blocks.base import debootstrap_image, debootstrap_script_args
 from hvd_container.containers.instructions import Block, Copy
 from hvd_container.containers.printers import dockerfile, singularity
 
@@ -73,8 +73,9 @@ def dockerfile_needs(recipe: LockedRecipe) -> str:
     needs = [f"{named} beside it"] if files else []
     suite = recipe.base.debootstrap_suite
     if suite:
-        image = DEBOOTSTRAP_IMAGE.format(suite=suite)
-        needs.append(f"the local base image {image} (testbed/base-image.sh {suite} makes it)")
+        image = debootstrap_image(suite, recipe.arch)
+        made = " ".join(["testbed/base-image.sh", *debootstrap_script_args(suite, recipe.arch)])
+        needs.append(f"the local base image {image} ({made} makes it)")
     if not needs:
         return ""
     return (

@@ -12,15 +12,24 @@ if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import LockedRecipe, Recipe
 
-# testbed/base-image.sh turns `debootstrap:<suite>` into this local image.
-DEBOOTSTRAP_IMAGE = "hvd-base/debian:{suite}"
+
+def debootstrap_image(suite: str, arch: str) -> str:
+    """The local image testbed/base-image.sh makes of `debootstrap:<suite>` for arch: another
+    architecture's under a name of its own (a name holds one image, and FROM --platform checks
+    the architecture of the image it names)."""
+    return f"hvd-base/debian:{suite}" if arch == "amd64" else f"hvd-base/debian:{suite}-{arch}"
+
+
+def debootstrap_script_args(suite: str, arch: str) -> list[str]:
+    """The arguments testbed/base-image.sh takes to make debootstrap_image(suite, arch)."""
+    return [suite] if arch == "amd64" else ["--arch", arch, suite]
 
 
 def base_image(recipe: LockedRecipe) -> str:
     """The Docker reference of the recipe's base: with the digest its lock pins, if any."""
     suite = recipe.base.debootstrap_suite
     if suite:
-        return DEBOOTSTRAP_IMAGE.format(suite=suite)
+        return debootstrap_image(suite, recipe.arch)
     pin = pin_of(recipe)
     return pin.reference if pin else recipe.base.image
 

@@ -1,7 +1,7 @@
 # Rendered by hvd-container from recipe cpu-bookworm-arm64 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
-FROM --platform=linux/arm64 hvd-base/debian:bookworm
+FROM --platform=linux/arm64 hvd-base/debian:bookworm-arm64
 ARG DEBIAN_FRONTEND=noninteractive
 
 # hvd-container phase: base

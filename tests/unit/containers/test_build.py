@@ -13,11 +13,13 @@ from __future__ import annotations
 import inspect
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _fakes import BASE, GOLDEN, NEW_ID, FakeDockerAPI, FakeDockerEngine, good_image
 from _fakes import FakeEngine as ProtocolFake
+from hvd_container.containers.blocks.base import debootstrap_image, debootstrap_script_args
 from hvd_container.containers.build import (
     BUILD_DIGEST_LABEL,
     VERIFIED_LABEL,
@@ -28,7 +30,8 @@ from hvd_container.containers.build import (
 )
 from hvd_container.containers.engine import BuildEvent, Engine
 from hvd_container.containers.pipconfig import HostPipConfig, server_secret
-from hvd_container.containers.recipe_loader import load_recipe
+from hvd_container.containers.recipe import LockedRecipe
+from hvd_container.containers.recipe_loader import load_recipe, read_recipe
 from hvd_container.containers.render import build_context, docker_build
 
 from hvd_container.core.errors import StepFailed, UserError
@@ -210,6 +213,35 @@ def test_missing_base_image_script_is_one_line(monkeypatch: pytest.MonkeyPatch) 
         "$HVD_BASE_IMAGE_SCRIPT=/nonexistent/base-image.sh: no such file "
         "(unset it to use the default)"
     )
+
+
+def test_an_arm64_debootstrap_base_is_made_for_arm64_under_its_own_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    called = tmp_path / "args"
+    script = tmp_path / "base-image.sh"  # stand-in: records its arguments, makes nothing
+    script.write_text(f'#!/bin/sh\necho "$@" > {called}\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("HVD_BASE_IMAGE_SCRIPT", str(script))
+    recipe = tmp_path / "arm.yaml"
+    recipe.write_text("extends: cpu-bookworm\nname: arm\narch: arm64\n")
+    messages: list[tuple[str, str, str]] = []
+    with pytest.raises(UserError, match=r"made base image hvd-base/debian:bookworm-arm64 in the"):
+        build_recipe(
+            LockedRecipe.of(read_recipe(recipe), None),  # unlocked: the base comes first
+            lambda kind, phase, text: messages.append((kind, phase, text)),
+            BuildOptions(use_host_pip=False),
+            engine=ProtocolFake({BASE: {"Id": "sha256:amd64-base"}}),  # the amd64 one only
+        )
+    assert called.read_text().split() == ["--arch", "arm64", "bookworm"]
+    assert messages[0][2].startswith("making hvd-base/debian:bookworm-arm64 with debootstrap")
+
+
+def test_the_debootstrap_image_of_each_architecture() -> None:
+    assert debootstrap_image("bookworm", "amd64") == "hvd-base/debian:bookworm"  # as it was
+    assert debootstrap_image("bookworm", "arm64") == "hvd-base/debian:bookworm-arm64"
+    assert debootstrap_script_args("trixie", "amd64") == ["trixie"]
+    assert debootstrap_script_args("trixie", "arm64") == ["--arch", "arm64", "trixie"]
 
 
 def digest_label(api: FakeDockerAPI) -> str:
