@@ -136,8 +136,9 @@ def test_torchruns_task_holds_the_cpus_of_all_its_ranks(
     """-c is a rank's CPUs: torchrun's one task on a node starts 2 ranks, so it gets 2 x 1
     CPUs (it got 1, which the 2 ranks shared). Each rank prints the CPUs it may run on."""
     probe = job_dir / "cpus.py"
-    probe.write_text(
-        "import os\nprint('ranks', os.environ['RANK'], len(os.sched_getaffinity(0)), flush=True)\n"
+    probe.write_text(  # one write(2) a line: the two ranks share the step's output pipe
+        "import os\nn = len(os.sched_getaffinity(0))\n"
+        "os.write(1, f\"ranks {os.environ['RANK']} {n}\\n\".encode())\n"
     )
     result = cli(
         "run", "--site", "local", "--image", str(torch_sif), "--controller", "torchrun",

@@ -24,12 +24,27 @@ HVD_PROGRAM_END
 
 # torch_rendezvous.sh, run by the srun line below
 IFS= read -r -d '' hvd_torch_rendezvous <<'HVD_PROGRAM_END' || :
-own=$1; shift; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}};
-[ -n "${MASTER_ADDR:-}" ] || MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1);
+own=$1; shift; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}; first=;
+[ -n "${MASTER_ADDR:-}" ] || { MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1); first=1; };
 if [ -z "$MASTER_ADDR" ]; then
     echo "hvd-container torch: no first node: scontrol show hostnames $nodes gave nothing on $(hostname) (is this inside a Slurm step?)" >&2; exit 1;
 fi;
-MASTER_PORT=${MASTER_PORT:-$((20000 + (SLURM_JOB_ID % 2000) * 16 + ${SLURM_STEP_ID:-0} % 16))};
+chosen=; [ -n "${MASTER_PORT:-}" ] || { MASTER_PORT=$((20000 + (SLURM_JOB_ID % 798) * 16 + ${SLURM_STEP_ID:-0} % 16)); chosen=1; };
+# (sysctl files answer one read whole: `read`, a byte at a time, would get the first digit)
+ports=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || ports="32768 60999";
+low=${ports%%[!0-9]*}; high=${ports##*[!0-9]};
+if [ "$MASTER_PORT" -ge "$low" ] && [ "$MASTER_PORT" -le "$high" ]; then
+    if [ -n "$chosen" ]; then
+        echo "hvd-container torch: MASTER_PORT $MASTER_PORT is in $(hostname)'s ephemeral ports $low-$high (net.ipv4.ip_local_port_range), where an outgoing connection can hold it: set one below $low with -e MASTER_PORT=N" >&2; exit 1;
+    fi;
+    echo "hvd-container torch: warning: MASTER_PORT $MASTER_PORT is in $(hostname)'s ephemeral ports $low-$high (net.ipv4.ip_local_port_range): an outgoing connection can hold it" >&2;
+fi;
+if [ -n "$first" ] && [ "${SLURM_NODEID:-0}" = 0 ] && [ "${SLURM_LOCALID:-0}" = 0 ]; then
+    held=$(printf '%04X' "$MASTER_PORT");
+    if grep -qsE "^ *[0-9]+: [0-9A-F]+:$held [0-9A-F]+:[0-9A-F]+ (0[1-58-9AB]) " /proc/net/tcp /proc/net/tcp6; then
+        echo "hvd-container torch: MASTER_PORT $MASTER_PORT is taken on $(hostname) (\`ss -tanp sport = :$MASTER_PORT\` names the program): set another with -e MASTER_PORT=N" >&2; exit 1;
+    fi;
+fi;
 left=${SLURM_NODEID:-0}; rest=${SLURM_STEP_TASKS_PER_NODE:-1}; here=1;
 while [ -n "$rest" ]; do
     item=${rest%%,*};

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from _launch_helpers import plan_launch, words
@@ -34,8 +36,8 @@ TASK = {
 }  # fmt: skip
 
 
-def task_env(controller: str, **slurm: str) -> dict[str, str]:
-    """The environment the wrapper hands the runtime for one task (`env` stands in for it)."""
+def run_task(controller: str, **slurm: str) -> subprocess.CompletedProcess[str]:
+    """One task's wrapper, with `env` standing in for the runtime."""
     launch = plan_launch(
         load_site("local"),
         LaunchRequest(
@@ -44,8 +46,53 @@ def task_env(controller: str, **slurm: str) -> dict[str, str]:
     ).launch
     argv = get(controller).wrap_task(launch, ["env"])
     clean = {"PATH": os.environ["PATH"], **TASK, **slurm}
-    out = subprocess.run(argv, capture_output=True, text=True, env=clean, check=True).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return subprocess.run(argv, capture_output=True, text=True, env=clean)
+
+
+def task_env(controller: str, **slurm: str) -> dict[str, str]:
+    """The environment the wrapper hands the runtime for one task."""
+    done = run_task(controller, **slurm)
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+PORT = 20000 + (4242 % 798) * 16 + 3  # TASK's job and step
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return int(low), int(high)
+
+
+def test_the_chosen_port_is_below_the_ephemeral_ports_for_every_job_and_step() -> None:
+    text = (Path(_torch.__file__).parent.parent / "programs" / "torch_rendezvous.sh").read_text()
+    assert "MASTER_PORT=$((20000 + (SLURM_JOB_ID % 798) * 16 + ${SLURM_STEP_ID:-0} % 16))" in text
+    highest = 20000 + 797 * 16 + 15
+    assert highest < 32768 <= ephemeral_ports()[0]  # Linux's default range, and this machine's
+
+
+@needs_scontrol
+def test_a_port_held_on_the_first_node_stops_the_first_task_with_the_port_named() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", PORT))
+        held.listen(1)
+        done = run_task("torch", SLURM_PROCID="0", SLURM_NODEID="0", SLURM_LOCALID="0")
+        assert done.returncode == 1 and done.stdout == ""  # the runtime never started
+        assert done.stderr.startswith(f"hvd-container torch: MASTER_PORT {PORT} is taken on ")
+        assert f"`ss -tanp sport = :{PORT}` names the program" in done.stderr
+        # the first node's other tasks, and other nodes (whose ports are their own), go on
+        for nodeid, localid in (("0", "1"), ("1", "0")):
+            other = run_task("torch", SLURM_PROCID="1", SLURM_NODEID=nodeid, SLURM_LOCALID=localid)
+            assert other.returncode == 0, other.stderr
+
+
+@needs_scontrol
+def test_a_port_the_user_sets_among_the_ephemeral_ones_is_warned_of() -> None:
+    low, high = ephemeral_ports()
+    done = run_task("torch", SLURM_PROCID="0", SLURM_NODEID="0", SLURM_LOCALID="0",
+                    MASTER_PORT=str(low + 1))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"MASTER_PORT {low + 1} is in " in done.stderr and f"ports {low}-{high}" in done.stderr
 
 
 @needs_scontrol
@@ -58,7 +105,7 @@ def test_each_task_gets_its_place_and_the_first_node(
 ) -> None:
     env = task_env("torch", SLURM_PROCID=procid, SLURM_NODEID=nodeid, SLURM_LOCALID=localid)
     assert env["MASTER_ADDR"] == "gpu07"  # Slurm's expansion of gpu[07-08],login-x
-    assert env["MASTER_PORT"] == str(20000 + (4242 % 2000) * 16 + 3)
+    assert env["MASTER_PORT"] == str(20000 + (4242 % 798) * 16 + 3)
     assert (env["RANK"], env["WORLD_SIZE"]) == (procid, "7")
     assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"]) == (
         localid,
@@ -79,7 +126,7 @@ def test_torchrun_gets_its_options_from_the_step() -> None:
     env = task_env("torchrun", SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0")
     assert env["PET_NNODES"] == "3" and env["PET_NPROC_PER_NODE"] == "3"
     assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ID"] == "4242"
-    assert env["PET_RDZV_ENDPOINT"] == f"gpu07:{20000 + (4242 % 2000) * 16 + 3}"
+    assert env["PET_RDZV_ENDPOINT"] == f"gpu07:{20000 + (4242 % 798) * 16 + 3}"
     assert env["PET_MAX_RESTARTS"] == "0"
     assert "RANK" not in env  # torchrun gives its ranks their place
 
