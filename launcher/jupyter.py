@@ -31,7 +31,9 @@ from hvd_container.core.files import private_folder
 from hvd_container.core.programs import program_text
 from hvd_container.core.text import ascii_digits
 
-PORT_RANGE = (20000, 60000)
+# below Linux's ephemeral ports (32768-60999 by default), as torch's rendezvous port: there an
+# outgoing connection of another program could hold it (port_retries=0 then fails the start)
+PORT_RANGE = (20000, 32768)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 # `python -c BOOTSTRAP INTERFACE JUPYTER-ARGS...` in the container (launcher/programs/)
