@@ -221,7 +221,9 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     )
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
-    step = controller.wrap_step([*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container])
+    step = controller.wrap_step(
+        launch, [*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container]
+    )
     notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
     if request.inside_allocation and request.sbatch_options:
         notes.append(

@@ -456,6 +456,12 @@ class Site(Strict):
         default=None,
         description="The GPU nodes' NVIDIA driver: an image's CUDA must be one it runs.",
     )
+    first_node_suffix: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,16}$")] | None = Field(
+        default=None,
+        description="Appended to the first node's name where torch's controllers make it the "
+        "rendezvous address (MASTER_ADDR): JSC's `i`, the name of a node's InfiniBand interface, "
+        "so the rendezvous runs over InfiniBand (say where that comes from in sources).",
+    )
     nccl_finds_network: bool = Field(
         default=False,
         description="The site sets no NCCL variables: its fabric (InfiniBand) is one NCCL's own "

@@ -92,7 +92,7 @@ class Controller:
         """(srun's --mpi plugin, a note when it is not the one asked for or the site's)."""
         return request.mpi or site.mpi, None
 
-    def wrap_step(self, srun: list[str]) -> list[str]:
+    def wrap_step(self, launch: Launch, srun: list[str]) -> list[str]:
         """What runs the srun line (in the batch script, or here inside an allocation): the
         srun line itself, or a wrapper that prepares the step's environment first."""
         return srun

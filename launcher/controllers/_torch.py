@@ -9,7 +9,8 @@ without MASTER_ADDR it takes the first node of the step the same way, MASTER_POR
 the job and step IDs (two jobs on one node do not collide), and the controller's variables
 follow from srun's per-task ones. The runtime then starts the container with them (each
 runtime passes the names the controller lists, podman-hpc's `-e NAME` included). A value the
-user set with -e (MASTER_PORT, say) wins.
+user set with -e (MASTER_PORT, say) wins. A site's `first_node_suffix` (JSC's `i`) is appended
+to the first node's name both take, and handed to them as an argument of its own.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ class TorchController(Controller):
     ) -> tuple[str | None, str | None]:
         return request.mpi or "none", None  # torch.distributed needs no PMI
 
-    def wrap_step(self, srun: list[str]) -> list[str]:
-        return ["sh", "-c", STEP_SETUP, f"hvd-{self.name}", *srun]
+    def wrap_step(self, launch: Launch, srun: list[str]) -> list[str]:
+        suffix = launch.site.first_node_suffix or ""
+        return ["sh", "-c", STEP_SETUP, f"hvd-{self.name}", suffix, *srun]
 
     def wrap_task(self, launch: Launch, argv: list[str]) -> list[str]:
-        return ["sh", "-c", RENDEZVOUS, f"hvd-{self.name}", self.exports(launch), *argv]
+        suffix = launch.site.first_node_suffix or ""
+        return ["sh", "-c", RENDEZVOUS, f"hvd-{self.name}", suffix, self.exports(launch), *argv]
 
     def exports(self, launch: Launch) -> str:
         return self.own

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from _launch_helpers import plan_launch, words
 from hvd_container.launcher.controllers import _torch, get
+from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.sites import Site, load_site
 
 from hvd_container.core.errors import UserError
 
@@ -36,22 +37,27 @@ TASK = {
 }  # fmt: skip
 
 
-def run_task(controller: str, **slurm: str) -> subprocess.CompletedProcess[str]:
-    """One task's wrapper, with `env` standing in for the runtime."""
-    launch = plan_launch(
-        load_site("local"),
+def launch_at(controller: str, site: Site | None = None) -> Launch:
+    return plan_launch(
+        site or load_site("local"),
         LaunchRequest(
             script="t.py", image="x.sqfs", controller=controller, nodes=3, ntasks_per_node=3
         ),
     ).launch
-    argv = get(controller).wrap_task(launch, ["env"])
+
+
+def run_task(
+    controller: str, site: Site | None = None, **slurm: str
+) -> subprocess.CompletedProcess[str]:
+    """One task's wrapper, with `env` standing in for the runtime."""
+    argv = get(controller).wrap_task(launch_at(controller, site), ["env"])
     clean = {"PATH": os.environ["PATH"], **TASK, **slurm}
     return subprocess.run(argv, capture_output=True, text=True, env=clean)
 
 
-def task_env(controller: str, **slurm: str) -> dict[str, str]:
+def task_env(controller: str, site: Site | None = None, **slurm: str) -> dict[str, str]:
     """The environment the wrapper hands the runtime for one task."""
-    done = run_task(controller, **slurm)
+    done = run_task(controller, site, **slurm)
     assert done.returncode == 0, done.stderr
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 
@@ -121,6 +127,37 @@ def test_values_the_user_set_win() -> None:
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.1", "29500")
 
 
+JSC = load_site("local").model_copy(update={"first_node_suffix": "i"})  # JSC's InfiniBand names
+
+
+@needs_scontrol
+@pytest.mark.parametrize("controller", ["torch", "torchrun"])
+def test_a_sites_first_node_suffix_makes_the_rendezvous_address(controller: str) -> None:
+    env = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0")
+    assert env["MASTER_ADDR"] == "gpu07i"
+    # a batch script's step sets it once for every task, suffix and all; the tasks keep it
+    step = get(controller).wrap_step(launch_at(controller, JSC), ["env"])
+    clean = {"PATH": os.environ["PATH"], "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    out = subprocess.run(step, capture_output=True, text=True, env=clean, check=True).stdout
+    assert "MASTER_ADDR=gpu07i" in out.splitlines()
+    kept = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0",
+                    MASTER_ADDR="gpu07i")  # fmt: skip
+    assert kept["MASTER_ADDR"] == "gpu07i"  # not gpu07ii
+    # what a user set is used as set
+    mine = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0",
+                    MASTER_ADDR="10.0.0.1")  # fmt: skip
+    assert mine["MASTER_ADDR"] == "10.0.0.1"
+
+
+def test_a_first_node_suffix_is_a_name_part_or_refused(tmp_path: Path) -> None:
+    local = (Path(_torch.__file__).parents[1] / "sites" / "local.yaml").read_text()
+    for bad in ("'i; reboot'", "'$(id)'", "'-i x'", "''"):
+        profile = tmp_path / "jsc.yaml"
+        profile.write_text(local.replace("name: local\n", f"name: jsc\nfirst_node_suffix: {bad}\n"))
+        with pytest.raises(UserError, match=r"jsc.yaml:\d+: first_node_suffix: "):
+            load_site(str(profile))
+
+
 @needs_scontrol
 def test_torchrun_gets_its_options_from_the_step() -> None:
     env = task_env("torchrun", SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0")
@@ -132,7 +169,7 @@ def test_torchrun_gets_its_options_from_the_step() -> None:
 
 
 def test_outside_a_step_the_task_says_why() -> None:
-    argv = _torch.TorchController.wrap_task(get("torch"), None, ["true"])  # type: ignore[arg-type]
+    argv = get("torch").wrap_task(launch_at("torch"), ["true"])
     done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 1
     assert done.stderr.startswith("hvd-container torch: no first node: scontrol show hostnames ")
