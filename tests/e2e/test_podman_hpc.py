@@ -100,7 +100,9 @@ def podman_hpc_built(
     shutil.copy(ROOT / "recipes" / f"{TORCH_RECIPE}.lock", recipe.with_suffix(".lock"))
     # an earlier session's image would be up to date, built without a step: drop its names
     # (its layers stay in podman-hpc's store, so the steps run again, cached)
-    podman_hpc_cmd("untag", f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1")
+    # (`untag IMAGE` with no names drops all of them; the build names it localhost/ and docker.io/)
+    for name in (f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1"):
+        podman_hpc_cmd("untag", name)
     proc = cli("build", str(recipe), "--engine", "podman-hpc", "--progress", "json", timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     return records(proc.stdout)
