@@ -30,15 +30,9 @@ def podman_image_ref(image: str) -> str:
 
 
 def images_argv(login_host: str | None = None) -> list[str]:
-    """List images with their read-only (squashed store) flag."""
-    return remote(
-        ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}}"], login_host
-    )
-
-
-def images_with_ids_argv() -> list[str]:
-    """List images with their read-only flag and their short ID."""
-    return ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}} {{.ID}}"]
+    """List images with their read-only (squashed store) flag and their short ID."""
+    listing = ["podman-hpc", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ReadOnly}} {{.ID}}"]
+    return remote(listing, login_host)
 
 
 def migrate_argv(ref: str) -> list[str]:
@@ -70,32 +64,30 @@ def store_names(ref: str) -> tuple[str, ...]:
 def squashed(images_output: str, ref: str) -> bool:
     """True if `images` lists ref (under any name podman-hpc resolves it to) as a read-only
     (migrated) image."""
-    names = store_names(ref)
-    for line in images_output.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] in names and parts[1].lower() == "true":
-            return True
-    return False
+    return bool(squashed_ids(images_output, ref))
 
 
 def squashed_ids(images_output: str, ref: str) -> set[str]:
-    """The short IDs `images` (images_with_ids_argv) lists ref under as read-only (migrated)."""
+    """The short IDs `images` lists ref under as read-only (migrated): "" for a line without
+    an ID (a listing without {{.ID}})."""
     names = store_names(ref)
     found = set()
     for line in images_output.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] in names and parts[1].lower() == "true":
-            found.add(parts[2].removeprefix("sha256:"))
+        if len(parts) in (2, 3) and parts[0] in names and parts[1].lower() == "true":
+            found.add(parts[2].removeprefix("sha256:") if len(parts) == 3 else "")
     return found
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+def environment() -> dict[str, str]:
+    """This process's environment with $USER: podman-hpc takes the user from os.getlogin(),
+    else $USER, and neither exists in a batch job or CI without a login terminal."""
+    return {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
 
-    # podman-hpc takes the user from os.getlogin(), else $USER: neither exists in a batch
-    # job or CI without a login terminal
-    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, env=env)
+        return subprocess.run(argv, capture_output=True, text=True, env=environment())
     except FileNotFoundError:
         raise UserError(
             f"{argv[0]} not found: run on a podman-hpc login node or give --login-host"
@@ -139,8 +131,8 @@ def migrate(ref: str, image_id: str) -> str:
     afterwards: ref must be there, read-only, as image_id."""
     argv = migrate_argv(ref)
     _check(argv, _run(argv))
-    listing = _run(images_with_ids_argv())
-    _check(images_with_ids_argv(), listing)
+    listing = _run(images_argv())
+    _check(images_argv(), listing)
     short = image_id.removeprefix("sha256:")[:12]
     found = squashed_ids(listing.stdout, ref)
     if not any(short.startswith(i[:12]) for i in found):

@@ -23,7 +23,6 @@ added to `podman-hpc build` only, not to builds through the API: the recipes' bu
 from __future__ import annotations
 
 import atexit
-import getpass
 import os
 import shutil
 import subprocess
@@ -80,11 +79,9 @@ def _start_private_service(name: str) -> str:
     folder = Path(tempfile.mkdtemp(prefix="hvd-podman-"))
     sock = folder / "podman.sock"
     log = (folder / "service.log").open("wb")
-    # podman-hpc takes the user from the login, else $USER: a batch job or CI has neither
-    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
     # --time=0: no idle timeout (a long build step sends nothing for minutes); stopped at exit
     proc = subprocess.Popen(
-        [program, "system", "service", "--time=0", f"unix://{sock}"], env=env,
+        [program, "system", "service", "--time=0", f"unix://{sock}"], env=podman_hpc.environment(),
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     atexit.register(_stop, proc, folder)
