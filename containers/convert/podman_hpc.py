@@ -125,7 +125,7 @@ def pull_and_migrate(
     return ref
 
 
-def migrate(ref: str, image_id: str) -> str:
+def migrate(ref: str, image_id: str) -> None:
     """`podman-hpc migrate ref`: the image into the squashed store, what `podman-hpc run` reads
     on a compute node. A failed migration is only logged (exit 0), so the store is listed
     afterwards: ref must be there, read-only, as image_id."""
@@ -141,4 +141,3 @@ def migrate(ref: str, image_id: str) -> str:
             f"{shlex.join(argv)} finished but the squashed store does not hold {ref} as "
             f"{short} ({now}); `podman-hpc --log-level debug migrate {ref}` says why"
         )
-    return ref

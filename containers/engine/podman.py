@@ -136,8 +136,9 @@ class PodmanHpcEngine(DockerEngine):
         # (podman's own name for an image built here) and migrated by that name
         qualified = f"localhost/{ref}"
         repository, _, tag = qualified.rpartition(":")
-        self.tag(str(info["Id"]), repository, tag)
-        podman_hpc.migrate(qualified, str(info["Id"]))
+        image_id = str(info["Id"])
+        self.tag(image_id, repository, tag)
+        podman_hpc.migrate(qualified, image_id)
         return f"{ref} is in podman-hpc's squashed store as {qualified}, where `podman-hpc run` finds it"
 
 
