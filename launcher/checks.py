@@ -93,6 +93,8 @@ HOW_TO_CONFIRM = {
     "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
     "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
     "scheduler.qos_max_time": "`sacctmgr show qos format=name,maxwall` on the site's login node",
+    "cluster_names": "`scontrol show config | grep ClusterName` on the site's login node",
+    "scheduler.comment.reserved": "the site's user guide or its support says whether jobs may set --comment",
 }
 
 
@@ -242,6 +244,8 @@ def comment(launch: Launch) -> Verdict | None:
     """Neuron refuses jobs without --comment: one application name before 2026-08-12,
     `field=<field>;appl=<application>` since."""
     rule = launch.site.scheduler.comment
+    if rule.reserved:
+        return _reserved_comment(launch)
     appl = launch.controller.application(launch.facts)
     value = rule.compose(launch.request.comment, appl)
     if rule.form == "field-appl":
@@ -262,6 +266,19 @@ def comment(launch: Launch) -> Verdict | None:
             f"--comment {value!r} is not in site {launch.site.name}'s list (allowed: {allowed}); use one of them, e.g. --comment pytorch"
         )
     return None
+
+
+def _reserved_comment(launch: Launch) -> Verdict | None:
+    """JSC's own job tooling reads --comment: a job's comment there is the site's, not ours."""
+    site = launch.site.name
+    if launch.request.comment is None:
+        return not_applicable(f"site {site} keeps --comment for its own tools: none is written")
+    return refuse(
+        launch,
+        f"--comment {launch.request.comment!r}: site {site} keeps --comment for its own tools, "
+        "so hvd-container writes none there; leave it out",
+        "scheduler.comment.reserved",
+    )
 
 
 def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> Verdict | None:
@@ -886,7 +903,7 @@ def cluster(launch: Launch) -> Verdict | None:
         f"would carry {site}'s partitions, account and modules to it; pass the --site of cluster "
         f"{here} (`hvd-container sites list`), or launch from {site}'s login node"
     )
-    return fail(message) if launch.asks_allocation else warn(message)
+    return refuse(launch, message, "cluster_names") if launch.asks_allocation else warn(message)
 
 
 @check("srun-mpi", "srun offers the --mpi plugin", needs=("slurm",))

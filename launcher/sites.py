@@ -246,6 +246,19 @@ class Comment(Strict):
         default_factory=list,
         description="Applications the site no longer accepts (their jobs are refused).",
     )
+    reserved: bool = Field(
+        default=False,
+        description="The site's own tools use --comment (JSC's): none is written there, and a "
+        "--comment given is refused (warned of and left out while the source is unconfirmed).",
+    )
+
+    @model_validator(mode="after")
+    def _reserved_is_not_required(self) -> Comment:
+        if self.reserved and (self.required or self.default):
+            raise ValueError(
+                "reserved: a comment the site keeps for itself cannot be required or have a default"
+            )
+        return self
 
     @staticmethod
     def split(value: str) -> dict[str, str] | None:
@@ -260,7 +273,10 @@ class Comment(Strict):
 
     def compose(self, given: str | None, appl: str | None) -> str | None:
         """The comment a job gets: --comment wins; in the field-appl form a given
-        `field=X` alone, or the profile's field, gets the launch's application added."""
+        `field=X` alone, or the profile's field, gets the launch's application added; none
+        where the site keeps --comment for itself."""
+        if self.reserved:
+            return None
         if self.form != "field-appl":
             return given or self.default
         if given is not None:

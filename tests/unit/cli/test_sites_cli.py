@@ -19,9 +19,12 @@ def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:
     assert main(["sites", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line[2:].split()[0] for line in lines[:-1]]
-    assert names == ["local", "mine", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
-    assert lines[0].startswith("* local ")
-    assert "pyxis" in lines[1] and " yours " in lines[1]
+    assert names == [
+        "jupiter", "juwels-booster", "local", "mine", "neuron", "perlmutter", "zih-alpha",
+        "zih-capella", "zih-ml",
+    ]  # fmt: skip
+    assert lines[2].startswith("* local ")
+    assert "pyxis" in lines[3] and " yours " in lines[3]
     # the columns line up, a profile of yours or not (its path broke them: sites show, --json)
     assert (
         len(
@@ -132,7 +135,17 @@ def test_sites_validate_lists_every_problem_with_its_line(
 
 
 @pytest.mark.parametrize(
-    "name", ["local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
+    "name",
+    [
+        "jupiter",
+        "juwels-booster",
+        "local",
+        "neuron",
+        "perlmutter",
+        "zih-alpha",
+        "zih-capella",
+        "zih-ml",
+    ],  # fmt: skip
 )
 def test_every_shipped_profile_validates(
     name: str,

@@ -54,6 +54,22 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "zih-capella",
         dict(image="ddp.sif", nodes=2, controller="torch", time="24:00:00"),
     ),
+    # JSC's GH200 machine: an arm64 image, 4 ranks a node over the first node's IB name
+    "jupiter-torch": (
+        "jupiter",
+        dict(image="ddp-arm64.sif", nodes=4, controller="torch", time="12:00:00", account="proj"),
+    ),
+    "juwels-booster-torch": (
+        "juwels-booster",
+        dict(
+            image="ddp.sif",
+            nodes=2,
+            controller="torch",
+            time="2:00:00",
+            account="proj",
+            partition="develbooster",
+        ),
+    ),
     "zih-ml": (
         "zih-ml",
         dict(image="hvd-ppc64le.sif", nodes=1, ntasks_per_node=6, time="08:00:00"),

@@ -162,6 +162,15 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
     "zih-capella-torch": ("zih-capella", dict(image="hvd.sif", controller="torch", nodes=2)),
+    # JSC: Apptainer with --nv, --gres=gpu:4, the rendezvous on the first node's IB name (i)
+    "jupiter-torch": (
+        "jupiter",
+        dict(image="ddp-arm64.sif", controller="torch", nodes=2, account="proj"),
+    ),
+    "juwels-booster-torchrun": (
+        "juwels-booster",
+        dict(image="ddp.sif", controller="torchrun", nodes=2, account="proj"),
+    ),
     "zih-ml-torch": ("zih-ml", dict(image="hvd-ppc64le.sif", controller="torch", nodes=1)),
     "zih-alpha-pyxis": (
         "zih-alpha",
@@ -237,7 +246,10 @@ def test_no_stale_golden_lines() -> None:
 
 def test_every_site_and_runtime_has_a_case() -> None:
     sites = {site for site, _ in CASES.values()}
-    assert sites == {"local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"}
+    assert sites == {
+        "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella",
+        "zih-ml",
+    }  # fmt: skip
     runtimes = {load_site(site).runtime_for(f.get("runtime")).kind for site, f in CASES.values()}
     assert runtimes == {
         "singularity",

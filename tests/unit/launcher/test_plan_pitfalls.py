@@ -874,3 +874,51 @@ def test_cpus_beyond_a_node_or_its_cap_per_gpu_are_named_with_the_fix() -> None:
                          ("neuron", dict(comment="field=ai;appl=pytorch"))):  # fmt: skip
         result = plan(site, image="x.sif", nodes=2, **fields)
         assert [r.status for r in result.results if r.check == "cpus-per-node"] == ["pass"]
+
+
+def test_a_comment_the_site_keeps_for_itself_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "j.yaml",
+        "name: j\nruntime: {kind: none}\nscheduler:\n  comment: {reserved: true}\n",
+    )
+    site = load_site(str(path))
+    with pytest.raises(
+        UserError,
+        match=r"^--comment 'x': site j keeps --comment for its own tools, so hvd-container writes none there; leave it out$",
+    ):
+        plan_launch(site, LaunchRequest(script="t.py", ntasks=1, comment="x"))
+    assert not any(
+        w.startswith("--comment")
+        for w in words(plan_launch(site, LaunchRequest(script="t.py", ntasks=1)))
+    )
+
+
+def test_jscs_reserved_comment_rests_on_an_unconfirmed_source_so_it_is_warned_of_and_left_out() -> (
+    None
+):
+    result = plan("jupiter", image="x.sif", nodes=1, comment="mine", account="p")
+    assert not any(w.startswith("--comment") for w in words(result))
+    (said,) = [w for w in warned(result) if w.startswith("--comment")]
+    assert said.startswith(
+        "--comment 'mine': site jupiter keeps --comment for its own tools, so hvd-container "
+        "writes none there; leave it out (not refused: scheduler.comment.reserved in site "
+        "jupiter's profile rests on an unconfirmed source, JSC uses --comment"
+    )
+    assert said.endswith(
+        "confirm it: the site's user guide or its support says whether jobs may set --comment)"
+    )
+
+
+@pytest.mark.parametrize("other", ["required: true", "default: x"])
+def test_a_reserved_comment_cannot_be_required_or_have_a_default(
+    tmp_path: Path, other: str
+) -> None:
+    path = write(
+        tmp_path / "j.yaml",
+        f"name: j\nruntime: {{kind: none}}\nscheduler:\n  comment: {{reserved: true, {other}}}\n",
+    )
+    with pytest.raises(
+        UserError,
+        match="reserved: a comment the site keeps for itself cannot be required or have a default",
+    ):
+        load_site(str(path))

@@ -18,7 +18,10 @@ from hvd_container.launcher.sites import (
 
 from hvd_container.core.errors import UserError
 
-SHIPPED = ["local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"]
+SHIPPED = [
+    "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella",
+    "zih-ml",
+]  # fmt: skip
 
 MINIMAL = "name: mysite\nruntime:\n  kind: apptainer\n"
 
@@ -75,7 +78,7 @@ def test_site_from_path(tmp_path: Path) -> None:
 def test_unknown_site_lists_the_allowed_ones() -> None:
     with pytest.raises(
         UserError,
-        match=r"unknown site 'nope' \(allowed: local, neuron, perlmutter, zih-alpha, zih-capella, zih-ml",
+        match=r"unknown site 'nope' \(allowed: jupiter, juwels-booster, local, neuron, perlmutter, zih-alpha, zih-capella, zih-ml",
     ):
         load_site("nope")
 
