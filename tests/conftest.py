@@ -6,6 +6,9 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 # The tests' own configuration directory: nothing they make (the pip server's secret, user site
 # profiles) lands in the developer's. It is the same from run to run, so the pip server's URL,
@@ -72,14 +75,25 @@ def _free_gb(path: str) -> float:
 
 
 # The e2e suite needs tens of GB (images, SIFs, unpacked copies): when a run fails on a full
-# disk, the last lines of its output say so (CI shows only those).
+# disk, the last lines of its output say so (CI shows only those), with the module after which
+# the disk was fullest (what to make leaner).
 _FREE_AT_START = _free_gb(_TESTS_HOME)
+_LOWEST: list[tuple[float, str]] = [(_FREE_AT_START, "the start")]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_disk_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    free = _free_gb(_TESTS_HOME)
+    if free < _LOWEST[0][0]:
+        _LOWEST[0] = (free, request.module.__name__)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    lowest, where = _LOWEST[0]
     terminalreporter.write_line(
-        f"disk: {_FREE_AT_START:.1f} GB free at the start, {_free_gb(_TESTS_HOME):.1f} GB at "
-        f"the end ({tempfile.gettempdir()})"
+        f"disk: {_FREE_AT_START:.1f} GB free at the start, {lowest:.1f} GB at the lowest (after "
+        f"{where}), {_free_gb(_TESTS_HOME):.1f} GB at the end ({tempfile.gettempdir()})"
     )
 
 

@@ -39,6 +39,30 @@ def docker_engine() -> Iterator[str]:
     )
 
 
+# Images unpacked for ch-run stay in the session's cache (tests/conftest.py) so that the next run
+# of the same SIF starts at once; all of them (2 to 4 GB each, one per image a run used) would
+# not fit a CI machine's disk beside the images, SIFs and stores. After each module the newest
+# that fit this budget stay; an older one is unpacked again if asked for (~15 s for 2 GB).
+UNPACKED_BUDGET = 4 * 2**30
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _unpacked_images_within_budget() -> Iterator[None]:
+    yield
+    from hvd_container.launcher.runtimes import charliecloud
+
+    kept: set[str] = set()
+    total = 0
+    for entry in charliecloud.entries():  # newest first
+        if entry.partial:
+            continue  # prune removes it once no process can still be writing it
+        if total + entry.size > UNPACKED_BUDGET:
+            break
+        kept.add(entry.key)
+        total += entry.size
+    charliecloud.prune(keep=kept)
+
+
 @pytest.fixture(scope="session")
 def local_registry() -> str:
     testbed("registry.sh", "up")

@@ -11,6 +11,7 @@ through a profile that names their partition arm64."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,11 @@ def test_the_lock_is_resolved_for_aarch64(arm64_recipe: Path) -> None:
 
 @pytest.fixture(scope="module")
 def arm64_built(arm64_recipe: Path, base_image: str) -> list[dict]:
+    # an earlier run's image would be up to date, built without a step to check: drop its
+    # name (its layers stay, so the steps run again, cached)
+    subprocess.run(
+        ["docker", "image", "rm", "--no-prune", f"{NAME}:1"], capture_output=True, check=False
+    )
     proc = cli("build", str(arm64_recipe), "--progress", "json", timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     return records(proc.stdout)

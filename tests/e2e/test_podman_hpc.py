@@ -14,16 +14,16 @@ stores are per user); building without root is tests/e2e/test_podman_rootless.py
 
 from __future__ import annotations
 
-import getpass
-import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from build_fixtures import REGISTRY, TORCH_RECIPE
 
 from tests._json_records import records
+from tests.e2e.podman_hpc_fixtures import forget, podman_hpc_cmd
 from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -43,19 +43,17 @@ def podman_hpc() -> None:
 
 
 @pytest.fixture(scope="module")
-def migrated(cpu_image: str, local_registry: str, podman_hpc: None) -> str:
-    result = cli("convert", cpu_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800)
-    assert result.returncode == 0, result.stdout + result.stderr
+def migrated(cpu_image: str, local_registry: str, podman_hpc: None) -> Iterator[str]:
     ref = f"{REGISTRY}/{cpu_image}"
-    assert f"ready: {ref}" in result.stdout + result.stderr
-    return ref
-
-
-def podman_hpc_cmd(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["podman-hpc", *argv], capture_output=True, text=True,
-        env={**os.environ, "USER": getpass.getuser()},  # podman-hpc needs one
-    )  # fmt: skip
+    try:
+        result = cli(
+            "convert", cpu_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"ready: {ref}" in result.stdout + result.stderr
+        yield ref
+    finally:
+        forget(ref)
 
 
 def test_convert_migrates_the_image_into_the_squashed_store(migrated: str) -> None:
@@ -89,7 +87,7 @@ BUILT = "hvd-test-podman-hpc"
 @pytest.fixture(scope="module")
 def podman_hpc_built(
     podman_hpc: None, base_image: str, tmp_path_factory: pytest.TempPathFactory
-) -> list[dict]:
+) -> Iterator[list[dict]]:
     """`build --engine podman-hpc` of a recipe extending cpu-bookworm-torch: its JSON records."""
     run_testbed("podman-hpc.sh", "load-base", "bookworm")
     recipe = tmp_path_factory.mktemp("podman-hpc-build") / f"{BUILT}.yaml"
@@ -103,9 +101,14 @@ def podman_hpc_built(
     # (`untag IMAGE` with no names drops all of them; the build names it localhost/ and docker.io/)
     for name in (f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1"):
         podman_hpc_cmd("untag", name)
-    proc = cli("build", str(recipe), "--engine", "podman-hpc", "--progress", "json", timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    return records(proc.stdout)
+    try:
+        proc = cli(
+            "build", str(recipe), "--engine", "podman-hpc", "--progress", "json", timeout=1800
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        yield records(proc.stdout)
+    finally:
+        forget(f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1")
 
 
 def test_a_podman_hpc_build_is_verified_and_migrated(podman_hpc_built: list[dict]) -> None:

@@ -98,6 +98,8 @@ def built(rootless: Path) -> list[dict]:
     # an earlier session's image would be up to date, built without a step: drop its name
     # (its layers stay in the cache, so the steps run again, cached)
     as_user("podman", "untag", f"{RECIPE}:1", f"docker.io/library/{RECIPE}:1")  # its API's name
+    # and the images earlier runs left without a name (~2 GB each run otherwise)
+    as_user("podman", "image", "prune", "--force")
     proc = as_user(str(rootless), "build", RECIPE, "--engine", "podman", "--progress", "json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     return records(proc.stdout)

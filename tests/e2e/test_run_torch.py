@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from build_fixtures import REGISTRY
 
+from tests.e2e.podman_hpc_fixtures import forget
 from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -30,11 +32,17 @@ EXAMPLES = {"ddp": "ddp_synthetic.py", "fsdp": "fsdp_synthetic.py"}
 
 
 @pytest.fixture(scope="module")
-def torch_migrated(torch_image: str, local_registry: str) -> str:
+def torch_migrated(torch_image: str, local_registry: str) -> Iterator[str]:
     run_testbed("podman-hpc.sh", "up")
-    result = cli("convert", torch_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return f"{REGISTRY}/{torch_image}"
+    ref = f"{REGISTRY}/{torch_image}"
+    try:
+        result = cli(
+            "convert", torch_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield ref
+    finally:
+        forget(ref)
 
 
 def check_torch_training(stdout: str, kind: str, checkpoint: Path, epochs: int) -> None:
