@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvd_container.launcher import shell
@@ -34,6 +34,7 @@ class BatchScript:
     modules: list[str]  # `module load` before the step
     env: dict[str, str]  # exported before the step
     step: list[str]  # the srun line
+    files: dict[str, str] = field(default_factory=dict)  # written before the step: path -> text
 
 
 # characters sbatch takes as they are in an #SBATCH word; any other makes the value quoted
@@ -79,6 +80,8 @@ def script_text(script: BatchScript) -> str:
         lines.append(f"export {name}={shell.quote(value, one_line=True)}")
     if script.modules or script.env:
         lines.append("")
+    for path, text in script.files.items():
+        lines += file_lines(path, text)
     lines += step_lines(script.step)
     return "\n".join(lines) + "\n"
 
@@ -103,6 +106,24 @@ def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:
 
 
 _END = "HVD_PROGRAM_END"
+_FILE_END = "HVD_FILE_END"
+
+
+def file_lines(path: str, text: str) -> list[str]:
+    """Lines that write `text` to `path` (owner-only, its folder made), byte for byte: a
+    here-document read as it is, so the script carries what its step reads."""
+    body = text.removesuffix("\n")
+    if not text.endswith("\n") or body.endswith("\n") or _FILE_END in body.split("\n"):
+        raise UserError(f"{path}: its text cannot be written by a batch script's here-document")
+    folder = shell.quote(str(Path(path).parent), one_line=True)
+    target = shell.quote(path, one_line=True)
+    return [
+        f"# {Path(path).name}, read by the srun line below",
+        f"(umask 077 && mkdir -p {folder} && cat > {target}) <<'{_FILE_END}'",
+        *body.split("\n"),
+        _FILE_END,
+        "",
+    ]
 
 
 def _helper_lines(name: str, file: str, text: str) -> list[str]:

@@ -15,7 +15,7 @@ them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hvd_container.launcher import controllers, runtimes, shell, slurm
@@ -67,6 +67,7 @@ class Plan:
     results: list[Result]
     notes: list[str]  # what preparing the launch found (environment lines not passed on)
     how: How = "step"
+    files: dict[str, str] = field(default_factory=dict)  # the runtime's, which the step reads
 
     @property
     def site(self) -> Site:
@@ -233,7 +234,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         )
     done = dict(
         launch=launch, image=invocation.image, env=env, results=results,
-        notes=[*notes, *prepared.notes],
+        notes=[*notes, *prepared.notes], files=prepared.files,
     )  # fmt: skip
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
@@ -264,6 +265,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             modules=site.modules,
             env=env,
             step=step,
+            files=prepared.files,
         )
     )
     if salloc:

@@ -265,6 +265,8 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "inside_allocation": _BOOL,
             "allocation": _STRS,
             "step": _STRS,
+            # files the step reads, written before it (the Container Engine's EDF): path -> text
+            "files": {"type": "object", "additionalProperties": {"type": "string"}},
             "controller": _CONTROLLER,
             # the layout the launch asks for: nodes and tasks per node null where Slurm
             # chooses (or the allocation has them); tasks: srun's (torchrun: one a node); ranks:

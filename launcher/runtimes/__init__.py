@@ -101,6 +101,9 @@ class Prepared:
     workdir: str | None = None
     script: str | None = None  # the script as the container sees it, when that differs
     notes: list[str] = field(default_factory=list)  # what the user should know
+    # files the step reads, path -> text: the batch script writes them before its step (a
+    # `run` inside an allocation finds them written by `prepare`)
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def is_file_ref(ref: str) -> bool:

@@ -82,6 +82,7 @@ def dry_run_record(launch: Plan) -> dict[str, Any]:
         "inside_allocation": launch.request.inside_allocation,
         "allocation": launch.allocation,
         "step": launch.step,
+        "files": launch.files,
         "controller": controller_record(launch),
         **layout_record(launch),
         "warnings": launch.warnings,

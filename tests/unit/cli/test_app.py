@@ -317,7 +317,7 @@ def test_site_names_complete_without_yaml_files_unless_a_path_is_typed(tmp_path:
     (tmp_path / "mine.yaml").write_text("")
     (tmp_path / "local-copy.yaml").write_text("")
     assert _complete("hvd-container run --site ", tmp_path) == [
-        "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml",
+        "cscs-clariden", "cscs-daint", "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml",
     ]  # fmt: skip
     assert _complete("hvd-container run --site ./", tmp_path) == [
         "./local-copy.yaml",

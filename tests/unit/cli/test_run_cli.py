@@ -140,7 +140,11 @@ def test_bad_env_and_controller(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_unknown_site(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--site", "mars", "--image", "i", "--dry-run", "t.py")
-    assert code == 2 and "unknown site 'mars' (allowed: jupiter, juwels-booster, local, neuron" in err
+    assert (
+        code == 2
+        and "unknown site 'mars' (allowed: cscs-clariden, cscs-daint, jupiter, juwels-booster, local, neuron"
+        in err
+    )
 
 
 def test_recipe_names_the_image_and_is_checked(

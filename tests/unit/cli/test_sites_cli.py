@@ -20,11 +20,11 @@ def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:
     lines = capsys.readouterr().out.splitlines()
     names = [line[2:].split()[0] for line in lines[:-1]]
     assert names == [
-        "jupiter", "juwels-booster", "local", "mine", "neuron", "perlmutter", "zih-alpha",
+        "cscs-clariden", "cscs-daint", "jupiter", "juwels-booster", "local", "mine", "neuron", "perlmutter", "zih-alpha",
         "zih-capella", "zih-ml",
     ]  # fmt: skip
-    assert lines[2].startswith("* local ")
-    assert "pyxis" in lines[3] and " yours " in lines[3]
+    assert lines[4].startswith("* local ")
+    assert "pyxis" in lines[5] and " yours " in lines[5]
     # the columns line up, a profile of yours or not (its path broke them: sites show, --json)
     assert (
         len(
@@ -35,7 +35,7 @@ def test_sites_list(capsys: pytest.CaptureFixture[str], isolated: Path) -> None:
         )
         == 1
     )
-    assert "built-in" in lines[2]
+    assert "built-in" in lines[4]
     assert lines[-1] == "(* selected by default)"
 
 
@@ -68,7 +68,7 @@ def test_sites_show_default_and_errors(capsys: pytest.CaptureFixture[str], tmp_p
     err = capsys.readouterr().err
     assert (
         err
-        == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, charliecloud, none, podman-hpc, pyxis, shifter)\n"
+        == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter)\n"
     )
 
 

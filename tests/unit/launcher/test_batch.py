@@ -54,6 +54,28 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "zih-capella",
         dict(image="ddp.sif", nodes=2, controller="torch", time="24:00:00"),
     ),
+    # CSCS Alps: the script writes the EDF its srun line names
+    "cscs-clariden-torch": (
+        "cscs-clariden",
+        dict(
+            image="registry.example.org/team/ddp:1",
+            nodes=2,
+            controller="torch",
+            time="12:00:00",
+            account="a",
+        ),
+    ),
+    "cscs-daint": (
+        "cscs-daint",
+        dict(
+            image="/capstor/scratch/u/hvd.sqsh",
+            nodes=2,
+            ntasks_per_node=4,
+            time="0:30:00",
+            account="a",
+            partition="debug",
+        ),
+    ),
     # JSC's GH200 machine: an arm64 image, 4 ranks a node over the first node's IB name
     "jupiter-torch": (
         "jupiter",

@@ -167,6 +167,22 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "jupiter",
         dict(image="ddp-arm64.sif", controller="torch", nodes=2, account="proj"),
     ),
+    # CSCS Alps: srun --environment=EDF, the EDF written by the launch
+    "cscs-clariden-torch": (
+        "cscs-clariden",
+        dict(image="registry.example.org/team/ddp:1", controller="torch", nodes=2, account="a"),
+    ),
+    "cscs-daint-horovod": (
+        "cscs-daint",
+        dict(
+            image="/capstor/scratch/u/ddp.sqsh",
+            nodes=2,
+            ntasks_per_node=4,
+            account="a",
+            partition="debug",
+            time="0:30:00",
+        ),
+    ),
     "juwels-booster-torchrun": (
         "juwels-booster",
         dict(image="ddp.sif", controller="torchrun", nodes=2, account="proj"),
@@ -247,8 +263,8 @@ def test_no_stale_golden_lines() -> None:
 def test_every_site_and_runtime_has_a_case() -> None:
     sites = {site for site, _ in CASES.values()}
     assert sites == {
-        "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella",
-        "zih-ml",
+        "cscs-clariden", "cscs-daint", "jupiter", "juwels-booster", "local", "neuron",
+        "perlmutter", "zih-alpha", "zih-capella", "zih-ml",
     }  # fmt: skip
     runtimes = {load_site(site).runtime_for(f.get("runtime")).kind for site, f in CASES.values()}
     assert runtimes == {
@@ -258,6 +274,7 @@ def test_every_site_and_runtime_has_a_case() -> None:
         "podman-hpc",
         "pyxis",
         "charliecloud",
+        "container-engine",
         "none",
     }
 

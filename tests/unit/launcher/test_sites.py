@@ -19,7 +19,7 @@ from hvd_container.launcher.sites import (
 from hvd_container.core.errors import UserError
 
 SHIPPED = [
-    "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella",
+    "cscs-clariden", "cscs-daint", "jupiter", "juwels-booster", "local", "neuron", "perlmutter", "zih-alpha", "zih-capella",
     "zih-ml",
 ]  # fmt: skip
 
@@ -78,7 +78,7 @@ def test_site_from_path(tmp_path: Path) -> None:
 def test_unknown_site_lists_the_allowed_ones() -> None:
     with pytest.raises(
         UserError,
-        match=r"unknown site 'nope' \(allowed: jupiter, juwels-booster, local, neuron, perlmutter, zih-alpha, zih-capella, zih-ml",
+        match=r"unknown site 'nope' \(allowed: cscs-clariden, cscs-daint, jupiter, juwels-booster, local, neuron, perlmutter, zih-alpha, zih-capella, zih-ml",
     ):
         load_site("nope")
 
@@ -109,7 +109,7 @@ INVALID = [
     ("runtime: {kind: none}\n", r"1: name: required key is missing"),
     (
         "name: mysite\nruntime:\n  kind: docker\n",
-        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, charliecloud, none, podman-hpc, pyxis, shifter\)",
+        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter\)",
     ),
     (
         MINIMAL + "arch: x86_64\n",
@@ -346,7 +346,7 @@ def test_runtime_for_other_kinds() -> None:
     assert perlmutter.runtime_for("pyxis").kind == "pyxis"
     with pytest.raises(
         UserError,
-        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, charliecloud, none, podman-hpc, pyxis, shifter\)",
+        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter\)",
     ):
         perlmutter.runtime_for("docker")
 

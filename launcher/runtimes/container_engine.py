@@ -1,0 +1,203 @@
+"""CSCS's Container Engine (Alps: Clariden, Daint, Santis): `srun --environment=EDF`.
+
+The Environment Definition File (EDF, TOML) says what the container is: `image` (a registry
+reference `[REGISTRY#]IMAGE[:TAG]` or a SquashFS file), `mounts` (`SRC:DST[:FLAGS]`),
+`workdir`, an `[env]` table and `[annotations]`, where the hooks are switched on (the AWS OFI
+NCCL plugin for Slingshot, `com.hooks.aws_ofi_nccl.enabled` and `.variant`). Everything after
+the srun options runs inside the container. Sources: eth-cscs/cscs-docs,
+docs/software/container-engine/edf.md, run.md and resource-hook.md (2026-08).
+
+The launch writes its EDF into the working directory's .hvd-container folder, named by its
+content, and names it on the srun line (CSCS discourages `#SBATCH --environment`): the dry run
+shows the file and the path that runs. The CE expands `${VAR}` in every EDF value, so each `$`
+of a value is written `$$` (a path or a variable's value never reads the host's environment).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from hvd_container.launcher import runtimes
+from hvd_container.launcher.binds import split_binds
+from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.runtimes import (
+    TOOL_FOLDER,
+    Invocation,
+    Prepared,
+    Runtime,
+    RuntimeProfile,
+    Wrapped,
+    bind_working_directory,
+    is_file_ref,
+    tool_folder,
+)
+from pydantic import Field
+
+from hvd_container.core.atomic import write_text
+from hvd_container.core.errors import UserError
+from hvd_container.core.image_refs import strip_docker_scheme
+
+# The AWS OFI NCCL hook's variants for NVIDIA GPUs (resource-hook.md): cuda-dl is linked to
+# CUDA dynamically and suits any CUDA; cuda12/cuda13 must match the image's CUDA major.
+NCCL_HOOK_VARIANTS = ("cuda-dl", "cuda12", "cuda13")
+
+SQUASHFS_SUFFIXES = (".sqsh", ".sqfs", ".squashfs")
+
+
+class ContainerEngineProfile(RuntimeProfile):
+    kind: Literal["container-engine"]
+    aws_ofi_nccl: Literal["cuda-dl", "cuda12", "cuda13", "none"] = Field(
+        default="cuda-dl",
+        description="The AWS OFI NCCL hook's variant (NCCL over Slingshot through libfabric): "
+        "cuda-dl for any CUDA, cuda12/cuda13 for an image of that CUDA, none for no hook.",
+    )
+
+
+# --------------------------------------------------------------------- the EDF, as data
+
+# EDF keys and the TOML types CSCS documents for them (edf.md)
+EDF_KEYS: dict[str, tuple[type, ...]] = {
+    "base_environment": (str, list),
+    "image": (str,),
+    "workdir": (str,),
+    "entrypoint": (bool,),
+    "writable": (bool,),
+    "mounts": (list,),
+    "env": (dict,),
+    "annotations": (dict,),
+}
+
+
+def literal(value: str) -> str:
+    """value as the CE reads it back unchanged: it expands ${VAR} everywhere, $$ is a `$`."""
+    return value.replace("$", "$$")
+
+
+def edf_data(
+    image: str, mounts: list[str], workdir: str | None, env: dict[str, str], nccl_hook: str
+) -> dict[str, Any]:
+    """The EDF of a launch, as TOML data: every value literal (see `literal`)."""
+    data: dict[str, Any] = {"image": literal(image)}
+    if mounts:
+        data["mounts"] = [literal(m) for m in mounts]
+    if workdir:
+        data["workdir"] = literal(workdir)
+    if env:
+        data["env"] = {name: literal(value) for name, value in env.items()}
+    if nccl_hook != "none":
+        hook = {"enabled": "true", "variant": nccl_hook}
+        data["annotations"] = {"com": {"hooks": {"aws_ofi_nccl": hook}}}
+    return data
+
+
+def edf_text(data: dict[str, Any]) -> str:
+    return tomli_w.dumps(data)
+
+
+def edf_problems(data: dict[str, Any]) -> list[str]:
+    """What in an EDF (its TOML, parsed) the CE would not take: keys it does not know, values
+    of the wrong type (edf.md's table of entries)."""
+    problems = []
+    for key, value in data.items():
+        types = EDF_KEYS.get(key)
+        if types is None:
+            problems.append(f"unknown key {key!r} (allowed: {', '.join(EDF_KEYS)})")
+        elif not isinstance(value, types):
+            problems.append(f"{key}: a {type(value).__name__}, expected {types[0].__name__}")
+    mounts = data.get("mounts")
+    for item in mounts if isinstance(mounts, list) else []:
+        if not isinstance(item, str) or not item:
+            problems.append(f"mounts: {item!r} is not SOURCE[:DESTINATION[:FLAGS]]")
+    env = data.get("env")
+    for name, value in env.items() if isinstance(env, dict) else []:
+        if not isinstance(value, str):
+            problems.append(f"env.{name}: a {type(value).__name__}, expected a string")
+    return problems
+
+
+def edf_path(text: str, folder: Path) -> Path:
+    """Where a launch's EDF lies: named by its content, so the same launch names the same file."""
+    return folder / f"edf-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
+
+
+# --------------------------------------------------------------------- the runtime
+
+
+class ContainerEngine(Runtime):
+    kinds = ("container-engine",)
+    srun_option = "--environment"  # a Slurm plugin of CSCS's (SPANK), like Pyxis
+    probe_rank = 4  # where both are offered (Alps), the CE is CSCS's way
+    profile_model = ContainerEngineProfile
+    profile: ContainerEngineProfile
+    image_files = True
+
+    def image_ref(self, ref: str) -> str:
+        if is_file_ref(ref):
+            return os.path.abspath(os.path.expanduser(ref))
+        ref = strip_docker_scheme(ref)
+        first, sep, rest = ref.partition("/")
+        if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
+            return f"{first}#{rest}"  # the CE (enroot) separates the registry with '#'
+        return ref
+
+    def unusable_image(self, ref: str) -> str | None:
+        if is_file_ref(ref) and not ref.endswith(SQUASHFS_SUFFIXES):
+            return (
+                f"--image {ref}: the Container Engine runs registry images or SquashFS files "
+                f"({', '.join(SQUASHFS_SUFFIXES)}): `hvd-container convert IMAGE --to squashfs` "
+                "makes one, or pass a registry reference"
+            )
+        return super().unusable_image(ref)
+
+    def gpu_gap(self, launch: Launch) -> str | None:
+        return None  # the container gets the GPUs Slurm allocates
+
+    def missing_nccl_plugin(self, launch: Launch) -> str | None:
+        if self.profile.aws_ofi_nccl == "none":
+            return (
+                f"NCCL_NET={launch.env.get('NCCL_NET')!r} is forced but the EDF switches no AWS "
+                "OFI NCCL hook on (aws_ofi_nccl: none in the container-engine runtime of site "
+                f"{launch.site.name}'s profile): set aws_ofi_nccl: cuda-dl there"
+            )
+        return None
+
+    def compose_edf(self, launch: Launch) -> tuple[str, Prepared]:
+        """The launch's EDF text, and what the launch needs beside it (the working directory
+        mounted and made the container's, the script's path inside)."""
+        where = bind_working_directory(launch)
+        binds = [str(b) for b in launch.binds]
+        mounts = [*binds, *(b for one in where.binds for b in split_binds(one))]
+        image = self.image_ref(launch.image or "")
+        data = edf_data(image, mounts, where.workdir, dict(launch.env), self.profile.aws_ofi_nccl)
+        problems = edf_problems(data)
+        if problems:  # the tool's own composition: a bug, said plainly
+            raise UserError(
+                f"the EDF hvd-container composed is not one the CE takes: {problems[0]}"
+            )
+        return edf_text(data), where
+
+    def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
+        text, where = self.compose_edf(launch)
+        if dry_run:  # the same path, nothing made
+            path = edf_path(text, Path(runtimes.working_directory()) / TOOL_FOLDER)
+        else:
+            path = edf_path(text, tool_folder("the Container Engine's EDF files"))
+            try:  # it may hold -e values: the owner's only, as batch scripts are
+                write_text(path, text, mode=0o600)
+            except OSError as exc:
+                raise UserError(f"EDF {path}: cannot write: {exc.strerror or exc}") from None
+        return Prepared(
+            launch.image,
+            flags=[f"--environment={path}"],
+            workdir=where.workdir,
+            script=where.script,
+            files={str(path): text},
+        )
+
+    def wrap(self, inv: Invocation) -> Wrapped:
+        # the image, mounts, working directory and variables are the EDF's (prepare)
+        return Wrapped([*inv.flags, *self.profile.flags], list(inv.program))

@@ -1,0 +1,96 @@
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --nodes=2
+#SBATCH --ntasks=8
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=72
+#SBATCH --partition=normal
+#SBATCH --account=a
+#SBATCH --time=12:00:00
+#SBATCH --output=%x_%j.out
+#SBATCH --error=%x_%j.err
+#SBATCH --no-requeue
+# hvd-container: site cscs-clariden, runtime container-engine
+# controller torch (asked for with --controller)
+
+export PMIX_MCA_psec='^munge'
+export NCCL_NET_GDR_LEVEL=PHB
+export NCCL_CROSS_NIC=1
+export NCCL_PROTO='^LL128'
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+export FI_CXI_DEFAULT_TX_SIZE=16384
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_CXI_RX_MATCH_MODE=software
+export FI_MR_CACHE_MONITOR=userfaultfd
+export NCCL_NET='AWS Libfabric'
+
+# edf-56a165ca6edc3409.toml, read by the srun line below
+(umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-56a165ca6edc3409.toml) <<'HVD_FILE_END'
+image = "registry.example.org#team/ddp:1"
+mounts = [
+    "/home/u/job:/home/u/job",
+]
+workdir = "/home/u/job"
+
+[env]
+PMIX_MCA_psec = "^munge"
+NCCL_NET_GDR_LEVEL = "PHB"
+NCCL_CROSS_NIC = "1"
+NCCL_PROTO = "^LL128"
+FI_CXI_DEFAULT_CQ_SIZE = "131072"
+FI_CXI_DEFAULT_TX_SIZE = "16384"
+FI_CXI_DISABLE_HOST_REGISTER = "1"
+FI_CXI_RX_MATCH_MODE = "software"
+FI_MR_CACHE_MONITOR = "userfaultfd"
+NCCL_NET = "AWS Libfabric"
+
+[annotations.com.hooks.aws_ofi_nccl]
+enabled = "true"
+variant = "cuda-dl"
+HVD_FILE_END
+
+# torch_step_setup.sh, run by the srun line below
+IFS= read -r -d '' hvd_torch_step_setup <<'HVD_PROGRAM_END' || :
+suffix=$1; shift;
+if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
+    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1);
+    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";
+fi;
+exec "$@"
+HVD_PROGRAM_END
+
+# torch_rendezvous.sh, run by the srun line below
+IFS= read -r -d '' hvd_torch_rendezvous <<'HVD_PROGRAM_END' || :
+suffix=$1; own=$2; shift 2; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}; first=;
+[ -n "${MASTER_ADDR:-}" ] || { MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1); first=1; };
+if [ -z "$MASTER_ADDR" ]; then
+    echo "hvd-container torch: no first node: scontrol show hostnames $nodes gave nothing on $(hostname) (is this inside a Slurm step?)" >&2; exit 1;
+fi;
+[ -z "$first" ] || MASTER_ADDR="$MASTER_ADDR$suffix";
+chosen=; [ -n "${MASTER_PORT:-}" ] || { MASTER_PORT=$((20000 + (SLURM_JOB_ID % 798) * 16 + ${SLURM_STEP_ID:-0} % 16)); chosen=1; };
+# (sysctl files answer one read whole: `read`, a byte at a time, would get the first digit)
+ports=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || ports="32768 60999";
+low=${ports%%[!0-9]*}; high=${ports##*[!0-9]};
+if [ "$MASTER_PORT" -ge "$low" ] && [ "$MASTER_PORT" -le "$high" ]; then
+    if [ -n "$chosen" ]; then
+        echo "hvd-container torch: MASTER_PORT $MASTER_PORT is in $(hostname)'s ephemeral ports $low-$high (net.ipv4.ip_local_port_range), where an outgoing connection can hold it: set one below $low with -e MASTER_PORT=N" >&2; exit 1;
+    fi;
+    echo "hvd-container torch: warning: MASTER_PORT $MASTER_PORT is in $(hostname)'s ephemeral ports $low-$high (net.ipv4.ip_local_port_range): an outgoing connection can hold it" >&2;
+fi;
+if [ "${SLURM_NODEID:-0}" = 0 ] && [ "${SLURM_LOCALID:-0}" = 0 ]; then
+    held=$(printf '%04X' "$MASTER_PORT");
+    if grep -qsE "^ *[0-9]+: [0-9A-F]+:$held [0-9A-F]+:[0-9A-F]+ (0[1-58-9AB]) " /proc/net/tcp /proc/net/tcp6; then
+        echo "hvd-container torch: MASTER_PORT $MASTER_PORT is taken on $(hostname) (\`ss -tanp sport = :$MASTER_PORT\` names the program): set another with -e MASTER_PORT=N" >&2; exit 1;
+    fi;
+fi;
+left=${SLURM_NODEID:-0}; rest=${SLURM_STEP_TASKS_PER_NODE:-1}; here=1;
+while [ -n "$rest" ]; do
+    item=${rest%%,*};
+    if [ "$item" = "$rest" ]; then rest=; else rest=${rest#*,}; fi;
+    times=1; case $item in *"(x"*) times=${item#*(x}; times=${times%)};; esac;
+    if [ "$left" -lt "$times" ]; then here=${item%%(*}; break; fi; left=$((left - times));
+done;
+export MASTER_ADDR MASTER_PORT; eval "$own"; exec "$@"
+HVD_PROGRAM_END
+
+sh -c "$hvd_torch_step_setup" hvd-torch '' srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=72 --environment=/home/u/job/.hvd-container/edf-56a165ca6edc3409.toml sh -c "$hvd_torch_rendezvous" hvd-torch '' 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' python train.py
