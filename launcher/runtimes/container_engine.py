@@ -23,6 +23,7 @@ from typing import Any, Literal
 import tomli_w
 from hvd_container.launcher import runtimes
 from hvd_container.launcher.binds import split_binds
+from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     TOOL_FOLDER,
@@ -35,6 +36,7 @@ from hvd_container.launcher.runtimes import (
     is_file_ref,
     tool_folder,
 )
+from hvd_container.launcher.verdict import Verdict, fail, not_applicable, passed, skip
 from pydantic import Field
 
 from hvd_container.core.atomic import write_text
@@ -201,3 +203,32 @@ class ContainerEngine(Runtime):
     def wrap(self, inv: Invocation) -> Wrapped:
         # the image, mounts, working directory and variables are the EDF's (prepare)
         return Wrapped([*inv.flags, *self.profile.flags], list(inv.program))
+
+
+@check("ce-nccl-hook", "the EDF's NCCL hook suits the image's CUDA", needs=("facts",))
+def nccl_hook(launch: Launch) -> Verdict | None:
+    """cuda12/cuda13 are linked to that CUDA statically and must match the image's exactly
+    (resource-hook.md); cuda-dl suits any."""
+    profile = launch.runtime.profile
+    variant = getattr(profile, "aws_ofi_nccl", "none")
+    if variant == "none":
+        return not_applicable("the EDF switches no NCCL hook on")
+    if variant == "cuda-dl":
+        return passed("cuda-dl: the hook's plugin is linked to CUDA dynamically (any CUDA)")
+    assert launch.facts is not None
+    cuda = launch.facts.cuda
+    if cuda is None:
+        return skip(
+            f"the image's CUDA is not known, so the hook's {variant} cannot be judged "
+            "(cuda-dl suits any CUDA)"
+        )
+    if not cuda:
+        return not_applicable("the image has no CUDA (NCCL does not run there)")
+    wanted = f"cuda{cuda.split('.')[0]}"
+    if wanted != variant:
+        return fail(
+            f"the EDF's AWS OFI NCCL hook is {variant}, linked to CUDA {variant[4:]} statically, "
+            f"but the image's CUDA is {cuda}: set aws_ofi_nccl: cuda-dl (any CUDA) or {wanted} "
+            f"in the container-engine runtime of site {launch.site.name}'s profile"
+        )
+    return passed(f"{variant} for the image's CUDA {cuda}")

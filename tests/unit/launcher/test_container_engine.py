@@ -189,3 +189,35 @@ def test_a_launch_that_runs_writes_the_edf_before_its_step(
     ((path, text),) = planned.files.items()
     assert Path(path).read_text() == text and path.startswith(str(job / ".hvd-container"))
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def _gpu_facts(cuda: str | None) -> Any:
+    from hvd_container.facts import ImageFacts
+
+    return ImageFacts(source="recipe g", name="g", version="1", arch="arm64", cuda=cuda)
+
+
+@pytest.mark.parametrize(
+    ("variant", "cuda", "refused"),
+    [("cuda13", "12.8", True), ("cuda12", "12.8", False), ("cuda-dl", "13.0", False)],
+)
+def test_a_hook_linked_to_another_cuda_than_the_images_is_refused(
+    tmp_path: Path, monkeypatch: Any, variant: str, cuda: str, refused: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "train.py", "")
+    site = write(
+        tmp_path / "alps.yaml",
+        f"extends: cscs-clariden\nname: alps\nruntime: {{kind: container-engine, aws_ofi_nccl: {variant}}}\n",
+    )
+    request = LaunchRequest(script="train.py", facts=_gpu_facts(cuda), nodes=1, account="a")
+    if not refused:
+        planned = plan_launch(load_site(str(site)), request)
+        (said,) = [r for r in planned.results if r.check == "ce-nccl-hook"]
+        assert said.status == "pass", said
+        return
+    with pytest.raises(
+        UserError,
+        match=rf"^the EDF's AWS OFI NCCL hook is {variant}, linked to CUDA 13 statically, but the image's CUDA is {cuda}: set aws_ofi_nccl: cuda-dl \(any CUDA\) or cuda12 in the container-engine runtime of site alps's profile$",
+    ):
+        plan_launch(load_site(str(site)), request)
