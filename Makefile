@@ -6,7 +6,7 @@ OUT ?= out
 # convert's own name for a recipe's SIF (<name>_<version>.sif), which the local site expects
 SIF ?= $(OUT)/$(shell $(PYTHON) -c "from hvd_container.containers.recipe import load_recipe; r = load_recipe('$(RECIPE)'); print(f'{r.name}_{r.version}.sif')" 2>/dev/null || echo image.sif)
 
-.PHONY: help install test test-fast test-e2e test-gpu test-heavy lint format image sif demo services services-down bench
+.PHONY: help install test test-fast test-e2e test-gpu test-heavy test-arm64 lint format image sif demo services services-down bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -34,6 +34,9 @@ test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, 
 
 test-heavy: install  ## CPU builds too long for CI: cpu-bookworm-tf-pt's definition file executed as Apptainer builds it, Horovod built with GCC 14, cpu-bookworm built by rootless podman and trained over MPI
 	$(PYTHON) -m pytest -m heavy
+
+test-arm64: install  ## the arm64 torch twin (cpu-bookworm-torch-arm64) built under emulation, verified, SIF, DDP on two nodes
+	$(PYTHON) -m pytest -m arm64
 
 test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training
 	$(PYTHON) -m pytest -m gpu

@@ -53,13 +53,14 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 # builds too long for .ci/run's time: run only when the marker expression names them
-ASKED_FOR_BY_NAME = ("gpu", "heavy")
+ASKED_FOR_BY_NAME = ("gpu", "heavy", "arm64")
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Tests marked `gpu` (the NCCL image: a 45-minute build) or `heavy` (a CPU build too long
-    for CI) run only when the marker expression names them (`make test-gpu`: -m gpu, `make
-    test-heavy`: -m heavy); every other run deselects them, so `.ci/run` stays within its time."""
+    """Tests marked `gpu` (the NCCL image: a 45-minute build), `heavy` (a CPU build too long
+    for CI) or `arm64` (the arm64 torch twin under emulation) run only when the marker
+    expression names them (`make test-gpu`: -m gpu, `make test-heavy`: -m heavy, `make
+    test-arm64`: -m arm64); every other run deselects them, so `.ci/run` stays within its time."""
     asked = config.getoption("markexpr") or ""
     skipped = [m for m in ASKED_FOR_BY_NAME if m not in asked]
     if not skipped:

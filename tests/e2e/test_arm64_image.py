@@ -107,10 +107,7 @@ def test_the_arm64_sif_runs_on_both_nodes_of_an_arm64_partition(
     charliecloud_runtime: None,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    local = (ROOT / "launcher" / "sites" / "local.yaml").read_text()
-    profile = job_dir / "local-arm64.yaml"  # the same nodes, emulating Grace's architecture
-    profile.write_text(local.replace("name: local\n", "name: local-arm64\n")
-                       .replace("arch: host\n", "arch: arm64\n"))  # fmt: skip
+    profile = arm64_profile(job_dir)  # the same nodes, emulating Grace's architecture
     probe = "import platform, socket, numpy; print(socket.gethostname(), platform.machine())"
     result = cli(
         "run", "--site", str(profile), "--image", str(arm64_sif), "-N", "2",
@@ -118,3 +115,47 @@ def test_the_arm64_sif_runs_on_both_nodes_of_an_arm64_partition(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.split()) == ["aarch64", "aarch64", "node1", "node2"], result.stdout
+
+
+TWIN = "cpu-bookworm-torch-arm64"
+
+
+def arm64_profile(folder: Path) -> Path:
+    """The local cluster's profile with its nodes said to be arm64 (Grace's architecture,
+    emulated by qemu there)."""
+    local = (ROOT / "launcher" / "sites" / "local.yaml").read_text()
+    profile = folder / "local-arm64.yaml"
+    profile.write_text(local.replace("name: local\n", "name: local-arm64\n")
+                       .replace("arch: host\n", "arch: arm64\n"))  # fmt: skip
+    return profile
+
+
+@pytest.fixture(scope="module")
+def arm64_torch_sif(qemu: None, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The arm64 torch twin built under emulation, verified, as a SIF."""
+    built = cli("build", TWIN, "--progress", "plain", timeout=5400)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr
+    sif = tmp_path_factory.mktemp("arm64-torch") / f"{TWIN}_1.sif"
+    converted = cli("convert", f"{TWIN}:1", "--to", "sif", "-o", str(sif), timeout=1800)
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    return sif
+
+
+@pytest.mark.arm64
+def test_the_arm64_torch_twin_trains_ddp_on_two_nodes_under_emulation(
+    arm64_torch_sif: Path,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
+
+    checkpoint = job_dir / "arm64" / "model.pt"
+    result = cli(
+        "run", "--site", str(arm64_profile(job_dir)), "--image", str(arm64_torch_sif),
+        "--controller", "torch", "-N", "2", "--ntasks-per-node", "1",
+        str(ROOT / "examples" / EXAMPLES["ddp"]), "--epochs", "3",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=3600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)

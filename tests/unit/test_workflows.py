@@ -212,10 +212,13 @@ def test_matrix_recipes_are_built_in(path: Path) -> None:
 def test_images_workflow_renders_every_recipe_and_builds_the_cpu_ones() -> None:
     jobs = load(ROOT / ".github" / "workflows" / "images.yml")["jobs"]
     assert sorted(jobs["recipes"]["strategy"]["matrix"]["recipe"]) == sorted(list_builtin())
-    # the CPU recipes with a debootstrap base: the only ones a hosted runner can build (the
-    # GPU one, gpu-bookworm, needs about 45 min and more disk than a hosted runner has)
+    # the amd64 CPU recipes with a debootstrap base: the only ones a hosted runner can build
+    # (the GPU one, gpu-bookworm, needs about 45 min and more disk than a hosted runner has;
+    # the arm64 twin needs emulation: `make test-arm64`)
     debootstrap = [load_recipe(n) for n in list_builtin()]
-    cpu = sorted(r.name for r in debootstrap if r.base.debootstrap_suite and not r.gpu)
+    cpu = sorted(
+        r.name for r in debootstrap if r.base.debootstrap_suite and not r.gpu and r.arch == "amd64"
+    )
     assert cpu == ["cpu-bookworm", "cpu-bookworm-tf-pt", "cpu-bookworm-torch"]
     assert jobs["image"]["strategy"]["matrix"]["recipe"] == cpu
     build = next(s for s in jobs["image"]["steps"] if "make image" in s.get("run", ""))

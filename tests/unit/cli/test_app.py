@@ -288,7 +288,15 @@ def _complete(words: str, cwd: Path | None = None) -> list[str]:
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        ("hvd-container build cpu-b", ["cpu-bookworm", "cpu-bookworm-tf-pt", "cpu-bookworm-torch"]),
+        (
+            "hvd-container build cpu-b",
+            [
+                "cpu-bookworm",
+                "cpu-bookworm-tf-pt",
+                "cpu-bookworm-torch",
+                "cpu-bookworm-torch-arm64",
+            ],
+        ),
         ("hvd-container render light", ["lightning-pt113"]),
         ("hvd-container recipes show perl", ["perlmutter-tf210-pt113"]),
         ("hvd-container run --recipe zih", ["zih-alpha-pt113"]),
