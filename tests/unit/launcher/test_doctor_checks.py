@@ -341,3 +341,29 @@ def test_a_launch_for_one_site_from_another_clusters_slurm_is_refused(
     assert judged().status == "pass"
     monkeypatch.delenv("SLURM_CLUSTER_NAME")
     assert judged().status == "skip"  # the isolated tests' slurm.conf does not exist
+
+
+def test_a_cluster_name_from_an_unconfirmed_source_warns_instead_of_refusing(
+    monkeypatch: pytest.MonkeyPatch,
+    isolated: Path,  # noqa: F811
+) -> None:
+    """JUPITER's ClusterName is not confirmed: a launch where Slurm says another is warned of,
+    with how to confirm the name, never refused on the profile's guess."""
+    from hvd_container.launcher.machine import ThisMachine
+
+    machine = ThisMachine()
+    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None, shifter_images=None)
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "jpbooster")
+    request = LaunchRequest(script="train.py", image="x.sif", nodes=2, account="p")
+    done = planned(load_site("jupiter"), request, keep_going=True, machine=machine)
+    found = next(r for r in done.results if r.check == "cluster")
+    assert found.status == "warn"
+    assert found.message.startswith(
+        "this machine's Slurm is cluster jpbooster, not site jupiter's (jupiter): "
+    )
+    assert "(not refused: cluster_names in site jupiter's profile rests on an unconfirmed" in (
+        found.message
+    )
+    assert found.message.endswith(
+        "confirm it: `scontrol show config | grep ClusterName` on the site's login node)"
+    )
