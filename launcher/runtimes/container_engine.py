@@ -150,8 +150,9 @@ class ContainerEngine(Runtime):
         if is_file_ref(ref) and not ref.endswith(SQUASHFS_SUFFIXES):
             return (
                 f"--image {ref}: the Container Engine runs registry images or SquashFS files "
-                f"({', '.join(SQUASHFS_SUFFIXES)}): `hvd-container convert IMAGE --to squashfs` "
-                "makes one, or pass a registry reference"
+                f"({', '.join(SQUASHFS_SUFFIXES)}): `hvd-container push IMAGE` and pass its "
+                "registry reference, or make a .sqsh of it on the cluster with `enroot import "
+                "docker://REGISTRY#IMAGE:TAG`"
             )
         return super().unusable_image(ref)
 

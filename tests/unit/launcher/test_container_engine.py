@@ -137,7 +137,7 @@ def test_a_sif_is_refused_with_what_the_ce_runs(tmp_path: Path, monkeypatch: Any
     write(tmp_path / "ddp.sif", "")
     with pytest.raises(
         UserError,
-        match=r"the Container Engine runs registry images or SquashFS files \(\.sqsh, \.sqfs, \.squashfs\): `hvd-container convert IMAGE --to squashfs` makes one",
+        match=r"the Container Engine runs registry images or SquashFS files \(\.sqsh, \.sqfs, \.squashfs\): `hvd-container push IMAGE` and pass its registry reference, or make a \.sqsh of it on the cluster with `enroot import docker://REGISTRY#IMAGE:TAG`",
     ):
         _ce_plan(image="ddp.sif", nodes=1)
 
