@@ -42,6 +42,7 @@ from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.request import LaunchRequest, check
 from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.sites import Site
+from hvd_container.launcher.staging import staged_step
 
 from hvd_container.core.errors import UserError
 
@@ -225,6 +226,8 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     step = controller.wrap_step(
         launch, [*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container]
     )
+    if request.stage:
+        step = staged_step(launch, invocation.image, step)
     notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
     if request.inside_allocation and request.sbatch_options:
         notes.append(

@@ -57,6 +57,7 @@ class LaunchRequest:
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
     requeue: bool = False  # a job a node failure or preemption ends is queued again
+    stage: bool = False  # the image file copied to each node's local storage (sbcast) first
     srun_options: list[str] = field(default_factory=list)  # --srun-option: on the step's srun
     sbatch_options: list[str] = field(default_factory=list)  # --sbatch-option: #SBATCH, salloc
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
@@ -112,6 +113,7 @@ OPTIONS: dict[str, Option] = {
     "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
     "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
+    "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
     "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
     "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
@@ -188,6 +190,7 @@ class LaunchOptions:
     job_output: str | None = None
     job_error: str | None = None
     requeue: bool | None = None
+    stage: bool | None = None
     srun_options: Sequence[str] | None = None
     sbatch_options: Sequence[str] | None = None
 
@@ -209,6 +212,7 @@ def request_from_options(
             values[name] = plain_count(values[name], name)
     values["env"] = parse_env(values.get("env"))
     values["requeue"] = bool(values.get("requeue"))
+    values["stage"] = bool(values.get("stage"))
     for name in ("binds", "modules", "srun_options", "sbatch_options"):
         values[name] = list(values.get(name) or [])
     recipe = values.get("recipe")

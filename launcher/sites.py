@@ -433,6 +433,11 @@ class Images(Strict):
         description="Where images are unpacked for ch-run: off $HOME on sites whose home is "
         "small or slow (e.g. $SCRATCH/hvd-cache; ~ and $VARS expand); $HVD_CONTAINER_CACHE wins.",
     )
+    stage_dir: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = Field(
+        default="/tmp",
+        description="Node-local storage where --stage copies the image (sbcast): an absolute "
+        "path of plain characters, the same on every node (/tmp, /dev/shm, a site's local SSD).",
+    )
     not_for_work: dict[Annotated[str, Field(pattern=r"^/\S*$")], Line] = Field(
         default_factory=dict,
         description="File systems the compute nodes see but the site asks not to work from "

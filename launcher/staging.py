@@ -1,0 +1,45 @@
+"""--stage: the image file copied to node-local storage on every node of the allocation before
+the step, with sbcast (Slurm's own tree broadcast: a few reads of the shared file system instead
+of one per rank), and the step run with the copy (launcher/programs/stage_image.sh)."""
+
+from __future__ import annotations
+
+from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.runtimes import is_file_ref
+
+from hvd_container.core.errors import UserError
+from hvd_container.core.programs import program_text
+
+STAGE = program_text("hvd_container.launcher", "stage_image.sh")
+
+
+def _names(word: str, image: str) -> bool:
+    return word == image or word.endswith("=" + image)
+
+
+def staged_step(launch: Launch, image: str | None, step: list[str]) -> list[str]:
+    """The step with the image staged first; a one-line error where there is no image file
+    on the srun line to stage."""
+    given, kind = launch.image, launch.runtime.kind
+    if not given or not is_file_ref(given) or not launch.runtime.image_files:
+        what = f"{given!r} is a registry reference, which" if given else "there is no image: "
+        raise UserError(
+            f"--stage copies an image file to the nodes; {what} runtime {kind} fetches "
+            "itself: leave --stage out"
+        )
+    named = next(
+        (
+            n
+            for n in (image, launch.runtime.image_ref(image or ""))
+            if n and any(_names(w, n) for w in step)
+        ),
+        None,
+    )
+    if named is None:
+        raise UserError(
+            f"--stage: runtime {kind} does not run {given} from the srun line (Charliecloud runs "
+            "a SIF from its unpacked copy, the Container Engine from its EDF), so no copy would "
+            "be used: leave --stage out (Charliecloud: a SquashFS image, .sqfs, runs where it "
+            "lies and can be staged; or put images.cache_dir on node-local storage)"
+        )
+    return ["sh", "-c", STAGE, "hvd-stage", launch.site.images.stage_dir, named, *step]

@@ -1,0 +1,109 @@
+"""`--stage` for real: sbcast copies the image to every node of the allocation before the step,
+and the step runs from that copy. The local cluster's nodes share this machine's /tmp, so the
+copy is one file: what shows the step ran from it is ch-run's own command line, read on each
+node from inside the container (ch-run shares the host's process table)."""
+
+from __future__ import annotations
+
+import filecmp
+import re
+from pathlib import Path
+
+import pytest
+from hvd_container.containers.sif.reader import read_sif
+
+from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    job_dir,
+    slurm_cluster,
+    torch_sif,
+)
+from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
+
+pytestmark = pytest.mark.e2e
+
+# on each node: the command lines of the ch-run processes that name a staged copy
+PROBE = (
+    "import glob, socket\n"
+    "lines = set()\n"
+    "for p in glob.glob('/proc/[0-9]*/cmdline'):\n"
+    "    try:\n"
+    "        words = open(p, 'rb').read().decode(errors='replace').split('\\0')\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    if words and words[0].endswith('ch-run'):\n"
+    "        lines.update(w for w in words if w.endswith('.sqfs'))\n"
+    "print(socket.gethostname(), *sorted(lines))\n"
+)
+
+
+@pytest.fixture()
+def torch_sqfs(torch_sif: Path, job_dir: Path) -> Path:  # noqa: F811
+    """The torch image's root file system as a SquashFS file (the SIF's partition as it is),
+    which ch-run mounts where it lies."""
+    info = read_sif(torch_sif)
+    target = job_dir / "torch.sqfs"
+    with torch_sif.open("rb") as src, target.open("wb") as dst:
+        src.seek(info.rootfs_offset)
+        left = info.rootfs_size
+        while left:
+            chunk = src.read(min(left, 1 << 22))
+            assert chunk, "the SIF ends inside its root file system"
+            dst.write(chunk)
+            left -= len(chunk)
+    return target
+
+
+def _staged(output: str, image: Path) -> Path:
+    found = re.search(
+        rf"hvd-container stage: \S*{re.escape(image.name)} copied to (/tmp/hvd-stage-[0-9]+-{re.escape(image.name)}) on the job's nodes",
+        output,
+    )
+    assert found, output
+    return Path(found[1])
+
+
+def test_a_staged_image_runs_from_its_node_local_copy_on_both_nodes(
+    torch_sqfs: Path,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    result = cli(
+        "run", "--site", "local", "--stage", "--image", torch_sqfs.name, "-N", "2",
+        "--ntasks-per-node", "1", "python", "-c", PROBE, cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    staged = _staged(output, torch_sqfs)
+    try:
+        assert filecmp.cmp(staged, torch_sqfs, shallow=False)
+        seen = {
+            line.split()[0]: line.split()[1:]
+            for line in result.stdout.splitlines()
+            if line.startswith("node")
+        }
+        assert sorted(seen) == ["node1", "node2"], result.stdout
+        for words in seen.values():  # ch-run ran the copy, never the file the step was given
+            assert str(staged) in words and torch_sqfs.name not in words, result.stdout
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def test_ddp_trains_from_a_staged_image(
+    torch_sqfs: Path,
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "staged" / "model.pt"
+    result = cli(
+        "run", "--site", "local", "--stage", "--image", str(torch_sqfs), "--controller", "torch",
+        "-N", "2", "--ntasks-per-node", "1", str(ROOT / "examples" / EXAMPLES["ddp"]),
+        "--epochs", "3", "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _staged(result.stdout + result.stderr, torch_sqfs).unlink(missing_ok=True)
+    check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)

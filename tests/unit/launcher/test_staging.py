@@ -1,0 +1,99 @@
+"""--stage (launcher/staging.py, launcher/programs/stage_image.sh): which launches it takes,
+and what its helper does with the step. The helper runs here under sh with a STAND-IN sbcast
+(a copy, as sbcast makes on each node); tests/e2e/test_stage.py runs the real one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _launch_helpers import check_golden, isolated, job_dir, plan_launch, write  # noqa: F401
+from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.staging import STAGE
+
+from hvd_container.core.errors import UserError
+
+
+@pytest.fixture
+def fake_sbcast(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    write(bin_dir / "sbcast", '#!/bin/sh\n[ "$1" = --force ] && shift\ncp "$1" "$2"\n')
+    (bin_dir / "sbcast").chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def stage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sh", "-c", STAGE, "hvd-stage", *args], capture_output=True, text=True, env=env
+    )
+
+
+def test_the_helper_copies_the_image_and_runs_the_step_with_the_copy(
+    tmp_path: Path, fake_sbcast: dict[str, str]
+) -> None:
+    image = write(tmp_path / "job" / "my image.sif", "IMAGE")
+    local = tmp_path / "local"
+    local.mkdir()
+    done = stage(
+        {**fake_sbcast, "SLURM_JOB_ID": "42"}, str(local), str(image),
+        "printf", "%s\\n", "srun", str(image), f"--container-image={image}", f"x{image}y",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    copy = local / "hvd-stage-42-my image.sif"
+    assert copy.read_text() == "IMAGE"
+    # the image's own words, and a value after `=`, name the copy; nothing else changes
+    assert done.stdout.splitlines() == [
+        "srun",
+        str(copy),
+        f"--container-image={copy}",
+        f"x{image}y",
+    ]
+    assert done.stderr == f"hvd-container stage: {image} copied to {copy} on the job's nodes\n"
+
+
+def test_the_helper_outside_an_allocation_says_so(fake_sbcast: dict[str, str]) -> None:
+    env = {k: v for k, v in fake_sbcast.items() if k != "SLURM_JOB_ID"}
+    done = stage(env, "/tmp", "x.sif", "true")
+    assert done.returncode == 1
+    assert done.stderr.startswith("hvd-container stage: no SLURM_JOB_ID: sbcast copies")
+
+
+def test_a_failed_copy_stops_before_the_step(tmp_path: Path, fake_sbcast: dict[str, str]) -> None:
+    done = stage({**fake_sbcast, "SLURM_JOB_ID": "1"}, str(tmp_path / "no-such-dir"),
+                 str(write(tmp_path / "x.sif", "")), "echo", "ran")  # fmt: skip
+    assert done.returncode == 1 and "ran" not in done.stdout
+    assert f"sbcast {tmp_path / 'x.sif'} " in done.stderr and "is " in done.stderr
+
+
+def _plan(site: str, **fields: Any) -> Any:
+    return plan_launch(load_site(site), LaunchRequest(script="train.py", stage=True, **fields))
+
+
+@pytest.mark.usefixtures("job_dir")
+def test_a_staged_launch_wraps_its_step_in_the_helper() -> None:
+    planned = _plan("local", image="i.sqfs", nodes=2, ntasks_per_node=1)
+    assert planned.step[:6] == ["sh", "-c", STAGE, "hvd-stage", "/tmp", "i.sqfs"]
+    assert planned.step[6] == "srun" and "i.sqfs" in planned.step[7:]
+    check_golden("local-stage.sh", planned.script)
+
+
+@pytest.mark.parametrize(
+    ("site", "fields", "message"),
+    [
+        ("perlmutter", dict(image="u/i:1", account="m1_g"),
+         r"^--stage copies an image file to the nodes; 'u/i:1' is a registry reference, which runtime shifter fetches itself: leave --stage out$"),
+        ("cscs-daint", dict(image="/x/i.sqsh", account="a"),
+         r"^--stage: runtime container-engine does not run /x/i.sqsh from the srun line "),
+    ],
+)  # fmt: skip
+def test_a_launch_with_no_image_file_on_its_srun_line_refuses_stage(
+    site: str, fields: dict[str, Any], message: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "train.py", "")
+    with pytest.raises(UserError, match=message):
+        _plan(site, nodes=2, **fields)
