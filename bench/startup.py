@@ -1,10 +1,13 @@
 """Start-up at scale: from `hvd-container run` to every rank's first line, at 2, 4 and 8 nodes.
 
-Two ways for Charliecloud to run the CPU image's SIF, side by side in one run (the modes take
-turns, so drift in the machine's load hits both alike):
+Four ways for Charliecloud to run the CPU image, side by side in one run (the modes take
+turns, so drift in the machine's load hits all alike):
   - unpacked: the image unpacked once into the cache (launcher/charliecloud.py), warm;
   - mounted: the SIF's root filesystem mounted with squashfuse at the partition's offset, no
-    unpack at all (the directory is given to `run --image`).
+    unpack at all (the directory is given to `run --image`);
+  - sqfs: that root filesystem as a SquashFS file on the shared file system, which ch-run
+    mounts on each node where it lies;
+  - staged: the same file with `run --stage`, copied by sbcast to each node's /tmp first.
 and, from the unpacked copy, the same start-up with torch.distributed (`--controller torch`,
 `init_process_group()` over gloo) next to Horovod's `hvd.init()`.
 Each rank prints the wall-clock time its Python started and the time its init returned;
@@ -55,6 +58,9 @@ dist.init_process_group("gloo")
 print(f"STARTUP {dist.get_rank()} {socket.gethostname()} {started:.3f} {time.time():.3f}", flush=True)
 """
 LINE = re.compile(r"^STARTUP (\d+) (\S+) ([0-9.]+) ([0-9.]+)$", re.M)
+STAGED = re.compile(
+    r"^hvd-container stage: \S+ copied to (/tmp/hvd-stage-\S+) on the job's nodes$", re.M
+)
 
 
 @contextlib.contextmanager
@@ -75,14 +81,37 @@ def mounted(sif: Path) -> Iterator[Path]:
             where.rmdir()
 
 
+def squashfs_file(sif: Path, target: Path) -> Path:
+    """The SIF's root file system partition as a SquashFS file of its own (the bytes as they are)."""
+    sys.path.insert(0, str(ROOT))
+    from hvd_container.containers.sif.reader import read_sif
+
+    info = read_sif(sif)
+    with sif.open("rb") as src, target.open("wb") as dst:
+        src.seek(info.rootfs_offset)
+        left = info.rootfs_size
+        while left:
+            chunk = src.read(min(left, 1 << 22))
+            if not chunk:
+                sys.exit(f"{sif}: ends inside its root file system")
+            dst.write(chunk)
+            left -= len(chunk)
+    return target
+
+
 def one_launch(
-    image: Path, nodes: int, script: Path, env: dict[str, str], controller: str = "mpi"
+    image: Path,
+    nodes: int,
+    script: Path,
+    env: dict[str, str],
+    controller: str = "mpi",
+    extra: tuple[str, ...] = (),
 ) -> tuple[float, float]:
     """(seconds to the last rank's start, seconds to the last rank's hvd.init() or
     init_process_group()) of one run."""
     argv = [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
             str(image), "-N", str(nodes), "--ntasks-per-node", "1", "--controller", controller,
-            script.name]  # fmt: skip
+            *extra, script.name]  # fmt: skip
     started = time.time()
     done = subprocess.run(
         argv, env=env, cwd=script.parent, capture_output=True, text=True, timeout=900
@@ -90,6 +119,8 @@ def one_launch(
     rows = LINE.findall(done.stdout)
     if done.returncode != 0 or len(rows) != nodes:
         sys.exit(f"launch failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    for copy in STAGED.findall(done.stdout + done.stderr):  # one job's copy: not left behind
+        Path(copy).unlink(missing_ok=True)
     return (
         max(float(r[2]) for r in rows) - started,
         max(float(r[3]) for r in rows) - started,
@@ -112,6 +143,8 @@ def main() -> int:
     torch_script = Path("/tmp") / f"hvd-startup-torch-{os.getpid()}.py"
     torch_script.write_text(FIRST_TORCH)
     figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    # beside the scripts: the working directory is the shared file system every node sees
+    sqfs = squashfs_file(sif, Path("/tmp") / f"hvd-startup-{os.getpid()}.sqfs")
     try:
         sys.path.insert(0, str(ROOT))
         from hvd_container.launcher.runtimes.charliecloud import prepare_image
@@ -121,22 +154,25 @@ def main() -> int:
             for nodes in opts.nodes:
                 sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up", "--nodes", str(nodes))
                 for _ in range(opts.repeat):
-                    for mode, image, first, controller in (
-                        ("unpacked", sif, script, "mpi"),
-                        ("mounted", mnt, script, "mpi"),
-                        ("torch", sif, torch_script, "torch"),  # unpacked, init_process_group
+                    for mode, image, first, controller, extra in (
+                        ("unpacked", sif, script, "mpi", ()),
+                        ("mounted", mnt, script, "mpi", ()),
+                        ("sqfs", sqfs, script, "mpi", ()),
+                        ("staged", sqfs, script, "mpi", ("--stage",)),
+                        ("torch", sif, torch_script, "torch", ()),  # unpacked, gloo
                     ):
-                        got = one_launch(image, nodes, first, env, controller)
+                        got = one_launch(image, nodes, first, env, controller, extra)
                         figures.setdefault((nodes, mode), []).append(got)
     finally:
         script.unlink(missing_ok=True)
         torch_script.unlink(missing_ok=True)
+        sqfs.unlink(missing_ok=True)
         sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")
     print(
         f"median of {opts.repeat} runs; seconds from `hvd-container run` (sbatch) to the last rank's"
     )
     print(f"{'nodes':>5}  {'mode':<9} {'python started':>15} {'init done':>16}")
-    print("(init: hvd.init() for unpacked and mounted, init_process_group() for torch)")
+    print("(init: hvd.init(), but init_process_group() for torch)")
     for (nodes, mode), runs in sorted(
         figures.items(), key=lambda kv: (kv[0][0], kv[0][1] != "unpacked")
     ):
