@@ -1,12 +1,19 @@
 """`--stage` for real: sbcast copies the image to every node of the allocation before the step,
 and the step runs from that copy. The local cluster's nodes share this machine's /tmp, so the
 copy is one file: what shows the step ran from it is ch-run's own command line, read on each
-node from inside the container (ch-run shares the host's process table)."""
+node from inside the container (ch-run shares the host's process table).
+
+The image is the torch image's root file system as a SquashFS file, which ch-run mounts where
+it lies, read-only: a bind destination must exist in it, so the jobs run in /tmp (the working
+directory ch-run binds), with their files there."""
 
 from __future__ import annotations
 
 import filecmp
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +23,14 @@ from tests.e2e.sif_fixtures import ROOT
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
-    job_dir,
     slurm_cluster,
     torch_sif,
 )
 from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
 
 pytestmark = pytest.mark.e2e
+
+PYTHON = "/opt/venv/bin/python"  # a SquashFS file brings no environment file: PATH is the host's
 
 # on each node: the command lines of the ch-run processes that name a staged copy
 PROBE = (
@@ -40,11 +48,18 @@ PROBE = (
 
 
 @pytest.fixture()
-def torch_sqfs(torch_sif: Path, job_dir: Path) -> Path:  # noqa: F811
-    """The torch image's root file system as a SquashFS file (the SIF's partition as it is),
-    which ch-run mounts where it lies."""
+def work() -> Iterator[Path]:
+    """A folder of this test's own under /tmp, which the image has (see above)."""
+    folder = Path(tempfile.mkdtemp(prefix="hvd-stage-test-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture()
+def torch_sqfs(torch_sif: Path, work: Path) -> Path:  # noqa: F811
+    """The torch image's root file system as a SquashFS file (the SIF's partition as it is)."""
     info = read_sif(torch_sif)
-    target = job_dir / "torch.sqfs"
+    target = work / "torch.sqfs"
     with torch_sif.open("rb") as src, target.open("wb") as dst:
         src.seek(info.rootfs_offset)
         left = info.rootfs_size
@@ -67,13 +82,13 @@ def _staged(output: str, image: Path) -> Path:
 
 def test_a_staged_image_runs_from_its_node_local_copy_on_both_nodes(
     torch_sqfs: Path,
+    work: Path,
     slurm_cluster: str,  # noqa: F811
     charliecloud_runtime: None,  # noqa: F811
-    job_dir: Path,  # noqa: F811
 ) -> None:
     result = cli(
         "run", "--site", "local", "--stage", "--image", torch_sqfs.name, "-N", "2",
-        "--ntasks-per-node", "1", "python", "-c", PROBE, cwd=job_dir, timeout=900,
+        "--ntasks-per-node", "1", PYTHON, "-c", PROBE, cwd=work, timeout=900,
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -94,15 +109,18 @@ def test_a_staged_image_runs_from_its_node_local_copy_on_both_nodes(
 
 def test_ddp_trains_from_a_staged_image(
     torch_sqfs: Path,
+    work: Path,
     slurm_cluster: str,  # noqa: F811
     charliecloud_runtime: None,  # noqa: F811
-    job_dir: Path,  # noqa: F811
 ) -> None:
-    checkpoint = job_dir / "staged" / "model.pt"
+    for name in (EXAMPLES["ddp"], "_synthetic.py"):  # the example and its helper beside it
+        shutil.copy(ROOT / "examples" / name, work / name)
+    script = work / EXAMPLES["ddp"]
+    checkpoint = work / "model.pt"
     result = cli(
         "run", "--site", "local", "--stage", "--image", str(torch_sqfs), "--controller", "torch",
-        "-N", "2", "--ntasks-per-node", "1", str(ROOT / "examples" / EXAMPLES["ddp"]),
-        "--epochs", "3", "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+        "-N", "2", "--ntasks-per-node", "1", str(script), "--epochs", "3",
+        "--checkpoint", str(checkpoint), cwd=work, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     _staged(result.stdout + result.stderr, torch_sqfs).unlink(missing_ok=True)
