@@ -49,10 +49,14 @@ PROBE = (
 
 @pytest.fixture()
 def work() -> Iterator[Path]:
-    """A folder of this test's own under /tmp, which the image has (see above)."""
+    """A folder of this test's own under /tmp, which the image has (see above); the staged
+    copies its jobs made are removed with it, passed or failed."""
     folder = Path(tempfile.mkdtemp(prefix="hvd-stage-test-", dir="/tmp"))
+    before = set(Path("/tmp").glob("hvd-stage-*.sqfs"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+    for copy in set(Path("/tmp").glob("hvd-stage-*.sqfs")) - before:  # the jobs' copies
+        copy.unlink(missing_ok=True)
 
 
 @pytest.fixture()
