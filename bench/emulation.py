@@ -17,6 +17,8 @@ build and conversion, the median of N starts taking turns, and each arm64 / amd6
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 import shutil
 import statistics
 import subprocess
@@ -40,8 +42,9 @@ def bench_recipe(recipe: str, arch: str, folder: Path) -> tuple[Path, str]:
 
 
 def timed(argv: list[str], what: str) -> float:
+    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}  # ch-run needs it
     start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"{what} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
