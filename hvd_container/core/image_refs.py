@@ -28,3 +28,13 @@ def shifter_image_ref(image: str) -> str:
     if ":" not in last and "@" not in last:
         image += ":latest"
     return f"docker:{image}"
+
+
+def enroot_image_ref(ref: str) -> str:
+    """A registry reference as enroot reads it, `[REGISTRY#]IMAGE[:TAG]` (Pyxis, CSCS's
+    Container Engine): a registry the reference names is separated from the image with '#'."""
+    ref = strip_docker_scheme(ref)
+    first, sep, rest = ref.partition("/")
+    if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return ref

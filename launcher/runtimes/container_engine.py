@@ -41,7 +41,7 @@ from pydantic import Field
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
-from hvd_container.core.image_refs import strip_docker_scheme
+from hvd_container.core.image_refs import enroot_image_ref
 
 # The AWS OFI NCCL hook's variants for NVIDIA GPUs (resource-hook.md): cuda-dl is linked to
 # CUDA dynamically and suits any CUDA; cuda12/cuda13 must match the image's CUDA major.
@@ -140,11 +140,7 @@ class ContainerEngine(Runtime):
     def image_ref(self, ref: str) -> str:
         if is_file_ref(ref):
             return os.path.abspath(os.path.expanduser(ref))
-        ref = strip_docker_scheme(ref)
-        first, sep, rest = ref.partition("/")
-        if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
-            return f"{first}#{rest}"  # the CE (enroot) separates the registry with '#'
-        return ref
+        return enroot_image_ref(ref)
 
     def unusable_image(self, ref: str) -> str | None:
         if is_file_ref(ref) and not ref.endswith(SQUASHFS_SUFFIXES):

@@ -17,7 +17,7 @@ from hvd_container.launcher.runtimes import (
     is_file_ref,
 )
 
-from hvd_container.core.image_refs import strip_docker_scheme
+from hvd_container.core.image_refs import enroot_image_ref
 
 
 class PyxisProfile(RuntimeProfile):
@@ -31,13 +31,7 @@ class Pyxis(Runtime):
     profile_model = PyxisProfile
 
     def image_ref(self, ref: str) -> str:
-        if is_file_ref(ref):
-            return ref
-        ref = strip_docker_scheme(ref)
-        first, sep, rest = ref.partition("/")
-        if sep and "#" not in ref and ("." in first or ":" in first or first == "localhost"):
-            return f"{first}#{rest}"  # enroot separates the registry with '#'
-        return ref
+        return ref if is_file_ref(ref) else enroot_image_ref(ref)
 
     def gpu_gap(self, launch: Launch) -> str | None:
         return None  # the container gets the GPUs Slurm allocates
