@@ -6,13 +6,20 @@ the reporter the caller hands in.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
+import queue
 import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import IO
 
 from hvd_container.launcher import slurm
+from hvd_container.launcher.hang import HANG_EXIT, HangWatch, job_id_here, watch_folder
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
@@ -28,11 +35,68 @@ def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        # srun ends the step on SIGTERM (a lone SIGINT only prints the tasks' state)
-        proc.terminate()
-        with contextlib.suppress(KeyboardInterrupt):
-            proc.wait(timeout=30)
+        _end(proc)
         raise
+
+
+def _end(proc: subprocess.Popen) -> None:
+    # srun ends the step on SIGTERM (a lone SIGINT only prints the tasks' state)
+    proc.terminate()
+    with contextlib.suppress(KeyboardInterrupt, subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+
+
+def _copy(stream: IO[bytes], out: IO[bytes], came: queue.Queue[str]) -> None:
+    """Pass a pipe through to `out` as it comes, and hand its text to the watcher."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := os.read(stream.fileno(), 65536):
+        out.write(chunk)
+        out.flush()
+        came.put(decoder.decode(chunk))
+
+
+def _run_watched(
+    argv: list[str], env: dict[str, str], request: LaunchRequest, reporter: Reporter, poll: float
+) -> int:
+    """_run_foreground with the step's output watched for a hang (--hang-after): it passes
+    through here, and the watcher ends the step (--cancel-on-hang) as Ctrl-C does."""
+    proc = subprocess.Popen(
+        argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None and request.hang_after
+    came: queue.Queue[str] = queue.Queue()
+    copies = [
+        threading.Thread(target=_copy, args=(pipe, out.buffer, came), daemon=True)
+        for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+    ]
+    for copy in copies:
+        copy.start()
+    watch = HangWatch(
+        request.hang_after, cancel=request.cancel_on_hang, folder=watch_folder(),
+        reporter=reporter, end=proc.terminate,
+    )  # fmt: skip
+    # salloc makes its own job, whose id is not known here: the watchers' shared file
+    job_id = job_id_here() if argv[0] == "srun" else None
+    try:
+        while proc.poll() is None:
+            time.sleep(poll)
+            text = "".join(iter_queue(came))
+            watch.seen(text, running=True, job_id=job_id)
+        for copy in copies:
+            copy.join(timeout=10)
+    except KeyboardInterrupt:
+        _end(proc)
+        raise
+    return HANG_EXIT if watch.cancelled else proc.returncode
+
+
+def iter_queue(came: queue.Queue[str]) -> Iterator[str]:
+    """What the queue holds now."""
+    while True:
+        try:
+            yield came.get_nowait()
+        except queue.Empty:
+            return
 
 
 @contextlib.contextmanager
@@ -55,8 +119,11 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
     submitted), or its `salloc` line runs in an interactive allocation.
     """
     reporter.warn(launch.warnings)
+    request = launch.request
     if launch.how != "sbatch":
         slurm.require_slurm(launch.argv[0])
+        if request.hang_after:
+            return _run_watched(launch.argv, launch.env, request, reporter, poll)
         return _run_foreground(launch.argv, launch.env)
     with submitted_job(launch, reporter) as job_id:
         reporter.status(f"submitted batch job {job_id}")
@@ -65,12 +132,20 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
                 f"follow it with `hvd-container logs -f {job_id}`, cancel with `scancel {job_id}`"
             )
             return 0
-        job = slurm.follow(job_id, reporter, poll=poll)
+        watch = None
+        if request.hang_after:
+            watch = HangWatch(
+                request.hang_after, cancel=request.cancel_on_hang, folder=watch_folder(),
+                reporter=reporter, end=lambda: slurm.cancel(job_id),
+            )  # fmt: skip
+        job = slurm.follow(job_id, reporter, poll=poll, on_poll=watch.on_poll if watch else None)
     path = slurm.output_path(job)
     if path is not None:
         reporter.status(f"job {job_id} output: {path}")
     if job.failed is not None and job.failed.summary:
         reporter.status(job.failed.summary)
+    if watch is not None and watch.cancelled:
+        return HANG_EXIT
     return job.exit_code
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from hvd_container.launcher import controllers, runtimes, shell, slurm
+from hvd_container.launcher import controllers, hang, runtimes, shell, slurm
 from hvd_container.launcher.batch import (
     ERROR_PATTERN,
     OUTPUT_PATTERN,
@@ -156,6 +156,14 @@ def resolve(
     controller = controllers.choose(request, facts, site)
     layout = resolve_layout(site, request, controller, partition)
     mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
+    env = {
+        **site.env,
+        **(site.multi_node_env if layout.nodes != 1 else {}),
+        **controller.environment(request.script, layout.gpus_per_node),
+        **request.env,
+    }
+    if request.hang_after:  # every Python process of the step loads the stack watcher
+        env.update(hang.watcher_env(hang.watch_folder(), env))
     return Launch(
         site=site,
         request=request,
@@ -168,12 +176,7 @@ def resolve(
         image_origin=origin,
         image_unreadable=unreadable,
         facts=facts,
-        env={
-            **site.env,
-            **(site.multi_node_env if layout.nodes != 1 else {}),
-            **controller.environment(request.script, layout.gpus_per_node),
-            **request.env,
-        },
+        env=env,
         binds=binds,
         mpi=mpi,
         dry_run=dry_run,
@@ -235,9 +238,13 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             "allocation (the job has its resources): give it to the salloc or sbatch "
             "that made the allocation"
         )
+    files = dict(prepared.files)
+    if request.hang_after:  # the watcher the stacks come from, where PYTHONPATH names it
+        watcher = hang.watcher_files(hang.watch_folder()) if prepare_only else hang.write_watcher()
+        files.update(watcher)
     done = dict(
         launch=launch, image=invocation.image, env=env, results=results,
-        notes=[*notes, *prepared.notes], files=prepared.files,
+        notes=[*notes, *prepared.notes], files=files,
     )  # fmt: skip
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
@@ -268,7 +275,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             modules=site.modules,
             env=env,
             step=step,
-            files=prepared.files,
+            files=files,
         )
     )
     if salloc:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, runtimes, site_rules
+from hvd_container.launcher.hang import parse_duration
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 
 from hvd_container.core.errors import UserError
@@ -58,6 +59,8 @@ class LaunchRequest:
     workdir: str | None = None
     requeue: bool = False  # a job a node failure or preemption ends is queued again
     stage: bool = False  # the image file copied to each node's local storage (sbcast) first
+    hang_after: int | None = None  # seconds without output after which `run` calls it a hang
+    cancel_on_hang: bool = False  # `run` ends a job it found hung
     srun_options: list[str] = field(default_factory=list)  # --srun-option: on the step's srun
     sbatch_options: list[str] = field(default_factory=list)  # --sbatch-option: #SBATCH, salloc
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
@@ -114,6 +117,8 @@ OPTIONS: dict[str, Option] = {
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
     "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
     "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
+    "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
+    "cancel_on_hang": Option(("--cancel-on-hang",), "flag", "With --hang-after: then end the job; run exits 124.", LAUNCH),
     "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
     "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
@@ -191,6 +196,8 @@ class LaunchOptions:
     job_error: str | None = None
     requeue: bool | None = None
     stage: bool | None = None
+    hang_after: str | None = None
+    cancel_on_hang: bool | None = None
     srun_options: Sequence[str] | None = None
     sbatch_options: Sequence[str] | None = None
 
@@ -213,6 +220,9 @@ def request_from_options(
     values["env"] = parse_env(values.get("env"))
     values["requeue"] = bool(values.get("requeue"))
     values["stage"] = bool(values.get("stage"))
+    values["cancel_on_hang"] = bool(values.get("cancel_on_hang"))
+    if values.get("hang_after") is not None:
+        values["hang_after"] = parse_duration(values["hang_after"])
     for name in ("binds", "modules", "srun_options", "sbatch_options"):
         values[name] = list(values.get(name) or [])
     recipe = values.get("recipe")
@@ -296,6 +306,10 @@ def check(site: Site, request: LaunchRequest) -> None:
             why = passthrough_refusal(option, flag)
             if why:
                 raise UserError(why)
+    if request.cancel_on_hang and request.hang_after is None:
+        raise UserError(
+            "--cancel-on-hang goes with --hang-after DURATION (how long without output is a hang)"
+        )
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(
             f"--mpi: {request.mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})"

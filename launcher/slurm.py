@@ -437,9 +437,17 @@ def _describe(job: Job) -> str:
     return f"job {job.job_id} {job.state}"
 
 
-def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: bool = True) -> Job:
+def follow(
+    job_id: str,
+    reporter: Reporter,
+    *,
+    poll: float = 0.5,
+    show_output: bool = True,
+    on_poll: Callable[[Job, str], None] | None = None,
+) -> Job:
     """Follow a job until it ends: state changes to `reporter.status`, its stdout and stderr
-    files to `reporter.job_output` (both as stdout when Slurm writes them to one file).
+    files to `reporter.job_output` (both as stdout when Slurm writes them to one file);
+    `on_poll` gets the record and the output that came since the last poll, each poll.
 
     Returns the final record. Raises StepFailed if Slurm forgets the job before it ends.
     """
@@ -447,11 +455,14 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
     last_state = None
     missing = 0
 
-    def copy_new() -> None:
+    def copy_new() -> str:
+        came = []
         for tail, stderr in tails.values():
             text = tail.read_new()
             if text:
                 reporter.job_output(text, stderr=stderr)
+                came.append(text)
+        return "".join(came)
 
     while True:
         job = job_info(job_id)
@@ -477,9 +488,11 @@ def follow(job_id: str, reporter: Reporter, *, poll: float = 0.5, show_output: b
             ):
                 if path is not None and path not in tails:
                     tails[path] = (_Tail(path), stderr)
-            copy_new()
+        came = copy_new() if show_output else ""
         if job.finished:
             return job
+        if on_poll is not None:
+            on_poll(job, came)
         time.sleep(poll)
 
 

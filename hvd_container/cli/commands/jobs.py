@@ -11,7 +11,7 @@ from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
-from hvd_container.launcher import slurm
+from hvd_container.launcher import hang, slurm
 
 
 def jobs(
@@ -66,6 +66,18 @@ def logs(
     follow: Annotated[
         bool, typer.Option("-f", "--follow", help="Keep printing until the job ends.")
     ] = False,
+    hang_after: Annotated[
+        str | None,
+        typer.Option(
+            "--hang-after",
+            help="With -f: when the job prints nothing for this long (90s, 10m, 1h), say so "
+            "and, for a job started with --hang-after, show each Python process's stacks.",
+        ),
+    ] = None,
+    cancel_on_hang: Annotated[
+        bool,
+        typer.Option("--cancel-on-hang", help="With --hang-after: then end the job (exit 124)."),
+    ] = False,
 ) -> None:
     """Print a job's output: its stdout file, then its stderr file.
 
@@ -77,16 +89,15 @@ def logs(
         raise UserError(
             f"JOBID: {job_id!r} is not a job id (allowed: digits, see `hvd-container jobs`)"
         )
+    if (hang_after is not None or cancel_on_hang) and not follow:
+        raise UserError("--hang-after and --cancel-on-hang go with -f/--follow")
+    if cancel_on_hang and hang_after is None:
+        raise UserError("--cancel-on-hang goes with --hang-after DURATION")
     if not follow:
         slurm.print_log(job_id, reporter)
         return
-    if slurm.job_info(job_id) is None:
-        raise UserError(
-            f"job {job_id}: Slurm does not know this job (allowed: ids from `hvd-container jobs`)"
-        )
-    with slurm.cancel_on_interrupt(job_id, reporter):
-        job = slurm.follow(job_id, reporter)
-    raise typer.Exit(job.exit_code)
+    after = None if hang_after is None else hang.parse_duration(hang_after)
+    raise typer.Exit(hang.follow_job(job_id, reporter, after=after, cancel=cancel_on_hang))
 
 
 def register(app: typer.Typer) -> None:

@@ -132,6 +132,56 @@ def test_follow_keeps_one_file_for_both_streams_on_stdout(
     assert capsys.readouterr() == ("all\n", "job 31 COMPLETED (exit code 0)\n")
 
 
+def test_logs_follow_notices_a_hang_asks_for_stacks_and_cancels(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    cancelled: list[str],
+) -> None:
+    """The job's ranks (stood in for here) answer the watcher's file with their stacks."""
+    from hvd_container.launcher import hang
+
+    stacks = job_dir / ".hvd-container" / "stacks"
+    stacks.mkdir(parents=True)
+    for path, text in hang.watcher_files(stacks).items():
+        write(Path(path), text)
+    write(job_dir / "train_31.out", "step 1\n")
+
+    def job_info(job_id: str) -> Job:
+        if (stacks / "ask-31").exists() and not (job_dir / "train_31.err").exists():
+            write(job_dir / "train_31.err", "hvd-container stacks: rank 0, pid 9 on n1 (t.py)\n")
+        if cancelled:
+            return _job(job_dir, state="CANCELLED", exit_status=0, signal=15)
+        return _job(job_dir, state="RUNNING", exit_status=None, signal=None)
+
+    monkeypatch.setattr(slurm, "job_info", job_info)
+    monkeypatch.setattr(hang, "GRACE", 0.5)
+    code, out, err = cli(capsys, "logs", "-f", "31", "--hang-after", "1s", "--cancel-on-hang")
+    assert code == 124, err
+    assert cancelled == ["31"]
+    assert out == "step 1\n"
+    assert "job 31: no output for 1s (--hang-after 1s): its ranks look stuck" in err
+    assert "hvd-container stacks: rank 0, pid 9 on n1 (t.py)\n" in err
+    assert "1 Python processes wrote their stacks (above)\nending job 31 (--cancel-on-hang)" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--hang-after", "1m"], "--hang-after and --cancel-on-hang go with -f/--follow"),
+        (["-f", "--cancel-on-hang"], "--cancel-on-hang goes with --hang-after DURATION"),
+        (["-f", "--hang-after", "5"], "--hang-after: '5' is not a duration (allowed: 90s, "),
+    ],
+)
+def test_logs_hang_options_are_checked(
+    capsys: pytest.CaptureFixture[str], job_dir: Path, argv: list[str], said: str
+) -> None:
+    code, out, err = cli(capsys, "logs", "31", *argv)
+    assert code == 2 and out == ""
+    assert err.startswith(f"hvd-container: error: {said}"), err
+    assert err.count("\n") == 1
+
+
 # --- detach -----------------------------------------------------------------------------------
 
 
