@@ -38,6 +38,16 @@ tb_pid_alive() {
     [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$2"
 }
 
+# Whether the process recorded in FILE, started in the background just now, still runs: until
+# the forked shell has exec'ed the program its command line is still the shell's, so a wait
+# loop that matched the name (tb_pid_alive) would give up on a daemon that is starting. A
+# process that exited (a zombie until the shell reaps it) does not count.
+tb_pid_running() {
+    [ -s "$1" ] || return 1
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$1")/status" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
 # Stop the process recorded in FILE (only if it is still NAME), wait up to 30 s.
 tb_stop_pid() {
     if tb_pid_alive "$1" "$2"; then

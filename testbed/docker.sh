@@ -40,7 +40,7 @@ up() {
     i=0
     until engine_answers; do
         i=$((i + 1))
-        if [ $i -gt 120 ] || ! tb_pid_alive "$PIDFILE" dockerd; then
+        if [ $i -gt 120 ] || ! tb_pid_running "$PIDFILE"; then
             tail -n 20 "$LOG" >&2 || true
             tb_die "dockerd did not come up within 60 s (log: $LOG)"
         fi

@@ -58,7 +58,7 @@ up() {
     i=0
     until answers; do
         i=$((i + 1))
-        if [ $i -gt 60 ] || ! tb_pid_alive "$PIDFILE" docker-registry; then
+        if [ $i -gt 60 ] || ! tb_pid_running "$PIDFILE"; then
             tail -n 20 "$LOG" >&2 || true
             tb_die "docker-registry did not answer on $ADDR within 30 s (log: $LOG)"
         fi
