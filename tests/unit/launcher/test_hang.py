@@ -232,3 +232,28 @@ def test_an_unwatched_launch_has_none_of_it() -> None:
     planned = plan_launch(load_site("local"), LaunchRequest(script="train.py", image="i.sif"))
     assert not {"HVD_CONTAINER_STACKS", "PYTHONUNBUFFERED"} & set(planned.env)
     assert planned.files == {}
+
+
+def test_a_step_run_here_is_watched_and_ended(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Inside an allocation `run` runs the step itself: its output passes through, and the
+    watcher ends it as Ctrl-C does (SIGTERM to srun, stood in for by a shell)."""
+    from hvd_container.launcher import execute, hang
+
+    folder = here / ".hvd-container" / "stacks"
+    folder.mkdir(parents=True)
+    for path, text in watcher_files(folder).items():
+        Path(path).write_text(text)
+    monkeypatch.setattr(hang, "GRACE", 0.5)
+    request = LaunchRequest(script="t.py", hang_after=1, cancel_on_hang=True)
+    said = Said()
+    started = time.monotonic()
+    code = execute._run_watched(
+        ["sh", "-c", "echo step 1; echo warn >&2; exec sleep 60"], {}, request, said, 0.1
+    )
+    assert code == 124 and time.monotonic() - started < 10
+    assert capfd.readouterr() == ("step 1\n", "warn\n")
+    assert said.lines[0].startswith("the step: no output for 1s (--hang-after 1s)")
+    assert said.lines[-1] == "ending the step (--cancel-on-hang)"
+    assert (folder / "ask").is_file()  # no srun here: the folder's shared file
