@@ -57,11 +57,37 @@ def write_definition(
 
 
 def debootstrap_note(recipe: Any, bootstrap: str | None = None) -> str | None:
-    """A hint when the definition bootstraps with debootstrap, which the build host must have."""
+    """A hint when the definition bootstraps with debootstrap, which the build host must have,
+    and, for a recipe of another architecture than amd64, how Apptainer builds it at all."""
     suite = recipe.base.debootstrap_suite if recipe is not None else None
-    if not suite or bootstrap == "docker":
-        return None
+    notes = []
+    if suite and bootstrap != "docker":
+        notes.append(
+            f"note: this definition uses `Bootstrap: debootstrap` (debootstrap must be installed "
+            f"where it is built, rare on RHEL/SLES); --bootstrap docker starts from debian:{suite}"
+        )
+    arch = getattr(recipe, "arch", "amd64") if recipe is not None else "amd64"
+    if arch != "amd64":
+        notes.append(foreign_arch_note(arch, debootstrap=bool(suite) and bootstrap != "docker"))
+    return "\n".join(notes) or None
+
+
+def foreign_arch_note(arch: str, *, debootstrap: bool) -> str:
+    """How a definition of an `arch` recipe is built for `arch`: Apptainer's debootstrap agent
+    always bootstraps the build host's own architecture (it passes Go's runtime.GOARCH to
+    debootstrap --arch and takes no header for it: apptainer
+    internal/pkg/build/sources/conveyorPacker_debootstrap.go), while a `Bootstrap: docker`
+    base follows `apptainer build --arch` (the OCI conveyor's platform)."""
+    if debootstrap:
+        return (
+            f"note: the recipe is {arch}, and Apptainer's debootstrap bootstrap builds for the "
+            f"build host's own architecture: build this definition on an {arch} machine (a "
+            f"compute node of the {arch} partition), or use --bootstrap docker and `apptainer "
+            f"build --arch {arch}` (its %post then runs under emulation where the host is not "
+            f"{arch}: binfmt_misc with qemu-user-static)"
+        )
     return (
-        f"note: this definition uses `Bootstrap: debootstrap` (debootstrap must be installed "
-        f"where it is built, rare on RHEL/SLES); --bootstrap docker starts from debian:{suite}"
+        f"note: the recipe is {arch}: build it with `apptainer build --arch {arch}`, which "
+        f"pulls the base for {arch} (on a host of another architecture %post runs under "
+        "emulation: binfmt_misc with qemu-user-static)"
     )

@@ -223,3 +223,26 @@ def test_site_push_takes_registry_and_login_host_from_the_site_lookup() -> None:
         publish_to_site("cpu:1", runtime="shifter", site_name="s", site_lookup=lookup,
                         push=lambda image, registry: pushed.append((image, registry)))  # fmt: skip
     assert asked == ["bare", "s"] and pushed == []
+
+
+def test_def_of_an_arm64_recipe_says_how_apptainer_builds_it_for_arm64(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Apptainer's debootstrap agent bootstraps the build host's architecture whatever the
+    recipe says (runtime.GOARCH, apptainer's conveyorPacker_debootstrap.go): the note says
+    where to build it, or how with a docker bootstrap."""
+    assert main(["convert", "cpu-bookworm-torch-arm64", "--to", "def", "-o", "a.def"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "wrote a.def\n"
+    lines = err.splitlines()
+    assert lines[0].startswith("note: this definition uses `Bootstrap: debootstrap`")
+    assert lines[1].startswith(
+        "note: the recipe is arm64, and Apptainer's debootstrap bootstrap builds for the build "
+        "host's own architecture: build this definition on an arm64 machine"
+    )
+    assert "`apptainer build --arch arm64`" in lines[1]
+    assert main(["convert", "cpu-bookworm-torch-arm64", "--to", "def", "-o", "b.def",
+                 "--bootstrap", "docker"]) == 0  # fmt: skip
+    out, err = capsys.readouterr()
+    assert err.startswith("note: the recipe is arm64: build it with `apptainer build --arch arm64`")
+    assert err.count("\n") == 1
