@@ -32,7 +32,7 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-test-heavy: install  ## CPU builds too long for CI: the definition files of the Horovod recipes (cpu-bookworm, cpu-bookworm-tf-pt) executed as Apptainer builds them, Horovod built with GCC 14, cpu-bookworm built by rootless podman and trained over MPI
+test-heavy: install  ## CPU builds too long for CI: the Horovod recipes' definition files executed as Apptainer builds them, cpu-bookworm-tf-pt (Horovod against TensorFlow and PyTorch) and its trainings, Horovod without MPI (doctor), against the MPICH wheel, with GCC 14, podman-hpc's own build, cpu-bookworm built by rootless podman and trained over MPI
 	$(PYTHON) -m pytest -m heavy
 
 test-arm64: install  ## the arm64 torch twin (cpu-bookworm-torch-arm64) built under emulation, verified, SIF, DDP on two nodes

@@ -162,6 +162,9 @@ def main() -> int:
     torch_script = Path("/tmp") / f"hvd-startup-torch-{os.getpid()}.py"
     torch_script.write_text(FIRST_TORCH)
     figures: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    # ch-run mounts a SquashFS file under /var/tmp/$USER.ch, made when missing: the local nodes
+    # share /var/tmp, so two of them making it at once fail ("File exists"); a node has its own
+    Path("/var/tmp", f"{env['USER']}.ch").mkdir(mode=0o700, exist_ok=True)
     # beside the scripts: the working directory is the shared file system every node sees
     sqfs = squashfs_file(sif, Path("/tmp") / f"hvd-startup-{os.getpid()}.sqfs")
     size = sqfs.stat().st_size

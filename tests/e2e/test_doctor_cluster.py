@@ -119,6 +119,8 @@ def gloo_only_sif(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> 
     return sif_of("cpu-gloo-only:1")
 
 
+# heavy (make test-heavy): Horovod compiled again without its MPI controller, 5-6 minutes
+@pytest.mark.heavy
 def test_image_without_the_mpi_controller(
     cluster: None,
     gloo_only_sif: Path,

@@ -24,7 +24,9 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
 from tests.e2e.test_build_cpu import run_in
 from tests.e2e.test_run_training import _check_training, _train
 
-pytestmark = pytest.mark.e2e
+# heavy (make test-heavy): Horovod compiled against the MPICH wheel (5 minutes) and its two-node
+# training (2 more)
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy]
 
 RECIPE = """\
 extends: {base}

@@ -111,6 +111,9 @@ def podman_hpc_built(
         forget(f"localhost/{BUILT}:1", f"docker.io/library/{BUILT}:1")
 
 
+# heavy (make test-heavy): a cold build in podman-hpc's own store, 4-5 minutes; .ci/run keeps
+# `convert --to podman-hpc` and training under podman-hpc, and rootless podman's build
+@pytest.mark.heavy
 def test_a_podman_hpc_build_is_verified_and_migrated(podman_hpc_built: list[dict]) -> None:
     steps = [r for r in podman_hpc_built if r["event"] == "step"]
     assert {r["phase"] for r in steps} >= {"base", "frameworks", "checks"}
@@ -131,6 +134,9 @@ def test_a_podman_hpc_build_is_verified_and_migrated(podman_hpc_built: list[dict
     assert subprocess.run(["pgrep", "-f", "service --time=0 unix://.*/hvd-podman-"]).returncode == 1
 
 
+# heavy (make test-heavy): a cold build in podman-hpc's own store, 4-5 minutes; .ci/run keeps
+# `convert --to podman-hpc` and training under podman-hpc, and rootless podman's build
+@pytest.mark.heavy
 def test_the_podman_hpc_build_trains_ddp_on_two_nodes_from_the_squashed_store(
     podman_hpc_built: list[dict],
     slurm_cluster: str,  # noqa: F811

@@ -218,6 +218,9 @@ def test_two_node_lightning_training(
     assert checkpoint.is_file()
 
 
+# heavy (make test-heavy): cpu-bookworm-tf-pt compiles Horovod against TensorFlow and PyTorch,
+# about 11 minutes of .ci/run's 2 cores
+@pytest.mark.heavy
 def test_two_node_pytorch_training_from_the_tensorflow_and_pytorch_image(
     cluster: None,
     tf_sif: Path,  # noqa: F811
@@ -230,6 +233,9 @@ def test_two_node_pytorch_training_from_the_tensorflow_and_pytorch_image(
     _check_training(result.stdout, "mpi", checkpoint)
 
 
+# heavy (make test-heavy): cpu-bookworm-tf-pt compiles Horovod against TensorFlow and PyTorch,
+# about 11 minutes of .ci/run's 2 cores
+@pytest.mark.heavy
 def test_two_node_keras_training(
     cluster: None,
     tf_sif: Path,  # noqa: F811

@@ -10,6 +10,8 @@ directory ch-run binds), with their files there."""
 from __future__ import annotations
 
 import filecmp
+import getpass
+import os
 import re
 import shutil
 import tempfile
@@ -52,6 +54,12 @@ def work() -> Iterator[Path]:
     """A folder of this test's own under /tmp, which the image has (see above); the staged
     copies its jobs made are removed with it, passed or failed."""
     folder = Path(tempfile.mkdtemp(prefix="hvd-stage-test-", dir="/tmp"))
+    # ch-run mounts a SquashFS image under /var/tmp/$USER.ch, making that folder when it is
+    # missing: the local cluster's nodes share this machine's /var/tmp (a real node has its
+    # own), so two nodes' ch-run made it at once and one failed with "File exists"
+    (Path("/var/tmp") / f"{os.environ.get('USER') or getpass.getuser()}.ch").mkdir(
+        mode=0o700, exist_ok=True
+    )
     before = set(Path("/tmp").glob("hvd-stage-*.sqfs"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
