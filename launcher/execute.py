@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import IO
 
 from hvd_container.launcher import slurm
-from hvd_container.launcher.hang import HANG_EXIT, HangWatch, job_id_here, watch_folder
+from hvd_container.launcher.hang import HANG_EXIT, HangWatch, job_id_here
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
@@ -71,16 +71,15 @@ def _run_watched(
     ]
     for copy in copies:
         copy.start()
-    watch = HangWatch(
-        request.hang_after, cancel=request.cancel_on_hang, folder=watch_folder(),
-        reporter=reporter, end=proc.terminate,
-    )  # fmt: skip
+    watch = HangWatch.for_launch(
+        request.hang_after, request.cancel_on_hang, reporter, proc.terminate
+    )
     # salloc makes its own job, whose id is not known here: the watchers' shared file
     job_id = job_id_here() if argv[0] == "srun" else None
     try:
         while proc.poll() is None:
             time.sleep(poll)
-            text = "".join(iter_queue(came))
+            text = "".join(_drained(came))
             watch.seen(text, running=True, job_id=job_id)
         for copy in copies:
             copy.join(timeout=10)
@@ -90,7 +89,7 @@ def _run_watched(
     return HANG_EXIT if watch.cancelled else proc.returncode
 
 
-def iter_queue(came: queue.Queue[str]) -> Iterator[str]:
+def _drained(came: queue.Queue[str]) -> Iterator[str]:
     """What the queue holds now."""
     while True:
         try:
@@ -134,9 +133,9 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
             return 0
         watch = None
         if request.hang_after:
-            watch = HangWatch(
-                request.hang_after, cancel=request.cancel_on_hang, folder=watch_folder(),
-                reporter=reporter, end=lambda: slurm.cancel(job_id),
+            watch = HangWatch.for_launch(
+                request.hang_after, request.cancel_on_hang, reporter,
+                lambda: slurm.cancel(job_id),
             )  # fmt: skip
         job = slurm.follow(job_id, reporter, poll=poll, on_poll=watch.on_poll if watch else None)
     path = slurm.output_path(job)

@@ -137,6 +137,13 @@ class HangWatch:
         elif now - self.asked_at >= self.grace:
             self._answered(job_id)
 
+    @classmethod
+    def for_launch(
+        cls, after: int, cancel: bool, reporter: Reporter, end: Callable[[], None]
+    ) -> HangWatch:
+        """The watch of a launch made here: its watcher lies in this working directory."""
+        return cls(after, cancel=cancel, folder=watch_folder(), reporter=reporter, end=end)
+
     def on_poll(self, job: Job, text: str) -> None:
         """slurm.follow's hook: a batch job's output, each poll."""
         self.seen(text, running=job.state == "RUNNING", job_id=job.job_id)
