@@ -7,14 +7,18 @@ for the same 2-rank torch.distributed DDP job (examples/ddp_synthetic.py, `--con
     /opt/venv copied onto the host (the same torch build and the BLAS inside it, the host's
     python being the same Debian build), the host run is composed by the same launcher with
     `--runtime none` (the same srun options), gets the image's environment, and both sides get
-    the same thread settings. The sides take turns; each run's figure is rank 0's median over
-    its steps (at least 20), the result the median over the runs; target: container/host
-    <= 1.05;
+    the same thread settings (one torch thread per rank: the two nodes share this machine's
+    CPUs) and the same Open MPI settings (the host's Open MPI reads the image's
+    openmpi-mca-params.conf). A first round, not counted, shows that the two sides are alike:
+    each side's rank 0 as /proc shows it (shared objects and their files, MPI transport,
+    threads, CPUs allowed, steering variables). The sides then take turns; each run's figures
+    are rank 0's median step time and its CPU time per step (all its threads), the result the
+    median over the runs with their spread; target: container/host <= 1.05;
   - the time from starting `hvd-container run` to the first rank's first output line, inside
     an allocation (srun directly) and outside one (sbatch, then following the job).
 
 Needs the CPU image as a SIF (`make sif`). Usage:
-    python bench/launch.py [--image out/demo/cpu-bookworm_1.sif] [--repeat 3] [--max-ratio 1.05]
+    python bench/launch.py [--image out/demo/cpu-bookworm_1.sif] [--repeat 9] [--max-ratio 1.05]
 """
 
 from __future__ import annotations
@@ -38,14 +42,22 @@ from _cluster import (  # bench/: the script's folder, on sys.path
     image_or_exit,
     sh,
 )
+from _ranks import RankView, RankWatch, compare  # bench/, beside it
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
 DDP_EXAMPLE = ROOT / "examples" / "ddp_synthetic.py"
 CHECKPOINT = "checkpoint.pt"  # the example's default, in the run's directory
-TRAIN_ARGS = ["--epochs", "3", "--samples", "8192", "--features", "256", "--hidden", "512"]
-STEP = re.compile(r"^\[rank 0\] done: (\d+) steps, median step time ([0-9.]+) ms", re.M)
+# a step of about 15 ms here (a few ms made the runs scatter by half their median)
+TRAIN_ARGS = ["--epochs", "3", "--samples", "16384", "--features", "256", "--hidden", "2048"]
+STEP = re.compile(
+    r"^\[rank 0\] done: (\d+) steps, median step time ([0-9.]+) ms, "
+    r"CPU time per step ([0-9.]+) ms",
+    re.M,
+)
 MIN_STEPS = 20
-# the same on both sides (the example sets torch's intra-op threads from the CPU count)
+# The same on both sides, and one thread per rank: the local nodes share this machine's CPUs,
+# and two ranks of two spinning threads each on two cores made step times scatter by 2-3x
+# between runs of the same side (the examples take OMP_NUM_THREADS when it is set).
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
@@ -74,8 +86,8 @@ def apt_install(*packages: str) -> None:
     sh("sh", "-c", '. "$1"; shift; tb_apt_install "$@"', "apt_install", str(lib), *packages)
 
 
-def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Rank 0's median step time of one run (ms)."""
+def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Rank 0's median step time and its CPU time per step in one run (ms)."""
     (cwd / CHECKPOINT).unlink(missing_ok=True)  # the example would resume from it, not train
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
     match = STEP.search(done.stdout)
@@ -83,18 +95,34 @@ def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
         sys.exit(f"launch failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     if int(match.group(1)) < MIN_STEPS:
         sys.exit(f"only {match.group(1)} steps in a run: at least {MIN_STEPS} are needed")
-    return float(match.group(2))
+    return float(match.group(2)), float(match.group(3))
+
+
+def image_root(image: Path) -> Path:
+    """The image's unpacked root, as ch-run runs it."""
+    from hvd_container.launcher.runtimes.charliecloud import prepare_image
+
+    prepared = prepare_image(str(image))
+    assert prepared is not None  # a SIF
+    return prepared.root
 
 
 def image_env(image: Path) -> dict[str, str]:
-    """The environment ch-run gives the container (the image's env file), for the host run."""
+    """The environment ch-run gives the container (the image's env file), for the host run,
+    and the image's Open MPI settings: without them the host's Open MPI (Debian's, without the
+    openmpi-common that ships them) took UCX and libfabric's shared memory where the image's
+    takes ob1 over TCP."""
     from hvd_container.launcher.runtimes.charliecloud import prepare_image
 
     prepared = prepare_image(str(image))
     assert prepared is not None  # a SIF
     env_file = prepared.env_file
     pairs = (line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-    return {k: v for k, v in pairs if k not in ("PATH", "VIRTUAL_ENV", "HOME", "USER")}
+    env = {k: v for k, v in pairs if k not in ("PATH", "VIRTUAL_ENV", "HOME", "USER")}
+    params = prepared.root / "etc" / "openmpi" / "openmpi-mca-params.conf"
+    if params.is_file():
+        env["OMPI_MCA_mca_base_param_files"] = str(params)
+    return env
 
 
 def first_line_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -114,22 +142,83 @@ def first_line_seconds(argv: list[str], env: dict[str, str], cwd: Path) -> float
     return elapsed
 
 
+def spread(runs: list[float]) -> str:
+    """The runs and how far apart they are: (max - min) / median."""
+    middle = statistics.median(runs)
+    width = (max(runs) - min(runs)) / middle if middle else 0.0
+    return f"{', '.join(f'{x:.2f}' for x in runs)} (spread {100 * width:.0f}%)"
+
+
 def report(
-    label: str, how: str, container: list[float], host: list[float], max_ratio: float
+    label: str,
+    how: str,
+    container: list[tuple[float, float]],
+    host: list[tuple[float, float]],
+    max_ratio: float,
 ) -> float:
-    """Print one job's step times, container against host (medians of the run medians, and
-    the runs), and their ratio against the target; return the ratio."""
-    c, h = statistics.median(container), statistics.median(host)
-    ratio = c / h
-    print(
-        f"{label}step time, container ({how}): {c:.3f} ms (median of {len(container)} run medians)"
-    )
-    print(f"{label}step time, host virtualenv (--runtime none): {h:.3f} ms")
-    print(f"  runs, container: {', '.join(f'{x:.2f}' for x in container)} ms")
-    print(f"  runs, host:      {', '.join(f'{x:.2f}' for x in host)} ms")
-    verdict = "ok" if ratio <= max_ratio else "OVER TARGET"
-    print(f"{label}container/host: {ratio:.3f} (target <= {max_ratio}) {verdict}")
+    """Print one job's step times and CPU times per step, container against host (medians of
+    the run figures, and the runs with their spread), their ratios against the target; return
+    the step time ratio."""
+    ratio = 1.0
+    for i, what in enumerate(("step time", "CPU time per step")):
+        c_runs, h_runs = [r[i] for r in container], [r[i] for r in host]
+        c, h = statistics.median(c_runs), statistics.median(h_runs)
+        print(f"{label}{what}, container ({how}): {c:.3f} ms (median of {len(c_runs)} runs)")
+        print(f"{label}{what}, host virtualenv (--runtime none): {h:.3f} ms")
+        print(f"  runs, container: {spread(c_runs)} ms")
+        print(f"  runs, host:      {spread(h_runs)} ms")
+        if i == 0:
+            ratio = c / h
+            verdict = "ok" if ratio <= max_ratio else "OVER TARGET"
+            print(
+                f"{label}container/host, step time: {ratio:.3f} (target <= {max_ratio}) {verdict}"
+            )
+        else:
+            print(f"{label}container/host, CPU time per step: {c / h:.3f}")
     return ratio
+
+
+PARAM_FILES = "OMPI_MCA_mca_base_param_files"
+
+
+def dpkg_owners(root: Path) -> dict[str, str]:
+    """File name -> 'package version' of the Debian packages installed under `root`."""
+    versions: dict[str, str] = {}
+    status = root / "var" / "lib" / "dpkg" / "status"
+    for block in status.read_text(errors="replace").split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if ": " in line and line[0] != " "
+        )
+        if "Package" in fields and "Version" in fields:
+            versions[fields["Package"]] = fields["Version"]
+    owners: dict[str, str] = {}
+    for listing in (root / "var" / "lib" / "dpkg" / "info").glob("*.list"):
+        package = listing.stem.split(":", 1)[0]
+        for line in listing.read_text(errors="replace").splitlines():
+            owners.setdefault(line.rsplit("/", 1)[-1], f"{package} {versions.get(package, '?')}")
+    return owners
+
+
+def alike(label: str, views: tuple[RankView, RankView], image_root: Path) -> None:
+    """Print where the two sides' rank 0 differ (the first, uncounted round), and for shared
+    objects that differ, the Debian packages they come from on each side."""
+    print(f"{label}the two sides' rank 0, as /proc showed them:")
+    for line in compare(*views, same_by=frozenset({PARAM_FILES})):
+        print(f"  {line}")
+    print(
+        f"  Open MPI settings: the image's openmpi-mca-params.conf on both sides (the host's by {PARAM_FILES})"
+    )
+    container, host = views
+    differ = [
+        n
+        for n in container.libraries
+        if host.libraries.get(n, container.libraries[n]) != container.libraries[n]
+    ]
+    if differ:
+        image, here = dpkg_owners(image_root), dpkg_owners(Path("/"))
+        packages = sorted({(image.get(n, "?"), here.get(n, "?")) for n in differ})
+        for in_image, on_host in packages:
+            print(f"  from the packages: image {in_image}, host {on_host}")
 
 
 def shlex_join(argv: list[str]) -> str:
@@ -141,7 +230,7 @@ def shlex_join(argv: list[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=default_image())
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--max-ratio", type=float, default=1.05)
     opts = parser.parse_args()
     image = image_or_exit(opts.image, "bench/launch.py")
@@ -161,24 +250,35 @@ def main() -> int:
     bare = [*launch, "--runtime", "none"]  # the same srun line, python from the host venv
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         cwd = Path(tmp)
-        container, host, ddp_container, ddp_host = [], [], [], []
         ddp = ["--controller", "torch"]
-        for i in range(opts.repeat):
-            sides = [
-                (container, run, env, [str(EXAMPLE)]),
-                (host, bare, host_env, [str(EXAMPLE)]),
-                (ddp_container, [*run, *ddp], env, [str(DDP_EXAMPLE)]),
-                (ddp_host, [*bare, *ddp], host_env, [str(DDP_EXAMPLE)]),
-            ]
-            for figures, argv, side_env, script in sides if i % 2 == 0 else sides[::-1]:
-                figures.append(step_ms([*alloc, *argv, *script, *TRAIN_ARGS], side_env, cwd))
+        sides = [
+            ("horovod", run, env, EXAMPLE),
+            ("horovod", bare, host_env, EXAMPLE),
+            ("ddp", [*run, *ddp], env, DDP_EXAMPLE),
+            ("ddp", [*bare, *ddp], host_env, DDP_EXAMPLE),
+        ]
+        figures: list[list[tuple[float, float]]] = [[] for _ in sides]
+        views: list[RankView] = []
+        # round 0 (forward: the views come in the sides' order) warms the caches and shows the
+        # ranks; it is not counted
+        for i in range(opts.repeat + 1):
+            order = list(enumerate(sides)) if i % 2 == 0 else list(enumerate(sides))[::-1]
+            for k, (_, argv, side_env, script) in order:
+                full = [*alloc, *argv, str(script), *TRAIN_ARGS]
+                if i == 0:
+                    with RankWatch(script.name) as watch:
+                        step_ms(full, side_env, cwd)
+                    views.append(watch.view)
+                else:
+                    figures[k].append(step_ms(full, side_env, cwd))
         short = [str(EXAMPLE), "--epochs", "1", "--samples", "256"]
         inside = [first_line_seconds([*alloc, *run, *short], env, cwd) for _ in range(opts.repeat)]
         outside = [first_line_seconds([*run, *short], env, cwd) for _ in range(opts.repeat)]
-    ratio = report("", "hvd-container run, ch-run", container, host, opts.max_ratio)
-    ddp_ratio = report(
-        "DDP ", "--controller torch, ch-run", ddp_container, ddp_host, opts.max_ratio
-    )
+    root = image_root(image)
+    alike("", (views[0], views[1]), root)
+    ratio = report("", "hvd-container run, ch-run", figures[0], figures[1], opts.max_ratio)
+    alike("DDP ", (views[2], views[3]), root)
+    ddp_ratio = report("DDP ", "--controller torch, ch-run", figures[2], figures[3], opts.max_ratio)
     print(
         f"run -> first rank's first line, inside an allocation: {statistics.median(inside):.2f} s"
     )

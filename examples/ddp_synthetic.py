@@ -24,6 +24,7 @@ from _synthetic import (  # beside it
     load_checkpoint,
     parse_args,
     saver,
+    set_threads,
     sharded_data,
     small_model,
     train_epochs,
@@ -43,7 +44,7 @@ def init(args: argparse.Namespace, kind: str) -> torch.device:
     dist.init_process_group(backend, device_id=device if use_cuda else None)
     torch.manual_seed(args.seed)
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_size)))
+    set_threads(local_size)
     rank = dist.get_rank()
     print(
         f"[rank {rank}] {kind} initialised: rank {rank} of size {dist.get_world_size()}, "

@@ -19,7 +19,6 @@ downloaded and the loss has something real to learn.  Launch with e.g.
 
 from __future__ import annotations
 
-import os
 import socket
 
 import horovod.torch as hvd
@@ -28,6 +27,7 @@ from _synthetic import (  # beside it
     load_checkpoint,
     parse_args,
     saver,
+    set_threads,
     sharded_data,
     small_model,
     train_epochs,
@@ -42,7 +42,7 @@ def main() -> None:
         torch.cuda.set_device(hvd.local_rank())  # 2
     device = torch.device("cuda" if use_cuda else "cpu")
     torch.manual_seed(args.seed)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, hvd.local_size())))
+    set_threads(hvd.local_size())
 
     controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "?"
     print(

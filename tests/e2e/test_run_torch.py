@@ -66,7 +66,11 @@ def check_torch_training(stdout: str, kind: str, checkpoint: Path, epochs: int) 
     assert f"[rank 0] checkpoint written to {checkpoint}" in stdout
     assert "[rank 1] checkpoint written" not in stdout
     assert checkpoint.is_file() and checkpoint.stat().st_size > 1000
-    assert re.search(r"^\[rank 0\] done: \d+ steps, median step time [0-9.]+ ms$", stdout, re.M)
+    assert re.search(
+        r"^\[rank 0\] done: \d+ steps, median step time [0-9.]+ ms, CPU time per step [0-9.]+ ms$",
+        stdout,
+        re.M,
+    )
 
 
 @pytest.mark.parametrize("controller", ["torch", "torchrun"])
