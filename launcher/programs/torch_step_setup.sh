@@ -3,9 +3,29 @@
 # inside salloc): the first node for every task of the step, also for runtimes whose tasks
 # start inside the container, where there is no scontrol (Pyxis). Run as
 # `sh -c TEXT hvd-NAME SUFFIX srun ...`: SUFFIX (the site's, often empty) follows the node's name.
+# The step's first node: the first of srun's --nodelist when it names one, else the job's first
+# node that its --exclude leaves (a screened run excludes bad nodes, the first among them too);
+# srun's options end at the first word that is neither an option nor a count.
 suffix=$1; shift;
 if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
-    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1);
+    only=; skip=;
+    for word in "$@"; do
+        case $word in
+        srun | [0-9]*) ;;
+        --nodelist=*) only=${word#--nodelist=} ;;
+        -w?*) only=${word#-w} ;;
+        --exclude=*) skip=${skip:+$skip,}${word#--exclude=} ;;
+        -x?*) skip=${skip:+$skip,}${word#-x} ;;
+        -*) ;;
+        *) break ;;
+        esac;
+    done;
+    skipped=" "; [ -z "$skip" ] || skipped=" $(scontrol show hostnames "$skip" 2>/dev/null | tr '\n' ' ')";
+    MASTER_ADDR=;
+    for node in $(scontrol show hostnames "${only:-$SLURM_JOB_NODELIST}" 2>/dev/null); do
+        case $skipped in *" $node "*) continue ;; esac;
+        MASTER_ADDR=$node; break;
+    done;
     [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";
 fi;
 exec "$@"

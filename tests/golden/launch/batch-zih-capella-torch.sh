@@ -17,7 +17,24 @@
 IFS= read -r -d '' hvd_torch_step_setup <<'HVD_PROGRAM_END' || :
 suffix=$1; shift;
 if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
-    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | head -n 1);
+    only=; skip=;
+    for word in "$@"; do
+        case $word in
+        srun | [0-9]*) ;;
+        --nodelist=*) only=${word#--nodelist=} ;;
+        -w?*) only=${word#-w} ;;
+        --exclude=*) skip=${skip:+$skip,}${word#--exclude=} ;;
+        -x?*) skip=${skip:+$skip,}${word#-x} ;;
+        -*) ;;
+        *) break ;;
+        esac;
+    done;
+    skipped=" "; [ -z "$skip" ] || skipped=" $(scontrol show hostnames "$skip" 2>/dev/null | tr '\n' ' ')";
+    MASTER_ADDR=;
+    for node in $(scontrol show hostnames "${only:-$SLURM_JOB_NODELIST}" 2>/dev/null); do
+        case $skipped in *" $node "*) continue ;; esac;
+        MASTER_ADDR=$node; break;
+    done;
     [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";
 fi;
 exec "$@"

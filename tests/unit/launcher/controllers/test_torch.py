@@ -149,6 +149,31 @@ def test_a_sites_first_node_suffix_makes_the_rendezvous_address(controller: str)
     assert mine["MASTER_ADDR"] == "10.0.0.1"
 
 
+@needs_scontrol
+@pytest.mark.parametrize(
+    ("options", "first"),
+    [
+        ([], "gpu07"),
+        (["--nodelist=gpu[09-10]"], "gpu09"),
+        (["--exclude=gpu[07-08]"], "gpu09"),  # a screened run leaves bad nodes out
+        (["-xgpu07", "--exclude=gpu09"], "gpu08"),
+        (["-wgpu10"], "gpu10"),
+    ],
+)
+def test_the_steps_first_node_honours_its_nodelist_and_exclude(
+    options: list[str], first: str, tmp_path: Path
+) -> None:
+    step = get("torch").wrap_step(launch_at("torch"), [])
+    srun = ["srun", "--mpi=none", *options, "-N", "2", "-n", "2", "env", "--exclude=gpu10"]
+    clean = {"PATH": os.environ["PATH"], "SLURM_JOB_NODELIST": "gpu[07-10]"}
+    fake = tmp_path / "srun"  # prints what it would start the step with
+    fake.write_text('#!/bin/sh\necho "MASTER_ADDR=$MASTER_ADDR"\n')
+    fake.chmod(0o755)
+    clean["PATH"] = f"{fake.parent}:{clean['PATH']}"
+    out = subprocess.run([*step, *srun], capture_output=True, text=True, env=clean, check=True)
+    assert out.stdout.splitlines() == [f"MASTER_ADDR={first}"]
+
+
 def test_a_first_node_suffix_is_a_name_part_or_refused(tmp_path: Path) -> None:
     local = (Path(_torch.__file__).parents[1] / "sites" / "local.yaml").read_text()
     for bad in ("'i; reboot'", "'$(id)'", "'-i x'", "''"):
