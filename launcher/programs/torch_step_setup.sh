@@ -3,8 +3,8 @@
 # inside salloc): the first node for every task of the step, also for runtimes whose tasks
 # start inside the container, where there is no scontrol (Pyxis). Run as
 # `sh -c TEXT hvd-NAME SUFFIX srun ...`: SUFFIX (the site's, often empty) follows the node's name.
-# The step's first node: the first of srun's --nodelist when it names one, else the job's first
-# node that its --exclude leaves (a screened run excludes bad nodes, the first among them too);
+# The step's first node: the job's first node that srun's --nodelist names (when it names any)
+# and its --exclude leaves (a screened run excludes bad nodes, the first among them too);
 # srun's options end at the first word that is neither an option nor a count.
 suffix=$1; shift;
 if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
@@ -21,9 +21,12 @@ if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
         esac;
     done;
     skipped=" "; [ -z "$skip" ] || skipped=" $(scontrol show hostnames "$skip" 2>/dev/null | tr '\n' ' ')";
+    named=" "; [ -z "$only" ] || named=" $(scontrol show hostnames "$only" 2>/dev/null | tr '\n' ' ')";
     MASTER_ADDR=;
-    for node in $(scontrol show hostnames "${only:-$SLURM_JOB_NODELIST}" 2>/dev/null); do
+    # in the job's order, which is the order of the step's node ids (rank 0 on the first)
+    for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null); do
         case $skipped in *" $node "*) continue ;; esac;
+        case $named in " ") ;; *" $node "*) ;; *) continue ;; esac;
         MASTER_ADDR=$node; break;
     done;
     [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";

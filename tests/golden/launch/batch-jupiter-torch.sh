@@ -33,9 +33,12 @@ if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
         esac;
     done;
     skipped=" "; [ -z "$skip" ] || skipped=" $(scontrol show hostnames "$skip" 2>/dev/null | tr '\n' ' ')";
+    named=" "; [ -z "$only" ] || named=" $(scontrol show hostnames "$only" 2>/dev/null | tr '\n' ' ')";
     MASTER_ADDR=;
-    for node in $(scontrol show hostnames "${only:-$SLURM_JOB_NODELIST}" 2>/dev/null); do
+    # in the job's order, which is the order of the step's node ids (rank 0 on the first)
+    for node in $(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null); do
         case $skipped in *" $node "*) continue ;; esac;
+        case $named in " ") ;; *" $node "*) ;; *) continue ;; esac;
         MASTER_ADDR=$node; break;
     done;
     [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";

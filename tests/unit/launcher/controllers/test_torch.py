@@ -158,6 +158,7 @@ def test_a_sites_first_node_suffix_makes_the_rendezvous_address(controller: str)
         (["--exclude=gpu[07-08]"], "gpu09"),  # a screened run leaves bad nodes out
         (["-xgpu07", "--exclude=gpu09"], "gpu08"),
         (["-wgpu10"], "gpu10"),
+        (["--nodelist=gpu10,gpu08"], "gpu08"),  # rank 0 is on the job's first of them
     ],
 )
 def test_the_steps_first_node_honours_its_nodelist_and_exclude(
