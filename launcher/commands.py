@@ -5,14 +5,25 @@ what the CLI prints. Warnings go to the reporter the caller hands in.
 
 from __future__ import annotations
 
+import os
+
 from hvd_container.launcher import doctor as doctor_checks
 from hvd_container.launcher import jupyter as jupyter_job
+from hvd_container.launcher import screen as screening
 from hvd_container.launcher.batch import write_batch_script
 from hvd_container.launcher.execute import execute, run_plan
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchOptions, LaunchRequest, request_from_options
-from hvd_container.launcher.sites import Site
+from hvd_container.launcher.sites import Site, record_expected_busbw
+
+from hvd_container.core.atomic import write_text
+from hvd_container.core.errors import UserError
+
+_SCREEN_HERE = (
+    "--screen screens the nodes of the allocation it runs in: use it with `run` inside one "
+    "(salloc -N 8 hvd-container run --screen ..., or that line in a batch script)"
+)
 
 
 def _request(
@@ -36,6 +47,13 @@ def dry_run(
     site, request = _request(reporter, script, args, options)
     launch = run_plan(site, request, salloc=salloc, dry_run=True)
     reporter.warn(launch.warnings)
+    if request.screen:
+        reporter.warn(
+            [
+                "--screen: the nodes are screened first; this step then runs with "
+                "--exclude=<the bad nodes> (and fewer nodes under --screen-policy shrink)"
+            ]
+        )
     return launch
 
 
@@ -48,8 +66,13 @@ def run(
     salloc: bool = False,
     options: LaunchOptions,
 ) -> int:
-    """`run`: the step here inside an allocation, else a batch job followed to its end."""
+    """`run`: the step here inside an allocation, else a batch job followed to its end;
+    `--screen` first screens the allocation's nodes and runs on the good ones."""
     site, request = _request(reporter, script, args, options)
+    if request.screen:
+        if salloc or detach or not request.inside_allocation:
+            raise UserError(_SCREEN_HERE)
+        request = screening.screened(site, request, reporter)
     return execute(run_plan(site, request, salloc=salloc, detach=detach), reporter, detach=detach)
 
 
@@ -64,6 +87,8 @@ def batch(
     """`batch`: the script `run` would submit (a local image prepared so that it runs as
     written), written to `output` (owner-only) unless that is None or "-"."""
     site, request = _request(reporter, script, args, options)
+    if request.screen:
+        raise UserError(_SCREEN_HERE)
     launch = plan(site, request, "batch")
     if output not in (None, "-"):
         assert launch.script is not None
@@ -82,19 +107,53 @@ def submit(
 ) -> int:
     """`batch --submit`: submit that script (from inside an allocation too) and follow it."""
     site, request = _request(reporter, script, args, options)
+    if request.screen:
+        raise UserError(_SCREEN_HERE)
     return execute(run_plan(site, request, batch=True, detach=detach), reporter, detach=detach)
 
 
 def doctor(
-    reporter: Reporter, options: LaunchOptions, *, smoke: bool = False
+    reporter: Reporter,
+    options: LaunchOptions,
+    *,
+    smoke: bool = False,
+    screen: bool = False,
+    record: bool = False,
+    exclude_file: str | None = None,
 ) -> tuple[Site, doctor_checks.Report]:
-    """`doctor`: every check of the launch, then (`smoke`) a short job on the nodes."""
+    """`doctor`: every check of the launch, then (`smoke`) a short job on the nodes, and
+    (`screen`, inside an allocation) the screen of its nodes: the bad ones written to
+    `exclude_file` (default hvd-screen-JOBID.exclude here), the figure it found recorded in
+    the user's profile (`record`)."""
+    if record and not screen:
+        raise UserError("--record goes with --screen (it records the bus bandwidth a screen found)")
     site, request = _request(reporter, "doctor", [], options)
     report = doctor_checks.diagnose(site, request)
-    if smoke and not report.failed:
-        doctor_checks.smoke(site, request, report)
-    elif smoke:
+    if (smoke or screen) and report.failed:
         report.add("smoke", "fail", "not run: fix the failing checks first")
+        return site, report
+    if smoke:
+        doctor_checks.smoke(site, request, report)
+    if screen:
+        found = screening.screen(site, request, reporter)
+        report.screen = found
+        doctor_checks.add_screen(report, found)
+        if found.bad:
+            path = exclude_file or f"hvd-screen-{os.environ.get('SLURM_JOB_ID', 'job')}.exclude"
+            write_text(path, "".join(f"{v.node}\n" for v in found.bad))
+            report.add("screen", "fail", f"exclude list: {path} (srun --exclude=./{path})")
+        if record and found.reference is not None:
+            where = record_expected_busbw(
+                site,
+                found.reference,
+                f"doctor --screen in job {os.environ.get('SLURM_JOB_ID', '?')} on "
+                f"{len(found.nodes)} nodes: the median best pair's all-reduce bus bandwidth",
+            )
+            report.add(
+                "screen-record", "pass", f"expected_busbw {found.reference:.1f} MB/s in {where}"
+            )
+        elif record:
+            report.add("screen-record", "skip", "no pair ran: nothing to record")
     return site, report
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from hvd_container.launcher import controllers, slurm
 from hvd_container.launcher.checks import Result
@@ -29,6 +30,9 @@ from hvd_container.launcher.verdict import Status
 
 from hvd_container import known_bad
 from hvd_container.core.errors import UserError
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.screen import Screen
 from hvd_container.core.files import write_new_private
 
 
@@ -38,6 +42,7 @@ class Report:
 
     checks: list[Result] = field(default_factory=list)
     smoke: list[Result] = field(default_factory=list)
+    screen: Screen | None = None  # what --screen found, when it ran
 
     def add(self, check: str, status: Status, message: str) -> None:
         self.smoke.append(Result(check, status, message))
@@ -204,3 +209,15 @@ def smoke(site: Site, request: LaunchRequest, report: Report, *, poll: float = 0
         judge_smoke(
             controller.name, launch.launch.ranks, job.exit_code, "".join(captured.text), report
         )
+
+
+def add_screen(report: Report, found: Screen) -> None:
+    """The screen's verdicts as report lines: each node, each pair, the notes."""
+    for v in found.verdicts:
+        report.add(f"screen-{v.node}", "pass" if v.status == "ok" else "fail",
+                   v.status if not v.why else f"{v.status}: {v.why}")  # fmt: skip
+    for p in found.pairs:
+        figure = f"{p.busbw:.0f} MB/s" if p.busbw is not None else f"failed: {p.why}"
+        report.add(f"pair-{p.nodes[0]}-{p.nodes[1]}", "pass" if p.busbw else "warn", figure)
+    for note in found.notes:
+        report.add("screen-network", "warn", note)

@@ -61,6 +61,8 @@ class LaunchRequest:
     stage: bool = False  # the image file copied to each node's local storage (sbcast) first
     hang_after: int | None = None  # seconds without output after which `run` calls it a hang
     cancel_on_hang: bool = False  # `run` ends a job it found hung
+    screen: bool = False  # the allocation's nodes screened first, the step on the good ones
+    screen_policy: str = "fail"  # fewer good nodes than asked: fail, or shrink
     srun_options: list[str] = field(default_factory=list)  # --srun-option: on the step's srun
     sbatch_options: list[str] = field(default_factory=list)  # --sbatch-option: #SBATCH, salloc
     inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
@@ -119,6 +121,8 @@ OPTIONS: dict[str, Option] = {
     "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
     "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
     "cancel_on_hang": Option(("--cancel-on-hang",), "flag", "With --hang-after: then end the job; run exits 124.", LAUNCH),
+    "screen": Option(("--screen",), "flag", "Inside an allocation: first screen its nodes with short steps of the image's smoke program (each node alone, then pairs over the network: the container starts, the all-reduce is right and not slow), then run on the good ones (srun --exclude the others); see --screen-policy.", LAUNCH),
+    "screen_policy": Option(("--screen-policy",), "str", "When --screen leaves fewer good nodes than asked: fail (default) or shrink (run on those, fewer ranks, with a warning).", LAUNCH),
     "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
     "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
@@ -198,6 +202,8 @@ class LaunchOptions:
     stage: bool | None = None
     hang_after: str | None = None
     cancel_on_hang: bool | None = None
+    screen: bool | None = None
+    screen_policy: str | None = None
     srun_options: Sequence[str] | None = None
     sbatch_options: Sequence[str] | None = None
 
@@ -221,6 +227,8 @@ def request_from_options(
     values["requeue"] = bool(values.get("requeue"))
     values["stage"] = bool(values.get("stage"))
     values["cancel_on_hang"] = bool(values.get("cancel_on_hang"))
+    values["screen"] = bool(values.get("screen"))
+    values["screen_policy"] = values.get("screen_policy") or "fail"
     if values.get("hang_after") is not None:
         values["hang_after"] = parse_duration(values["hang_after"])
     for name in ("binds", "modules", "srun_options", "sbatch_options"):
@@ -249,6 +257,8 @@ _ONE_LINE = (
     "image", "recipe", "mpi", "runtime", "job_name", "time", "partition", "account", "qos",
     "constraint", "comment", "workdir", "job_output", "job_error", "controller",
 )  # fmt: skip
+
+SCREEN_POLICIES = ("fail", "shrink")
 
 COUNTS = ("ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "gpus_per_task", "cpus_per_task")
 
@@ -310,6 +320,13 @@ def check(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             "--cancel-on-hang goes with --hang-after DURATION (how long without output is a hang)"
         )
+    if request.screen_policy not in SCREEN_POLICIES:
+        raise UserError(
+            f"--screen-policy: {request.screen_policy!r} is not allowed (allowed: "
+            f"{', '.join(SCREEN_POLICIES)})"
+        )
+    if request.screen_policy != "fail" and not request.screen:
+        raise UserError("--screen-policy goes with --screen")
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(
             f"--mpi: {request.mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})"

@@ -483,6 +483,12 @@ class Site(Strict):
         "rendezvous address (MASTER_ADDR): JSC's `i`, the name of a node's InfiniBand interface, "
         "so the rendezvous runs over InfiniBand (say where that comes from in sources).",
     )
+    expected_busbw: Annotated[float, Field(gt=0, le=10_000_000)] | None = Field(
+        default=None,
+        description="MB/s: the bus bandwidth of an all-reduce between two nodes of this site, "
+        "which `--screen` compares each pair with (below half of it a pair is slow); "
+        "`doctor --screen --record` writes it from a screen, with its source and date.",
+    )
     nccl_finds_network: bool = Field(
         default=False,
         description="The site sets no NCCL variables: its fabric (InfiniBand) is one NCCL's own "
@@ -809,3 +815,40 @@ def select_site(flag: str | None = None, warnings: list[str] | None = None) -> S
         # say where the name came from: the user did not type it on this command line
         raise_problems([f"{why}: {problem}" for problem in exc.problems])
         raise
+
+
+def record_expected_busbw(site: Site, busbw: float, about: str) -> Path:
+    """Write `expected_busbw` (MB/s) into the user's override of `site` (its file in the user's
+    sites folder, made as `extends: NAME` when there is none), with a source that says where the
+    figure comes from and when; the file is read back as a profile before it stays."""
+    import yaml
+
+    from hvd_container.core.atomic import write_text
+
+    path = user_sites_dir() / f"{site.name}.yaml"
+    before = path.read_text() if path.is_file() else None
+    data: dict[str, Any] = (yaml.safe_load(before) if before else None) or {"extends": site.name}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a mapping: cannot record expected_busbw in it")
+    sources = data.get("sources")
+    if sources is None:  # lists replace the extended profile's: keep its sources
+        sources = [s.model_dump(exclude_none=True) for s in site.sources]
+    today = datetime.date.today().isoformat()
+    kept = [s for s in sources if not (isinstance(s, dict) and s.get("keys") == ["expected_busbw"])]
+    kept.append(
+        {"about": about, "probed": f"{os.uname().nodename}, {today}", "checked": today,
+         "keys": ["expected_busbw"]}
+    )  # fmt: skip
+    data["expected_busbw"] = round(busbw, 1)
+    data["sources"] = kept
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_text(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=False), mode=0o600)
+    try:
+        read_site_file(path)
+    except UserError:
+        if before is None:
+            path.unlink()
+        else:
+            write_text(path, before, mode=0o600)
+        raise
+    return path

@@ -9,6 +9,11 @@
 #   testbed/slurm.sh crash NODE   the node goes away as a crashed machine does: every process in
 #                     its namespace (slurmd, slurmstepd, the tasks) is SIGKILLed; Slurm counts it
 #                     down after SlurmdTimeout, and `up` brings it back
+#   testbed/slurm.sh slow NODE RATE   the node's link is slowed to RATE (tc's units: 50mbit)
+#                     both ways, with a token bucket (tbf: this kernel has no netem)
+#   testbed/slurm.sh break-runtime NODE   the node's container path breaks: its slurmd runs
+#                     again in a mount namespace of its own where ch-run is /bin/false
+#   testbed/slurm.sh mend NODE   undoes slow and break-runtime
 #
 # Each node is a network namespace with its own hostname and address (veth pair to a host
 # bridge); one slurmd per node, slurmctld on the host at the bridge address, munge shared.
@@ -348,8 +353,60 @@ cmd_crash() { # $1 = node name
     log "$1 crashed (killed: $(echo $pids | wc -w) processes)"
 }
 
+node_index() { # $1 = node name -> its index, or dies
+    case "$1" in
+    node[1-9] | node[1-9][0-9]) ;;
+    *) die "a node name such as node2, not '$1'" ;;
+    esac
+    [ -e "/run/netns/$NS_PREFIX${1#node}" ] || die "$1 has no namespace (is the cluster up?)"
+    echo "${1#node}"
+}
+
+restart_slurmd() { # $1 = node index, $2 = what runs before slurmd in the node's shell
+    i=$1
+    kill_pidfile "$RUN/slurmd-node$i.pid" slurmd
+    BEGIN=$(date +%Y-%m-%dT%H:%M:%S)
+    FRESH="node$i"
+    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation private \
+        sh -c "$2 hostname node$i && exec slurmd -N node$i"
+    wait_nodes
+}
+
+cmd_slow() { # $1 = node, $2 = rate
+    i=$(node_index "$1")
+    case "${2:-}" in
+    [1-9]*bit) ;;
+    *) die "slow: a rate such as 50mbit, not '${2:-}'" ;;
+    esac
+    tc qdisc replace dev "hvdsv$i" root tbf rate "$2" burst 1mb latency 100ms
+    nsenter --net="/run/netns/$NS_PREFIX$i" tc qdisc replace dev eth0 root tbf rate "$2" burst 1mb latency 100ms
+    log "$1: link slowed to $2 both ways"
+}
+
+cmd_break_runtime() { # $1 = node
+    i=$(node_index "$1")
+    chrun=$(command -v ch-run) || die "break-runtime: ch-run is not installed"
+    restart_slurmd "$i" "mount --bind /bin/false $chrun &&"
+    touch "$RUN/broken-node$i"
+    log "$1: ch-run is /bin/false for its jobs"
+}
+
+cmd_mend() { # $1 = node
+    i=$(node_index "$1")
+    tc qdisc del dev "hvdsv$i" root 2>/dev/null || true
+    nsenter --net="/run/netns/$NS_PREFIX$i" tc qdisc del dev eth0 root 2>/dev/null || true
+    if [ -e "$RUN/broken-node$i" ]; then
+        restart_slurmd "$i" ""
+        rm -f "$RUN/broken-node$i"
+    fi
+    log "$1: mended"
+}
+
 case "${1:-}" in
 crash) cmd_crash "${2:-}" ;;
+slow) cmd_slow "${2:-}" "${3:-}" ;;
+break-runtime) cmd_break_runtime "${2:-}" ;;
+mend) cmd_mend "${2:-}" ;;
 up)
     if [ "${2:-}" = "--nodes" ]; then
         case "${3:-}" in
@@ -364,7 +421,7 @@ up)
 down) cmd_down ;;
 status) cmd_status ;;
 *)
-    echo "usage: $0 up|down|status|crash NODE" >&2
+    echo "usage: $0 up|down|status|crash NODE|slow NODE RATE|break-runtime NODE|mend NODE" >&2
     exit 2
     ;;
 esac

@@ -107,6 +107,27 @@ def _result(required: dict[str, Any], optional: dict[str, Any] | None = None) ->
     return _record({"event": {"const": "result"}, **required}, optional)
 
 
+_NUM_OR_NULL = {"type": ["number", "null"]}
+_SCREEN = _record(
+    {
+        "nodes": _STRS,
+        "good": _STRS,
+        "exclude": _STRS,
+        "verdicts": {
+            "type": "array",
+            "items": _record(
+                {"node": _STR, "status": {"enum": ["ok", "slow", "broken", "down"]}, "why": _STR}
+            ),
+        },
+        "pairs": {
+            "type": "array",
+            "items": _record({"nodes": _STRS, "busbw": _NUM_OR_NULL, "why": _STR}),
+        },
+        "reference_busbw_mbs": _NUM_OR_NULL,
+        "expected_busbw_mbs": _NUM_OR_NULL,
+        "notes": _STRS,
+    }
+)
 _RECIPE_ROW = _record(
     {
         "name": _STR,
@@ -248,8 +269,11 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "ok": _BOOL,
             # every check of the registry, in its order; skip: it lacked what it needs to judge
             "checks": _CHECK_RESULTS,
-            # what the smoke job found (--smoke), per controller and operation
+            # what the smoke job found (--smoke), per controller and operation; the screen's
+            # lines too (--screen)
             "smoke": _CHECK_RESULTS,
+            # --screen: each node's verdict, each pair's bus bandwidth (MB/s), what to exclude
+            "screen": {"oneOf": [{"type": "null"}, _SCREEN]},
         }
     ),
     "run-dry-run": _result(

@@ -232,6 +232,31 @@ def doctor(
             "controller, an allreduce checked and its bandwidth (a batch job; seconds once queued).",
         ),
     ] = False,
+    screen: Annotated[
+        bool,
+        typer.Option(
+            "--screen",
+            help="Inside an allocation: screen its nodes with short steps of the smoke program, "
+            "each node alone, then pairs over the network; name each broken, down or slow node "
+            "and why, and write them to an exclude list.",
+        ),
+    ] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="With --screen: write the bus bandwidth it found (the median best pair) into "
+            "your override of the site's profile as expected_busbw, with its source and date.",
+        ),
+    ] = False,
+    exclude_file: Annotated[
+        str | None,
+        typer.Option(
+            "--exclude-file",
+            help="With --screen: where the bad nodes go, one a line (srun --exclude=./FILE); "
+            "default hvd-screen-JOBID.exclude here.",
+        ),
+    ] = None,
     json: Annotated[
         bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
     ] = False,
@@ -241,10 +266,17 @@ def doctor(
 
     Every check of a launch, one pass / warn / fail / skip line each with the fix (skip: it
     lacked what it needs to judge, and says what); --smoke then runs the image's controllers
-    on the nodes. Exits 1 on a fail.
+    on the nodes; --screen screens the nodes of the allocation it runs in. Exits 1 on a fail.
     """
     with json_errors(json):
-        site, report = commands.doctor(TerminalReporter(), LaunchOptions(**options), smoke=smoke)
+        site, report = commands.doctor(
+            TerminalReporter(),
+            LaunchOptions(**options),
+            smoke=smoke,
+            screen=screen,
+            record=record,
+            exclude_file=exclude_file,
+        )
 
     def rows(results: list[Any]) -> list[dict[str, str]]:
         return [{"check": r.check, "status": r.status, "message": r.message} for r in results]
@@ -257,6 +289,7 @@ def doctor(
                 "ok": not report.failed,
                 "checks": rows(report.checks),
                 "smoke": rows(report.smoke),
+                "screen": report.screen.to_record() if report.screen else None,
             }
         )
     else:
