@@ -25,10 +25,15 @@ HEAD = 64 * 1024
 
 @dataclass
 class RankView:
-    """One rank as /proc showed it, at the moment it had mapped the most shared objects."""
+    """One rank as /proc showed it for the longest stretch of its run (the training): the shared
+    objects it had mapped then. Open MPI opens components it does not select and closes them
+    after MPI_Init, and closes the rest at MPI_Finalize: neither moment is the one that counts."""
 
     libraries: dict[str, str] = field(default_factory=dict)  # file name -> "size:digest"
     paths: dict[str, str] = field(default_factory=dict)  # file name -> path the rank sees
+    seen: dict[str, str] = field(default_factory=dict)  # every fingerprint taken (a cache)
+    _current: tuple[frozenset[str], int] = (frozenset(), 0)  # the set now, reads it has lasted
+    _longest: int = 0
     threads: int = 0
     cpus: str = ""
     env: dict[str, str] = field(default_factory=dict)
@@ -65,18 +70,30 @@ def steering_env(environ: bytes) -> dict[str, str]:
     return {p[0]: p[1] for p in pairs if len(p) == 2 and STEERING.match(p[0])}
 
 
+def keep_longest(view: RankView, objects: dict[str, str]) -> None:
+    """One read's mapped objects (already fingerprinted in view.seen): the view keeps the set
+    that lasted the most reads in a row."""
+    names = frozenset(objects)
+    lasted = view._current[1] + 1 if names == view._current[0] else 1
+    view._current = (names, lasted)
+    if lasted > view._longest:
+        view._longest = lasted
+        view.libraries = {name: view.seen[name] for name in objects}
+        view.paths = dict(objects)
+
+
 def read_view(pid: int, view: RankView) -> None:
     """Update `view` from /proc/PID, fingerprinting only the objects it has not seen yet."""
     proc = Path(f"/proc/{pid}")
     objects = mapped_objects((proc / "maps").read_text())
     status = (proc / "status").read_text()
     for name, path in objects.items():
-        if name not in view.libraries:
+        if name not in view.seen:
             try:
-                view.libraries[name] = fingerprint(proc / "root" / path.lstrip("/"))
+                view.seen[name] = fingerprint(proc / "root" / path.lstrip("/"))
             except OSError:
-                view.libraries[name] = "unreadable"
-            view.paths[name] = path
+                view.seen[name] = "unreadable"
+    keep_longest(view, objects)
     view.threads = max(view.threads, int(status_field(status, "Threads") or 0))
     view.cpus = status_field(status, "Cpus_allowed_list")
     view.env = steering_env((proc / "environ").read_bytes())
@@ -157,7 +174,7 @@ def compare(
         if names:
             lines.append(f"  {label}: {', '.join(names)}")
     lines.append(
-        f"Open MPI transport components loaded: container "
+        f"Open MPI transport components in use: container "
         f"{', '.join(mpi_components(container)) or 'none'}; "
         f"host {', '.join(mpi_components(host)) or 'none'}"
     )

@@ -45,6 +45,18 @@ def test_the_shared_objects_of_a_maps_text_by_name(ranks: ModuleType) -> None:
     }
 
 
+def test_the_view_is_the_set_that_lasted_longest_not_init_or_finalize(ranks: ModuleType) -> None:
+    view = ranks.RankView(
+        seen={"libmpi.so": "1:a", "mca_pml_ob1.so": "2:b", "mca_pml_cm.so": "3:c"}
+    )
+    selecting = {"libmpi.so": "/x", "mca_pml_ob1.so": "/y", "mca_pml_cm.so": "/z"}
+    training = {"libmpi.so": "/x", "mca_pml_ob1.so": "/y"}
+    finalized = {"libmpi.so": "/x"}
+    for objects in [selecting, training, training, training, finalized, finalized]:
+        ranks.keep_longest(view, objects)
+    assert set(view.libraries) == {"libmpi.so", "mca_pml_ob1.so"}
+
+
 def test_a_rank_is_python_running_the_script_not_the_programs_that_name_it(
     ranks: ModuleType,
 ) -> None:
@@ -70,7 +82,7 @@ def test_two_alike_ranks_are_said_to_be_alike(ranks: ModuleType) -> None:
     assert lines[0].startswith("shared objects: container 3, host 3; 3 the same file")
     assert "0 of the same name differ, 0 only in the container, 0 only on the host" in lines[0]
     assert (
-        "Open MPI transport components loaded: container btl tcp, pml ob1; host btl tcp, pml ob1"
+        "Open MPI transport components in use: container btl tcp, pml ob1; host btl tcp, pml ob1"
         in lines
     )
     assert "threads: container 4, host 4; CPUs allowed: container 0-1, host 0-1" in lines
@@ -89,7 +101,7 @@ def test_each_difference_is_named(ranks: ModuleType) -> None:
     assert "  differ: libc10.so" in text
     assert "  container only: mca_pml_ob1.so" in text
     assert "  host only: mca_mtl_ofi.so, mca_pml_cm.so" in text
-    assert "components loaded: container pml ob1; host mtl ofi, pml cm" in text
+    assert "components in use: container pml ob1; host mtl ofi, pml cm" in text
     assert "threads: container 4, host 6" in text
     assert "differs: OMP_NUM_THREADS: container '1', host '2'" in text
 
