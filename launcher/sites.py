@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
+import yaml
 from hvd_container.launcher import runtimes, site_rules
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.runtimes import RuntimeProfile
@@ -33,6 +34,7 @@ from pydantic import (
 )
 
 from hvd_container.core import yamlconf
+from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError, raise_problems
 from hvd_container.core.files import not_a_file, untrusted_because
 from hvd_container.core.model import ControllerName, EnvName, Line, Strict
@@ -821,10 +823,6 @@ def record_expected_busbw(site: Site, busbw: float, about: str) -> Path:
     """Write `expected_busbw` (MB/s) into the user's override of `site` (its file in the user's
     sites folder, made as `extends: NAME` when there is none), with a source that says where the
     figure comes from and when; the file is read back as a profile before it stays."""
-    import yaml
-
-    from hvd_container.core.atomic import write_text
-
     path = user_sites_dir() / f"{site.name}.yaml"
     before = path.read_text() if path.is_file() else None
     data: dict[str, Any] = (yaml.safe_load(before) if before else None) or {"extends": site.name}

@@ -133,11 +133,11 @@ def test_only_the_steering_variables_are_kept(ranks: ModuleType) -> None:
 def test_the_watch_reads_a_real_running_python(ranks: ModuleType, tmp_path: Path) -> None:
     script = tmp_path / "rank_under_watch.py"
     script.write_text(
-        "import ctypes, threading, time\nthreading.Thread(target=time.sleep, args=(5,)).start()\ntime.sleep(5)\n"
+        "import ctypes, threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\ntime.sleep(60)\n"
     )
     with ranks.RankWatch(script.name) as watch:
         proc = subprocess.Popen([sys.executable, str(script)], env={"OMP_NUM_THREADS": "3"})
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline and watch.view.threads < 2:
             time.sleep(0.2)
         proc.kill()

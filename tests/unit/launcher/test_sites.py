@@ -98,7 +98,7 @@ def test_name_must_match_file_name(isolated: Path) -> None:  # noqa: F811
 INVALID = [
     (
         MINIMAL + "color: red\n",
-        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, first_node_suffix, nccl_finds_network, shared_paths, modules, site_modules, env, multi_node_env, binds, images, notes, acknowledge, sources\)",
+        r"4: color: unknown key \(allowed: name, runtime, description, other_runtimes, arch, cluster_names, login_host, jupyter_interface, scheduler, mpi, controller, gpu_driver, first_node_suffix, expected_busbw, nccl_finds_network, shared_paths, modules, site_modules, env, multi_node_env, binds, images, notes, acknowledge, sources\)",
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
