@@ -218,6 +218,7 @@ def add_screen(report: Report, found: Screen) -> None:
                    v.status if not v.why else f"{v.status}: {v.why}")  # fmt: skip
     for p in found.pairs:
         figure = f"{p.busbw:.0f} MB/s" if p.busbw is not None else f"failed: {p.why}"
-        report.add(f"pair-{p.nodes[0]}-{p.nodes[1]}", "pass" if p.busbw else "warn", figure)
+        slow = p.busbw is None or (found.threshold is not None and p.busbw < found.threshold)
+        report.add(f"pair-{p.nodes[0]}-{p.nodes[1]}", "warn" if slow else "pass", figure)
     for note in found.notes:
         report.add("screen-network", "warn", note)

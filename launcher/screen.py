@@ -84,6 +84,7 @@ class Screen:
     pairs: list[PairResult] = field(default_factory=list)
     reference: float | None = None  # MB/s
     expected: float | None = None  # MB/s, the site's
+    threshold: float | None = None  # MB/s: a pair below it is slow
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -104,6 +105,7 @@ class Screen:
             "pairs": [asdict(p) for p in self.pairs],
             "reference_busbw_mbs": self.reference,
             "expected_busbw_mbs": self.expected,
+            "threshold_busbw_mbs": self.threshold,
             "notes": self.notes,
         }
 
@@ -192,7 +194,7 @@ def judge(
     if best:
         screen.reference = statistics.median(best.values())
     limits = [f * SLOW_FRACTION for f in (screen.reference, expected) if f]
-    threshold = max(limits) if limits else None
+    threshold = screen.threshold = max(limits) if limits else None
     fast = {n for n, b in best.items() if threshold is None or b >= threshold}
     tested = [n for n in nodes if verdict.get(n, NodeVerdict(n, "ok")).status == "ok"]
     for node in nodes:
@@ -214,6 +216,11 @@ def judge(
             )
         else:
             screen.verdicts.append(NodeVerdict(node, "ok"))
+    if failed and not fast:
+        screen.notes.append(
+            f"no pair's all-reduce passed ({len(failed)} nodes in failed pairs): the network "
+            "between the nodes, not one node; no node is blamed"
+        )
     if best and not fast:
         screen.notes.append(
             f"every pair is below {threshold:.0f} MB/s (half of "

@@ -125,6 +125,7 @@ _SCREEN = _record(
         },
         "reference_busbw_mbs": _NUM_OR_NULL,
         "expected_busbw_mbs": _NUM_OR_NULL,
+        "threshold_busbw_mbs": _NUM_OR_NULL,
         "notes": _STRS,
     }
 )

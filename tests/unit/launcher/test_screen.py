@@ -129,6 +129,23 @@ def test_when_every_pair_is_slow_the_network_is_and_no_node_is_blamed() -> None:
     assert found.notes and "the network as a whole is slow" in found.notes[0]
 
 
+def test_when_no_pair_passes_no_node_is_blamed() -> None:
+    found = judge(["n1", "n2"], lone_ok("n1", "n2"), [PairResult(("n1", "n2"), None, "exit 1")])
+    assert not found.bad
+    assert found.notes and "no pair's all-reduce passed" in found.notes[0]
+
+
+def test_doctor_marks_the_slow_pairs() -> None:
+    from hvd_container.launcher.doctor import Report, add_screen
+
+    report = Report()
+    add_screen(report, screened_three())
+    marks = {r.check: r.status for r in report.smoke}
+    assert marks["pair-n1-n2"] == "pass"
+    assert marks["pair-n2-n3"] == marks["pair-n3-n1"] == "warn"
+    assert marks["screen-n3"] == "fail" and marks["screen-n1"] == "pass"
+
+
 def test_lone_failures_stand_and_a_node_whose_pairs_all_failed_is_broken() -> None:
     alone = [
         NodeVerdict("n1", "ok"),
