@@ -63,7 +63,7 @@ def test_a_rank_is_python_running_the_script_not_the_programs_that_name_it(
     assert ranks.is_rank(
         b"/opt/venv/bin/python\0examples/ddp_synthetic.py\0--epochs\0", "ddp_synthetic.py"
     )
-    assert ranks.is_rank(b"python3.11\0-u\0/work/x/ddp_synthetic.py\0", "ddp_synthetic.py")
+    assert ranks.is_rank(b"python3.11\0-u\0/scratch/u/ddp_synthetic.py\0", "ddp_synthetic.py")
     assert not ranks.is_rank(b"srun\0--mpi=pmix\0python\0ddp_synthetic.py\0", "ddp_synthetic.py")
     assert not ranks.is_rank(
         b"/usr/bin/ch-run\0/img\0--\0python\0ddp_synthetic.py\0", "ddp_synthetic.py"
