@@ -217,8 +217,7 @@ def add_screen(report: Report, found: Screen) -> None:
         report.add(f"screen-{v.node}", "pass" if v.status == "ok" else "fail",
                    v.status if not v.why else f"{v.status}: {v.why}")  # fmt: skip
     for p in found.pairs:
-        figure = f"{p.busbw:.0f} MB/s" if p.busbw is not None else f"failed: {p.why}"
         slow = p.busbw is None or (found.threshold is not None and p.busbw < found.threshold)
-        report.add(f"pair-{p.nodes[0]}-{p.nodes[1]}", "warn" if slow else "pass", figure)
+        report.add(f"pair-{p.nodes[0]}-{p.nodes[1]}", "warn" if slow else "pass", p.figure)
     for note in found.notes:
         report.add("screen-network", "warn", note)

@@ -27,7 +27,7 @@ from hvd_container.launcher.doctor import parse_smoke
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.report import Reporter
-from hvd_container.launcher.request import SCREEN_POLICIES, LaunchRequest
+from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site
 
@@ -73,6 +73,10 @@ class PairResult:
     busbw: float | None  # MB/s, the slower rank's; None: the pair's step failed
     why: str = ""
 
+    @property
+    def figure(self) -> str:
+        return f"{self.busbw:.0f} MB/s" if self.busbw is not None else f"failed: {self.why}"
+
 
 @dataclass
 class Screen:
@@ -112,9 +116,7 @@ class Screen:
     def lines(self) -> list[str]:
         """What a person reads: each node's verdict, the pairs, the notes."""
         out = [f"{v.node}: {v.status}" + (f": {v.why}" if v.why else "") for v in self.verdicts]
-        for p in self.pairs:
-            figure = f"{p.busbw:.0f} MB/s" if p.busbw is not None else f"failed: {p.why}"
-            out.append(f"pair {p.nodes[0]}-{p.nodes[1]}: {figure}")
+        out += [f"pair {p.nodes[0]}-{p.nodes[1]}: {p.figure}" for p in self.pairs]
         if self.reference is not None:
             out.append(f"reference bus bandwidth: {self.reference:.0f} MB/s")
         return out + self.notes
@@ -143,6 +145,11 @@ def ring_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
     return rounds
 
 
+def _tail(output: str) -> str:
+    """A step's last two lines, on one line: what a verdict quotes."""
+    return " | ".join(output.strip().splitlines()[-2:]) or "no output"
+
+
 def node_alone(node: str, result: StepResult, timeout: float) -> NodeVerdict:
     """A node's verdict from its lone step: a rank came up there, or why not."""
     if result.exit_code is None:
@@ -154,7 +161,7 @@ def node_alone(node: str, result: StepResult, timeout: float) -> NodeVerdict:
         and all(r.word == "ok" for rows in ops.values() for r in rows)
     ):
         return NodeVerdict(node, "ok")
-    tail = " | ".join(result.output.strip().splitlines()[-2:]) or "no output"
+    tail = _tail(result.output)
     if not ranks and any(mark in result.output for mark in _UNREACHABLE):
         return NodeVerdict(node, "down", f"its slurmd did not take the step: {tail}")
     if not ranks:
@@ -169,8 +176,7 @@ def pair_figure(pair: tuple[str, str], result: StepResult) -> PairResult:
     _, ops = parse_smoke(result.output)
     figures = [r.busbw for rows in ops.values() for r in rows if r.busbw is not None]
     if result.exit_code != 0 or len(figures) < 2:
-        tail = " | ".join(result.output.strip().splitlines()[-2:]) or "no output"
-        return PairResult(pair, None, f"exit {result.exit_code}: {tail}")
+        return PairResult(pair, None, f"exit {result.exit_code}: {_tail(result.output)}")
     return PairResult(pair, min(figures))
 
 
@@ -242,11 +248,7 @@ def _reference_words(reference: float | None, expected: float | None) -> str:
 def narrowed(request: LaunchRequest, screen: Screen, policy: str) -> tuple[LaunchRequest, str]:
     """The training request on the screen's good nodes (srun --exclude the bad ones, fewer
     nodes and ranks), and the line that says so; UserError under policy `fail`, or when no
-    node is left."""
-    if policy not in SCREEN_POLICIES:
-        raise UserError(
-            f"--screen-policy: {policy!r} is not allowed (allowed: {', '.join(SCREEN_POLICIES)})"
-        )
+    node is left. `policy` is one request.check allows (checked there, once)."""
     bad = screen.bad
     if not bad:
         return request, f"screen: all {len(screen.nodes)} nodes passed"
