@@ -17,9 +17,10 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from hvd_container.containers import pipconfig
 from hvd_container.containers.base_pin import BasePin, needs_pin, read_pin
@@ -35,7 +36,7 @@ from hvd_container.containers.lockfile import (
 )
 from hvd_container.containers.pipconfig import HostPipConfig
 from hvd_container.containers.recipe import Recipe
-from hvd_container.containers.recipe_loader import read_recipe, recipe_file
+from hvd_container.containers.recipe_loader import image_arches, recipe_lock_file
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -78,6 +79,7 @@ class LockResult:
     seconds: float
     # the base image's digest (None: a debootstrap base, or a digest in the recipe)
     base: BasePin | None = None
+    arch: str | None = None  # the image's, where the recipe makes one for each of several
 
 
 def lock_inputs(recipe: Recipe, pip: HostPipConfig) -> LockInputs:
@@ -290,6 +292,14 @@ def base_changes(old: BasePin | None, new: BasePin | None) -> list[str]:
     return [f"base {new.image} {old.digest} -> {new.digest}"]
 
 
+def lock_images(ref: str, arches: Sequence[str] = (), **options: Any) -> list[LockResult]:
+    """lock_recipe for each image ref makes (arches: these instead of the recipe's own)."""
+    return [
+        replace(lock_recipe(ref, arch=arch, **options), arch=arch)
+        for arch in image_arches(ref, arches)
+    ]
+
+
 def lock_recipe(
     ref: str,
     *,
@@ -299,8 +309,10 @@ def lock_recipe(
     uv: list[str] | None = None,
     engine: Engine | None = None,
     on_step: Callable[[str], None] | None = None,
+    arch: str | None = None,
 ) -> LockResult:
-    """Resolve ref's recipe and write NAME.lock next to it (check: only say what would change).
+    """Resolve ref's recipe and write NAME.lock next to it (check: only say what would change);
+    arch: the lock of that architecture's image, NAME.ARCH.lock where the recipe makes several.
 
     A lock made from the recipe's current inputs (its header's digest) is current: it comes
     back at once, with `check` after asking the registry whether the base tag moved; `upgrade`
@@ -310,8 +322,7 @@ def lock_recipe(
     step = on_step or (lambda _message: None)
     started = time.monotonic()
     step(f"reading recipe {ref}")
-    recipe = read_recipe(ref)  # a stale lock is what this replaces
-    path = recipe_file(ref).with_suffix(".lock")
+    recipe, path = recipe_lock_file(ref, arch)  # a stale lock is what this replaces
     inputs = lock_inputs(recipe, pip if pip is not None else pipconfig.read_host_pip_config())
     if not inputs.requirements:
         raise UserError(f"recipe {recipe.name}: nothing to lock (it installs no pip packages)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from hvd_container.containers.lockfile import platform_of
@@ -343,12 +344,25 @@ class Horovod(Strict):
         return value
 
 
+def _one_arch(value: Any) -> Any:
+    if isinstance(value, list):  # recipe_loader splits a list into one recipe an architecture
+        raise ValueError("one architecture here (the recipe loader reads a list of them)")
+    return value
+
+
 class Recipe(Strict):
     name: str = Field(pattern=_NAME_PATTERN, description="Image repository name (lower case).")
     version: Version = Field(pattern=_TAG_PATTERN, description="Image tag.")
     description: PlainText = ""
     base: Annotated[Base, BeforeValidator(_base_shorthand, json_schema_input_type=str | Base)]
-    arch: Arch = "amd64"
+    arch: Annotated[Arch, BeforeValidator(_one_arch, json_schema_input_type=Arch | list[Arch])] = (
+        Field(
+            default="amd64",
+            description="The image's architecture; a list (e.g. [amd64, arm64]) makes an image for "
+            "each, tagged NAME:VERSION-ARCH, with a lock each (NAME.ARCH.lock), pushed under one "
+            "OCI image index NAME:VERSION.",
+        )
+    )
     python: Python
     mpi: Mpi | None = None
     cuda: Cuda | None = None
@@ -427,3 +441,30 @@ class LockedRecipe(Recipe):
 
 
 FIELDS = [f.alias or name for name, f in Recipe.model_fields.items()]
+
+
+def arch_tag(version: str, arch: str) -> str:
+    """The tag of one architecture's image of a recipe that makes several: VERSION-ARCH."""
+    return f"{version}-{arch}"
+
+
+@dataclass(frozen=True)
+class MultiArch:
+    """The images of a recipe that names several architectures (or was built with --arch for
+    another): one LockedRecipe each, its version VERSION-ARCH and its own lock. Pushed, an OCI
+    image index NAME:VERSION lists them; its digest covers every one, locks included."""
+
+    name: str
+    version: str
+    images: tuple[LockedRecipe, ...]
+
+    @property
+    def index_tag(self) -> str:
+        return f"{self.name}:{self.version}"
+
+    @property
+    def arches(self) -> list[str]:
+        return [image.arch for image in self.images]
+
+    def digest(self) -> str:
+        return _digest({"images": {image.arch: image.digest() for image in self.images}})

@@ -8,12 +8,21 @@ beside its file. Every error is one line naming the file, line and key path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 from hvd_container.containers.blocks import pip_requirements
 from hvd_container.containers.compat import check_compatibility
 from hvd_container.containers.lockfile import inputs_digest, read_lock
-from hvd_container.containers.recipe import PATTERN_WORDS, LockedRecipe, Recipe
+from hvd_container.containers.recipe import (
+    PATTERN_WORDS,
+    Arch,
+    LockedRecipe,
+    MultiArch,
+    Recipe,
+    arch_tag,
+)
 
 from hvd_container import recipes
 from hvd_container.core import yamlconf
@@ -59,25 +68,96 @@ def _resolve_ref(ref: str | Path, relative_to: Path | None = None) -> Path:
     )
 
 
-def read_recipe(ref: str | Path) -> Recipe:
+def read_recipe(ref: str | Path, arch: str | None = None) -> Recipe:
     """Read, merge (`extends:`) and validate a recipe given by path or built-in name, without
-    its lock (as `lock` reads a recipe to lock it, and the launch side its facts)."""
-    return _read(ref)[0]
+    its lock (as `lock` reads a recipe to lock it, and the launch side its facts).
+
+    arch: the recipe of that architecture's image (needed where the recipe names several)."""
+    return _read(ref, arch)[0]
 
 
-def _read(ref: str | Path) -> tuple[Recipe, yamlconf.Layered, Path]:
+def read_images(ref: str | Path, arches: Sequence[str] = ()) -> list[Recipe]:
+    """The recipe of each image ref makes (arches: these instead of the recipe's own)."""
+    return [read_recipe(ref, arch) for arch in image_arches(ref, arches)]
+
+
+def image_arches(ref: str | Path, arches: Sequence[str] = ()) -> list[str | None]:
+    """The architectures ref's images are for: arches when given, else those the recipe
+    names; [None]: the one image of a recipe that names one architecture."""
+    if not arches:
+        layered = yamlconf.load_layered(_resolve_ref(ref), _resolve_ref, "a recipe name or a path")
+        arches = named_arches(layered) or []
+    return list(dict.fromkeys(arches)) or [None]
+
+
+ARCHES: tuple[str, ...] = get_args(Arch)
+
+
+def named_arches(layered: yamlconf.Layered) -> list[str] | None:
+    """The list `arch:` names (checked), or None where it names one architecture."""
+    value = layered.data.get("arch")
+    if not isinstance(value, list):
+        return None
+    where = layered.where(("arch",))
+    allowed = ", ".join(ARCHES)
+    if not value:
+        raise UserError(f"{where}: arch: an empty list (allowed: one or more of {allowed})")
+    for item in value:
+        if item not in ARCHES:
+            raise UserError(
+                f"{where}: arch: {str(item)!r} is not an architecture (allowed: {allowed})"
+            )
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: arch: each architecture may appear once")
+    return [str(item) for item in value]
+
+
+def _read(ref: str | Path, arch: str | None = None) -> tuple[Recipe, yamlconf.Layered, Path, bool]:
+    """(recipe, its layers, its file, whether it is one of several images: VERSION-ARCH)."""
     path = _resolve_ref(ref)
     layered = yamlconf.load_layered(path, _resolve_ref, "a recipe name or a path")
-    recipe = yamlconf.validate(Recipe, layered, layered.data, PATTERN_WORDS)
+    arches = named_arches(layered)
+    data = layered.data
+    if arches is not None and arch is None:
+        raise UserError(
+            f"{layered.where(('arch',))}: recipe {data.get('name')} makes an image for each of "
+            f"{', '.join(arches)}: name one (--arch)"
+        )
+    split = arch is not None and (arches is not None or arch != data.get("arch", "amd64"))
+    if arch is not None:
+        if arch not in ARCHES:
+            raise UserError(f"--arch {arch}: not an architecture (allowed: {', '.join(ARCHES)})")
+        data = {**data, "arch": arch}
+    recipe = yamlconf.validate(Recipe, layered, data, PATTERN_WORDS)
+    if split:
+        recipe = recipe.model_copy(update={"version": arch_tag(recipe.version, recipe.arch)})
     check_compatibility(recipe, layered)
-    return recipe, layered, path
+    return recipe, layered, path, split
 
 
-def load_recipe(ref: str | Path) -> LockedRecipe:
+def lock_file(path: Path, recipe: Recipe, split: bool) -> Path:
+    """NAME.lock beside the recipe; NAME.ARCH.lock for one of several images' (each its own
+    resolution: the wheels differ by architecture)."""
+    return path.with_suffix(f".{recipe.arch}.lock" if split else ".lock")
+
+
+def recipe_lock_file(ref: str | Path, arch: str | None = None) -> tuple[Recipe, Path]:
+    """The recipe (of arch's image) and the lock file its build installs."""
+    recipe, _layered, path, split = _read(ref, arch)
+    return recipe, lock_file(path, recipe, split)
+
+
+def load_recipe(ref: str | Path, arch: str | None = None) -> LockedRecipe:
     """The recipe with the lock next to its file: what a build installs. A recipe that takes
-    parts from PyPI and has no lock is LockMissing, with the command that makes it."""
-    recipe, layered, path = _read(ref)
-    lock_path = path.with_suffix(".lock")
+    parts from PyPI and has no lock is LockMissing, with the command that makes it.
+
+    arch: the recipe of that architecture's image (needed where the recipe names several)."""
+    return _load(ref, arch)[0]
+
+
+def _load(ref: str | Path, arch: str | None) -> tuple[LockedRecipe, bool]:
+    recipe, layered, path, split = _read(ref, arch)
+    lock_path = lock_file(path, recipe, split)
     lock = read_lock(lock_path, lock_inputs_digest(recipe), recipe.base.image, str(ref))
     if lock is None and recipe.parts_needing_a_lock:
         parts = " and ".join(recipe.parts_needing_a_lock)
@@ -86,13 +166,28 @@ def load_recipe(ref: str | Path) -> LockedRecipe:
             if len(layered.docs) > 1
             else ""
         )
+        command = f"hvd-container lock {ref}" + (f" --arch {recipe.arch}" if split else "")
         raise LockMissing(
             f"{path}: recipe {recipe.name} takes {parts} from PyPI, which a build installs "
             f"only from a lock, and {lock_path} does not exist{inherited}: make it with "
-            f"`hvd-container lock {ref}`",
-            command=f"hvd-container lock {ref}",
+            f"`{command}`",
+            command=command,
         )
-    return LockedRecipe.of(recipe, lock)
+    return LockedRecipe.of(recipe, lock), split
+
+
+def load_images(ref: str | Path, arches: Sequence[str] = ()) -> LockedRecipe | MultiArch:
+    """Every image ref makes: its one LockedRecipe, or a MultiArch where it makes several (a
+    recipe naming several architectures, or arches other than its own asked for)."""
+    loaded = [_load(ref, arch) for arch in image_arches(ref, arches)]
+    if len(loaded) == 1 and not loaded[0][1]:
+        return loaded[0][0]
+    images = tuple(recipe for recipe, _split in loaded)
+    return MultiArch(images[0].name, _plain_version(images[0]), images)
+
+
+def _plain_version(recipe: Recipe) -> str:
+    return recipe.version.removesuffix(f"-{recipe.arch}")
 
 
 class LockMissing(UserError):
@@ -103,15 +198,15 @@ class LockMissing(UserError):
         self.command = command
 
 
-def load_recipe_to_read(ref: str | Path) -> tuple[Recipe, list[str]]:
+def load_recipe_to_read(ref: str | Path, arch: str | None = None) -> tuple[Recipe, list[str]]:
     """The recipe as `recipes validate` and `recipes show` read it, with notes: what it
     inherits that a reader may not expect (inheritance_notes), and, without its lock where it
     has none yet, that build and render need one (and the command that makes it)."""
     recipe: Recipe
     try:
-        recipe, notes = load_recipe(ref), []
+        recipe, notes = load_recipe(ref, arch), []
     except LockMissing as exc:
-        recipe = read_recipe(ref)
+        recipe = read_recipe(ref, arch)
         notes = [f"no lock yet: build and render need one: `{exc.command}`"]
     return recipe, [*inheritance_notes(ref), *notes]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hvd_container.containers.engine import CommandNotFound, EngineError, EngineUnreachable
-from hvd_container.containers.recipe_loader import list_builtin, load_recipe
+from hvd_container.containers.recipe_loader import image_arches, list_builtin, load_recipe
 
 from hvd_container import facts as labels_of
 from hvd_container import known_bad
@@ -25,7 +25,7 @@ from hvd_container.core.programs import program_text
 
 if TYPE_CHECKING:
     from hvd_container.containers.engine import Engine
-    from hvd_container.containers.recipe import Recipe
+    from hvd_container.containers.recipe import LockedRecipe, Recipe
 
 CHECK_BUILD = ["horovodrun", "--check-build"]
 
@@ -389,6 +389,12 @@ class Verified:
     note: str | None  # said before the checks (the labelled recipe is not a built-in one)
 
 
+def _image_recipe(ref: str, arch: str) -> LockedRecipe:
+    """The recipe an image was built from: of a recipe that makes several, the image's arch's."""
+    several = image_arches(ref) != [None]
+    return load_recipe(ref, arch if several and arch != "unknown" else None)
+
+
 def verify_existing(
     engine: Engine,
     image: str,
@@ -406,10 +412,11 @@ def verify_existing(
     labels = (info.get("Config") or {}).get("Labels") or {}
     named = labels.get(labels_of.RECIPE_NAME)
     recipe = None
+    arch = str(info.get("Architecture") or "unknown")
     if recipe_ref:
-        recipe = load_recipe(recipe_ref)
+        recipe = _image_recipe(recipe_ref, arch)
     elif named and named in list_builtin():
-        recipe = load_recipe(named)
+        recipe = _image_recipe(named, arch)
     if recipe is not None:
         against = f"recipe {recipe.name} {recipe.version}"
     elif _has_facts(labels):
@@ -421,7 +428,6 @@ def verify_existing(
         note = f"{image}: recipe {named} is not built in; verifying against {against}"
         if on_note is not None:
             on_note(note)
-    arch = str(info.get("Architecture") or "unknown")
     run = docker_runner(engine, image)
     result = verify_image(image, run, arch, recipe, on_step=on_step, labels=labels)
     return Verified(against, result, fact_labels(result, recipe), note)

@@ -237,9 +237,16 @@ def request_from_options(
     facts = None
     if recipe:
         # the recipe model only for --recipe: importing it adds about 40 ms to a dry run
-        from hvd_container.containers.recipe_loader import read_recipe
+        from hvd_container.containers.recipe_loader import image_arches, read_recipe
 
-        facts = facts_from_recipe(read_recipe(recipe))
+        arch = _image_for_partition(recipe, image_arches(recipe), site, values)
+        recipe_facts = read_recipe(recipe, arch)
+        if arch is not None and warnings is not None:
+            warnings.append(
+                f"--recipe {recipe}: its {arch} image, {recipe_facts.image_tag}, for the "
+                f"{arch} nodes of {_where(site, values)}"
+            )
+        facts = facts_from_recipe(recipe_facts)
     inside = bool(os.environ.get("SLURM_JOB_ID"))
     if inside and values.get("cpus_per_task") is None:
         # the allocation's CPUs per task, which a step no longer inherits (Slurm 22.05)
@@ -249,6 +256,28 @@ def request_from_options(
         script=script, args=list(args or []), facts=facts, inside_allocation=inside, **values
     )
     return site, request
+
+
+def _image_for_partition(
+    recipe: str, arches: list[str | None], site: Site, values: dict[str, Any]
+) -> str | None:
+    """Of a recipe that makes an image for each of several architectures, the one for the
+    partition's nodes; None for a recipe of one image."""
+    if arches == [None]:
+        return None
+    wanted = site.arch_for(values.get("partition") or site.scheduler.partition)
+    if wanted not in arches:
+        raise UserError(
+            f"--recipe {recipe}: its images are for {', '.join(map(str, arches))}, but "
+            f"{_where(site, values)} runs {wanted}: add {wanted} to the recipe's arch: list "
+            "and build it"
+        )
+    return wanted
+
+
+def _where(site: Site, values: dict[str, Any]) -> str:
+    partition = values.get("partition") or site.scheduler.partition
+    return f"partition {partition}" if partition else f"site {site.name}"
 
 
 # values that go into options and #SBATCH lines; the script's own arguments and --env values

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvd_container.containers.recipe_loader import list_builtin, load_recipe
+from hvd_container.containers.recipe import MultiArch
+from hvd_container.containers.recipe_loader import (
+    image_arches,
+    list_builtin,
+    load_images,
+    load_recipe,
+)
 
 
 @dataclass(frozen=True)
@@ -18,13 +24,22 @@ class Source:
     recipe: Any = None  # containers.recipe.Recipe (imported lazily: pydantic models are heavy)
 
 
-def resolve_source(ref: str) -> Source:
-    """A path ending in .yaml/.yml or a built-in recipe name is a recipe; anything else an image."""
+def resolve_sources(ref: str, arch: str | None = None) -> list[Source]:
+    """A path ending in .yaml/.yml or a built-in recipe name is a recipe, each of its images a
+    source (arch: only that one's, of a recipe that names several); anything else an image."""
+    if not is_recipe(ref):
+        return [Source(image=ref)]
+    arches = image_arches(ref)
+    if arch is not None and arch in arches:
+        recipe = load_recipe(ref, arch)
+        return [Source(image=recipe.image_tag, recipe=recipe)]
+    images = load_images(ref)
+    recipes = images.images if isinstance(images, MultiArch) else (images,)
+    return [Source(image=recipe.image_tag, recipe=recipe) for recipe in recipes]
 
-    if Path(ref).suffix in (".yaml", ".yml") or ref in list_builtin():
-        recipe = load_recipe(ref)
-        return Source(image=recipe.image_tag, recipe=recipe)
-    return Source(image=ref)
+
+def is_recipe(ref: str) -> bool:
+    return Path(ref).suffix in (".yaml", ".yml") or ref in list_builtin()
 
 
 def default_output(image: str, suffix: str) -> Path:

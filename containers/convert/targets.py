@@ -9,7 +9,7 @@ the caller hands in how to read a site profile (the build side does not read the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,8 +18,10 @@ from hvd_container.containers.convert.options import check_flags, check_recipe_a
 from hvd_container.containers.convert.sif_apptainer import convert_with_apptainer
 from hvd_container.containers.convert.sif_native import convert_image_to_sif
 from hvd_container.containers.convert.site_images import SiteTarget, publish_to_site
-from hvd_container.containers.convert.source import default_output, resolve_source
+from hvd_container.containers.convert.source import Source, default_output, resolve_sources
 from hvd_container.containers.transfer import OnTransfer
+
+from hvd_container.core.errors import UserError
 
 Target = Literal["sif", "shifter", "podman-hpc", "def"]
 TARGETS: tuple[Target, ...] = ("sif", "shifter", "podman-hpc", "def")
@@ -70,7 +72,38 @@ def convert(
             "--login-host": request.login_host,
         },
     )
-    src = resolve_source(request.source)
+    sources = resolve_sources(request.source, request.arch)
+    if len(sources) == 1:
+        return _convert_one(request, sources[0], engine, on_step, on_transfer, push, site_lookup)
+    names = ", ".join(source.image for source in sources)
+    if request.to != "sif":
+        raise UserError(
+            f"{request.source} makes an image for each of several architectures ({names}): "
+            f"convert --to {request.to} one of them (--arch, or its tag)"
+        )
+    folder = request.output or Path(".")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(
+            f"--output {folder}: a folder for the SIF files of {names} (one an architecture), "
+            "not a file"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    made = []
+    for source in sources:
+        one = replace(request, output=folder / default_output(source.image, ".sif"))
+        made.append(_convert_one(one, source, engine, on_step, on_transfer, push, site_lookup))
+    return {"images": made}
+
+
+def _convert_one(
+    request: ConvertRequest,
+    src: Source,
+    engine: str,
+    on_step: Callable[[str], None],
+    on_transfer: OnTransfer | None,
+    push: Callable[[str, str], object] | None,
+    site_lookup: Callable[[str | None], SiteTarget] | None,
+) -> dict[str, Any]:
     check_recipe_arch(request.arch, src.recipe)
     if request.to == "def":
         path = write_definition(src.recipe, request.output, bootstrap=request.bootstrap)

@@ -328,6 +328,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "seconds": {"type": "number"},
             "engine": _STR,
             "note": _STR,
+            "images": {"type": "array"},  # a SIF an architecture: these fields each
         },
     ),
     "inspect": _result(
@@ -355,9 +356,16 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "seconds": {"type": "number"},
             "labels": _STR_MAP,
         },
-        {"pushed": {"type": "object"}},
+        {
+            "pushed": {"type": "object"},
+            "arch": _STR,  # one record an image, where the recipe makes several
+            "index": {"type": "object"},  # the image index over them (the last record)
+        },
     ),
-    "push": _result({"remote": _STR, "digest": _STR}),
+    "push": _result(
+        {"remote": _STR, "digest": _STR},
+        {"images": {"type": "array"}},  # under an image index: each image pushed
+    ),
     "jupyter": _result(
         {"job_id": _STR},
         {
@@ -379,14 +387,16 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "packages": _STR_MAP,
             "seconds": {"type": "number"},
         },
-        {  # the base image's pin; absent for debootstrap bases and digests in the recipe
+        {
+            "arch": _STR,  # one record an image where the recipe makes several
+            # the base image's pin; absent for debootstrap bases and digests in the recipe
             "base": _record(
                 {
                     "image": _STR,
                     "digest": {"type": ["string", "null"]},
                     "reason": _STR,
                 }
-            )
+            ),
         },
     ),
     "progress": _record(

@@ -1,12 +1,16 @@
-"""An arm64 image made here for real, under emulation (Grace Hopper's architecture).
+"""An arm64 image made here for real, under emulation (Grace Hopper's architecture), as one of
+a pair: one recipe, an image for amd64 and one for arm64.
 
 testbed/qemu.sh registers Debian's qemu-user-static with binfmt_misc (fix-binary, so arm64
-programs run in containers and on the cluster's nodes too). A small recipe with `arch: arm64`
-(Python and a NumPy wheel, no framework) is locked for aarch64 by uv, its Debian base
-bootstrapped for arm64 (debootstrap's second stage under qemu, loaded with its architecture),
-built by the Docker engine for linux/arm64, verified by running its checks under emulation,
-converted to a SIF whose descriptor says arm64, and run on both nodes of the local cluster
-through a profile that names their partition arm64."""
+programs run in containers and on the cluster's nodes too). A small recipe with `arch: [amd64,
+arm64]` (Python and a NumPy wheel, no framework) is locked for each (uv: x86_64 and aarch64),
+its arm64 Debian base bootstrapped (debootstrap's second stage under qemu, loaded with its
+architecture); one build makes both images (arm64's by the Docker engine for linux/arm64,
+verified by running its checks under emulation) and pushes them under one OCI image index,
+which the engine itself then reads back for each platform; convert writes a SIF each, the
+arm64 one's descriptor says arm64; and `run --recipe` takes the image of the partition's
+architecture on both nodes of the local cluster: arm64 through a profile that says its nodes
+are arm64, amd64 through the local profile."""
 
 from __future__ import annotations
 
@@ -15,8 +19,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
-from tests._json_records import records
+from tests._json_records import check, records
 from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -30,14 +35,15 @@ pytestmark = pytest.mark.e2e
 NAME = "hvd-test-arm64-mini"
 RECIPE = f"""extends: cpu-bookworm
 name: {NAME}
-description: arm64 Python 3.11 and NumPy, no framework (the arm64 path end to end)
-arch: arm64
+description: Python 3.11 and NumPy for amd64 and arm64, no framework (the pair end to end)
+arch: [amd64, arm64]
 mpi: null
 pytorch: null
 horovod: null
 checks:
-  - python -c 'import platform, numpy; assert platform.machine() == "aarch64", platform.machine()'
+  - python -c 'import platform, numpy; print(platform.machine())'
 """
+MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
 @pytest.fixture(scope="module")
@@ -46,75 +52,130 @@ def qemu() -> None:
 
 
 @pytest.fixture(scope="module")
-def arm64_recipe(qemu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recipe, locked for aarch64 by `hvd-container lock` (uv)."""
-    recipe = tmp_path_factory.mktemp("arm64") / f"{NAME}.yaml"
+def pair_recipe(qemu: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recipe, locked for x86_64 and for aarch64 by `hvd-container lock` (uv)."""
+    recipe = tmp_path_factory.mktemp("pair") / f"{NAME}.yaml"
     recipe.write_text(RECIPE)
-    locked = cli("lock", str(recipe), timeout=600)
+    locked = cli("lock", str(recipe), "--json", timeout=600)
     assert locked.returncode == 0, locked.stdout + locked.stderr
+    locks = [check("lock", r) for r in records(locked.stdout) if "path" in r]
+    assert [lock["arch"] for lock in locks] == ["amd64", "arm64"]
     return recipe
 
 
-def test_the_lock_is_resolved_for_aarch64(arm64_recipe: Path) -> None:
-    lock = arm64_recipe.with_suffix(".lock").read_text()
-    assert "python 3.11, aarch64-manylinux_2_36" in lock.splitlines()[1]
-    assert "numpy==" in lock
+def test_each_image_is_locked_for_its_own_machine(pair_recipe: Path) -> None:
+    for arch, machine in MACHINE.items():
+        lock = pair_recipe.with_suffix(f".{arch}.lock").read_text()
+        assert f"python 3.11, {machine}-manylinux_2_36" in lock.splitlines()[1], lock[:300]
+        assert "numpy==" in lock
 
 
 @pytest.fixture(scope="module")
-def arm64_built(arm64_recipe: Path, base_image: str) -> list[dict]:
-    # an earlier run's image would be up to date, built without a step to check: drop its
-    # name (its layers stay, so the steps run again, cached)
-    subprocess.run(
-        ["docker", "image", "rm", "--no-prune", f"{NAME}:1"], capture_output=True, check=False
-    )
-    proc = cli("build", str(arm64_recipe), "--progress", "json", timeout=3600)
+def pair_built(pair_recipe: Path, base_image: str, local_registry: str) -> list[dict]:
+    # an earlier run's images would be up to date, built without a step to check: drop their
+    # names (their layers stay, so the steps run again, cached)
+    for arch in MACHINE:
+        subprocess.run(["docker", "image", "rm", "--no-prune", f"{NAME}:1-{arch}"],
+                       capture_output=True, check=False)  # fmt: skip
+    proc = cli("build", str(pair_recipe), "--push", local_registry, "--progress", "json",
+               timeout=3600)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     return records(proc.stdout)
 
 
 def test_the_arm64_image_is_built_from_an_arm64_base_and_verified_under_emulation(
-    arm64_built: list[dict],
+    pair_built: list[dict],
 ) -> None:
-    steps = [r["text"] for r in arm64_built if r["event"] == "step"]
+    steps = [r["text"] for r in pair_built if r["event"] == "step"]
     assert any("FROM --platform=linux/arm64 hvd-base/debian:bookworm-arm64" in s for s in steps)
-    (result,) = [r for r in arm64_built if r["event"] == "result"]
-    assert result["labels"]["org.hvd-container.verified"] == "true"
-    assert result["labels"]["org.hvd-container.arch"] == "arm64"
-    verify = cli("verify", f"{NAME}:1", "--json")
+    results = {r["arch"]: r for r in pair_built if r["event"] == "result"}
+    assert sorted(results) == ["amd64", "arm64"]
+    for arch, result in results.items():
+        assert result["tag"] == f"{NAME}:1-{arch}"
+        assert result["labels"]["org.hvd-container.verified"] == "true"
+        assert result["labels"]["org.hvd-container.arch"] == arch
+    verify = cli("verify", f"{NAME}:1-arm64", "--json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     checked = json.loads(verify.stdout.strip().splitlines()[-1])
     assert checked["ok"] and checked["facts"]["org.hvd-container.arch"] == "arm64", checked
 
 
+def test_the_index_in_the_registry_gives_each_platform_its_image(
+    pair_built: list[dict], local_registry: str
+) -> None:
+    results = {r["arch"]: r for r in pair_built if r["event"] == "result"}
+    index = results["arm64"]["index"]
+    assert index["remote"] == f"{local_registry}/{NAME}:1"
+    served = requests.get(
+        f"http://{local_registry}/v2/{NAME}/manifests/1",
+        headers={"Accept": "application/vnd.oci.image.index.v1+json"},
+        timeout=30,
+    )
+    assert served.headers["Content-Type"] == "application/vnd.oci.image.index.v1+json"
+    platforms = {m["platform"]["architecture"]: m["digest"] for m in served.json()["manifests"]}
+    assert platforms == {arch: results[arch]["pushed"]["digest"] for arch in MACHINE}
+    # the engine reads the index as any runtime would: each platform pulls its own image
+    remote = index["remote"]
+    try:
+        for arch in MACHINE:
+            pulled = subprocess.run(["docker", "pull", "-q", "--platform", f"linux/{arch}", remote],
+                                    capture_output=True, text=True, check=False)  # fmt: skip
+            assert pulled.returncode == 0, pulled.stderr
+            seen = subprocess.run(
+                ["docker", "image", "inspect", "-f",
+                 '{{.Architecture}} {{index .Config.Labels "org.hvd-container.recipe.version"}}',
+                 remote], capture_output=True, text=True, check=True,
+            ).stdout.split()  # fmt: skip
+            assert seen == [arch, f"1-{arch}"]
+    finally:
+        subprocess.run(["docker", "image", "rm", remote], capture_output=True, check=False)
+
+
 @pytest.fixture(scope="module")
-def arm64_sif(arm64_built: list[dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sif = tmp_path_factory.mktemp("arm64-sif") / f"{NAME}_1.sif"
-    proc = cli("convert", f"{NAME}:1", "--to", "sif", "-o", str(sif), timeout=1200)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return sif
+def pair_sifs(
+    pair_built: list[dict], pair_recipe: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A SIF an architecture, in the folder the runs start in: where the local profiles'
+    images.template ({name}_{version}.sif) finds them."""
+    folder = tmp_path_factory.mktemp("pair-sifs")
+    proc = cli("convert", str(pair_recipe), "--to", "sif", "-o", str(folder), "--json",
+               timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    made = json.loads(proc.stdout.strip().splitlines()[-1])["images"]
+    assert [(Path(m["path"]).name, m["arch"]) for m in made] == [
+        (f"{NAME}_1-{arch}.sif", arch) for arch in MACHINE
+    ]
+    return folder
 
 
-def test_the_sif_says_arm64(arm64_sif: Path) -> None:
-    inspected = cli("inspect", str(arm64_sif))
+def test_the_arm64_sif_says_arm64(pair_sifs: Path) -> None:
+    inspected = cli("inspect", str(pair_sifs / f"{NAME}_1-arm64.sif"))
     assert inspected.returncode == 0, inspected.stderr
     assert "arch:   arm64" in inspected.stdout.splitlines(), inspected.stdout
 
 
-def test_the_arm64_sif_runs_on_both_nodes_of_an_arm64_partition(
-    arm64_sif: Path,
+@pytest.mark.parametrize("arch", ["arm64", "amd64"])
+def test_run_recipe_takes_the_image_of_the_partitions_architecture_on_both_nodes(
+    arch: str,
+    pair_sifs: Path,
+    pair_recipe: Path,
     slurm_cluster: str,  # noqa: F811
     charliecloud_runtime: None,  # noqa: F811
-    job_dir: Path,  # noqa: F811
 ) -> None:
-    profile = arm64_profile(job_dir)  # the same nodes, emulating Grace's architecture
+    # the same nodes: said to be arm64 (Grace's architecture, emulated by qemu there), or as
+    # they are
+    site = str(arm64_profile(pair_sifs)) if arch == "arm64" else "local"
     probe = "import platform, socket, numpy; print(socket.gethostname(), platform.machine())"
     result = cli(
-        "run", "--site", str(profile), "--image", str(arm64_sif), "-N", "2",
-        "--ntasks-per-node", "1", "python", "-c", probe, cwd=job_dir, timeout=900,
+        "run", "--site", site, "--recipe", str(pair_recipe), "-N", "2",
+        "--ntasks-per-node", "1", "python", "-c", probe, cwd=pair_sifs, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert sorted(result.stdout.split()) == ["aarch64", "aarch64", "node1", "node2"], result.stdout
+    assert f"its {arch} image, {NAME}:1-{arch}, for the {arch} nodes" in result.stderr
+    machine = MACHINE[arch]
+    assert sorted(result.stdout.split()) == sorted([machine, machine, "node1", "node2"]), (
+        result.stdout
+    )
 
 
 TWIN = "cpu-bookworm-torch-arm64"

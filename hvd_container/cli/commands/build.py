@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hvd_container.cli.commands.common import RecipeArg
+from hvd_container.cli.commands.common import ArchOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.progress import JsonReporter, make_reporter
 from hvd_container.cli.terminal import safe_text
@@ -17,8 +17,10 @@ from hvd_container.containers import push as push_module
 from hvd_container.containers.build import BuildOptions, build_recipe
 from hvd_container.containers.engine import Engine, open_engine
 from hvd_container.containers.engine.docker_api import engine_errors
+from hvd_container.containers.multi_arch import build_each, push_each
 from hvd_container.containers.push import auth_from_env, remote_ref
-from hvd_container.containers.recipe_loader import list_builtin, load_recipe
+from hvd_container.containers.recipe import LockedRecipe, MultiArch
+from hvd_container.containers.recipe_loader import list_builtin, load_images
 from hvd_container.containers.verify import verify_existing
 from hvd_container.core.errors import StepFailed, UserError
 
@@ -85,8 +87,12 @@ def build_cmd(
         ),
     ] = False,
     engine_name: EngineOpt = None,
+    arch: ArchOpt = None,
 ) -> None:
-    """Build the recipe's image through a container engine, verify it, label it (and push it)."""
+    """Build the recipe's image through a container engine, verify it, label it (and push it).
+
+    A recipe that names several architectures (or --arch given more than once) makes an image
+    for each, NAME:VERSION-ARCH; with --push they go under one OCI image index NAME:VERSION."""
 
     # Made first, so that every failure (recipe, engine, build, push) reaches reporter.failure:
     # in JSON mode each one ends the stream with an error record.
@@ -94,38 +100,71 @@ def build_cmd(
     phase: str | None = None  # None: the phase of the last progress event
     try:
         with engine_errors():
-            loaded = load_recipe(recipe)
+            loaded = load_images(recipe, arch or ())
             if push is not None:
                 # A bad --push or half-set credentials fail now, not after the build.
-                remote_ref(loaded.image_tag, push, "--push")
+                remote_ref(_tag_of(loaded), push, "--push")
                 auth_from_env()
             options = BuildOptions(
                 no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
             )
             # one engine for the command: the build, its verification and the push
             engine = open_engine(_engine_name(engine_name), nocache=no_cache)
-            result = build_recipe(loaded, reporter, options, engine=engine)
-            pushed = None
+            if isinstance(loaded, MultiArch):
+                results = build_each(loaded, reporter, options, engine)
+            else:
+                results = [build_recipe(loaded, reporter, options, engine=engine)]
+            pushed: list[dict[str, Any] | None] = [None] * len(results)
+            index = None
             if push is not None:
                 phase = "push"
-                pushed = _push(result.tag, push, reporter, engine)
+                if isinstance(loaded, MultiArch):
+                    done = _push_set(loaded, push, reporter, engine)
+                    pushed = [_pushed(result) for _arch, result in done.images]
+                    index = _pushed(done.index)
+                else:
+                    pushed = [_push(results[0].tag, push, reporter, engine)]
     except (UserError, KeyboardInterrupt) as exc:
         reporter.failure(exc, phase)
         raise
     finally:
         reporter.close()
     if json_output or progress is Progress.json:
-        summary: dict[str, Any] = {
-            "event": "result",
-            "tag": result.tag,
-            "image_id": result.image_id,
-            "cached": result.cached,
-            "seconds": round(result.seconds, 1),
-            "labels": result.labels,
-        }
-        if pushed:
-            summary["pushed"] = pushed
-        typer.echo(json.dumps(summary))
+        for number, result in enumerate(results, 1):
+            summary: dict[str, Any] = {
+                "event": "result",
+                "tag": result.tag,
+                "image_id": result.image_id,
+                "cached": result.cached,
+                "seconds": round(result.seconds, 1),
+                "labels": result.labels,
+            }
+            if isinstance(loaded, MultiArch):
+                summary["arch"] = loaded.images[number - 1].arch
+            if pushed[number - 1]:
+                summary["pushed"] = pushed[number - 1]
+            if index and number == len(results):
+                summary["index"] = index
+            typer.echo(json.dumps(summary))
+
+
+def _tag_of(loaded: LockedRecipe | MultiArch) -> str:
+    return loaded.index_tag if isinstance(loaded, MultiArch) else loaded.image_tag
+
+
+def _pushed(result: Any) -> dict[str, Any]:
+    return {"remote": result.remote, "digest": result.digest}
+
+
+def _push_set(images: MultiArch, registry: str, reporter: Any, engine: Engine | None) -> Any:
+    """Each image, then the index over them, with their progress shown."""
+    done = push_each(
+        images, registry, engine, lambda m: reporter("info", "push", m), reporter.transfer
+    )
+    for arch, result in done.images:
+        reporter("done", "push", f"pushed {result.remote} ({arch}, {result.digest})")
+    reporter("done", "push", f"pushed the image index {done.index.remote} ({done.index.digest})")
+    return done
 
 
 def push_with_progress(
@@ -240,8 +279,16 @@ def push_cmd(
     try:
         with engine_errors():
             image = _image_of(target)
-            remote_ref(image, registry, "--registry")  # a bad registry before the engine starts
-            result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
+            if isinstance(image, MultiArch):
+                remote_ref(image.index_tag, registry, "--registry")
+                done = _push_set(image, registry, reporter, open_engine(_engine_name(engine_name)))
+                result = {
+                    **_pushed(done.index),
+                    "images": [{"arch": a, **_pushed(r)} for a, r in done.images],
+                }
+            else:
+                remote_ref(image, registry, "--registry")  # a bad registry before the engine
+                result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
     except (UserError, KeyboardInterrupt) as exc:
         reporter.failure(exc, "push")
         raise
@@ -251,11 +298,13 @@ def push_cmd(
         typer.echo(json.dumps({"event": "result", **result}))
 
 
-def _image_of(target: str) -> str:
-    """A recipe path or built-in recipe name means its image tag; anything else is an image."""
+def _image_of(target: str) -> str | MultiArch:
+    """A recipe path or built-in recipe name means its image tag (its images, where it makes
+    several); anything else is an image."""
 
     if target.endswith((".yaml", ".yml")) or Path(target).is_file() or target in list_builtin():
-        return load_recipe(target).image_tag
+        images = load_images(target)
+        return images if isinstance(images, MultiArch) else images.image_tag
     return target
 
 

@@ -20,3 +20,12 @@ RecipeArg = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="One JSON object on stdout (fields: `schema output`).")
 ]
+ArchOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--arch",
+        metavar="ARCH",
+        help="An image for ARCH (amd64, arm64, ppc64le; repeat for several: each tagged "
+        "VERSION-ARCH with its own lock NAME.ARCH.lock) instead of the recipe's `arch:`.",
+    ),
+]

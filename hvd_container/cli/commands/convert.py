@@ -47,7 +47,10 @@ def convert(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="sif/def output file (default: name_tag.sif, name.def)."
+            "--output",
+            "-o",
+            help="sif/def output file (default: name_tag.sif, name.def); a folder for the SIF "
+            "files of a recipe that makes an image for each of several architectures.",
         ),
     ] = None,
     engine: Annotated[
@@ -61,7 +64,11 @@ def convert(
         int | None, typer.Option(min=1, help="native SIF: compressor jobs (default: all cores).")
     ] = None,
     arch: Annotated[
-        str | None, typer.Option(help="native SIF: refuse unless the image has this arch.")
+        str | None,
+        typer.Option(
+            help="native SIF: refuse unless the image has this arch; of a recipe's images, "
+            "the one for this arch (NAME:VERSION-ARCH)."
+        ),
     ] = None,
     archive: Annotated[
         Path | None, typer.Option(help="apptainer engine: a `docker save` tar, not the daemon.")
@@ -127,6 +134,11 @@ def convert(
     if json_output or progress is Progress.json:
         emit({"to": to.value, "source": source, **result})
         return
+    for made in result.get("images", [result]):
+        _say(made)
+
+
+def _say(result: dict[str, Any]) -> None:
     if result.get("note"):
         typer.echo(result["note"], err=True)
     if "reference" in result:

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from hvd_container.cli.commands.common import JsonOpt, RecipeArg
+from hvd_container.cli.commands.common import ArchOpt, JsonOpt, RecipeArg
 from hvd_container.cli.json_output import emit
 from hvd_container.cli.progress import make_reporter
 from hvd_container.cli.terminal import warn
-from hvd_container.containers.lock import lock_recipe
+from hvd_container.containers.lock import LockResult, lock_images
 from hvd_container.core.errors import UserError
 
 
@@ -28,15 +28,19 @@ def lock_cmd(
         ),
     ] = False,
     json_output: JsonOpt = False,
+    arch: ArchOpt = None,
 ) -> None:
     """Resolve the recipe's Python packages with hashes and write NAME.lock.
+
+    A recipe that names several architectures (or --arch) has a lock an image, NAME.ARCH.lock.
 
     They are resolved for the recipe's image (Python, platform, arch, indexes), and the known
     incompatibilities are checked on the resolved set. A lock made for the recipe as it is now is current and comes back at once."""
     reporter = make_reporter("auto", json_output)
     try:
-        result = lock_recipe(
+        results = lock_images(
             recipe,
+            arch or (),
             check=check,
             upgrade=upgrade,
             on_step=lambda message: reporter("step", "lock", message),
@@ -46,11 +50,21 @@ def lock_cmd(
         raise
     finally:
         reporter.close()
+    stale = False
+    for result in results:
+        stale = _show(recipe, result, check, json_output) or stale
+    if stale:
+        raise typer.Exit(1)
+
+
+def _show(recipe: str, result: LockResult, check: bool, json_output: bool) -> bool:
+    """Say what one lock became; True where --check finds it stale."""
     stale = check and bool(result.changes)
     base = result.base
     if json_output:
         record = {
             "recipe": recipe,
+            **({"arch": result.arch} if result.arch else {}),
             "path": str(result.path),
             "written": result.written,
             "up_to_date": not result.changes,
@@ -74,8 +88,7 @@ def lock_cmd(
             typer.echo(
                 f"{done} {result.path} ({len(result.packages)} packages, {result.seconds:.1f} s)"
             )
-    if stale:
-        raise typer.Exit(1)
+    return stale
 
 
 def register(app: typer.Typer) -> None:

@@ -13,9 +13,9 @@ from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.json_output import emit, error_record, json_errors, write_line
 from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import recipe_loader
+from hvd_container.containers.recipe import MultiArch
 from hvd_container.containers.recipe_loader import (
     builtin_path,
-    load_recipe,
     load_recipe_to_read,
     recipe_file,
 )
@@ -35,15 +35,19 @@ def list_cmd(json_output: JsonOpt = False) -> None:
     with json_errors(json_output):
         rows = []
         for name in recipe_loader.list_builtin():
-            recipe = load_recipe(name)
+            images = recipe_loader.load_images(name)
+            if isinstance(images, MultiArch):  # the index's tag; the first image's facts
+                recipe, tag, arch = images.images[0], images.index_tag, ",".join(images.arches)
+            else:
+                recipe, tag, arch = images, images.image_tag, images.arch
             if not json_output:
-                typer.echo(safe_text(f"{name:<26} {recipe.image_tag:<30} {recipe.description}"))
+                typer.echo(safe_text(f"{name:<26} {tag:<30} {recipe.description}"))
             rows.append(
                 {
                     "name": name,
-                    "image": recipe.image_tag,
+                    "image": tag,
                     "description": recipe.description,
-                    "arch": recipe.arch,
+                    "arch": arch,
                     "gpu": recipe.gpu,
                     "frameworks": recipe.frameworks,
                     "file": str(builtin_path(name)),
@@ -57,11 +61,17 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 def show_cmd(
     recipe: RecipeArg,
     json_output: JsonOpt = False,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch", help="Of a recipe that names several architectures: that one's image."
+        ),
+    ] = None,
 ) -> None:
     """Print a recipe as validated YAML (`extends:` merged, defaults filled in)."""
 
     with json_errors(json_output):
-        loaded, notes = load_recipe_to_read(recipe)
+        loaded, notes = load_recipe_to_read(recipe, arch)
         data = loaded.model_dump(mode="json", exclude_none=True)
         if json_output:
             emit(
@@ -98,7 +108,10 @@ def validate_cmd(
     rows: list[dict[str, Any]] = []
     for ref in recipes or recipe_loader.list_builtin():
         try:
-            loaded, notes = load_recipe_to_read(ref)
+            images = [load_recipe_to_read(ref, arch) for arch in recipe_loader.image_arches(ref)]
+            loaded, notes = images[0]
+            tags = ", ".join(image.image_tag for image, _notes in images)
+            notes = list(dict.fromkeys(n for _image, found in images for n in found))
         except UserError as exc:
             problems = exc.problems
             details = [problem_record(p) for p in problems]
@@ -109,11 +122,11 @@ def validate_cmd(
             for problem in exc.problems:
                 typer.echo(safe_text(f"FAIL {problem}"), err=True)
         else:
-            row = {"recipe": ref, "ok": True, "image": loaded.image_tag, "problems": [],
+            row = {"recipe": ref, "ok": True, "image": tags, "problems": [],
                    "details": []}  # fmt: skip
             rows.append({**row, **({"notes": notes} if notes else {})})
             if not json_output:
-                typer.echo(safe_text(f"OK   {ref} ({loaded.image_tag})"))
+                typer.echo(safe_text(f"OK   {ref} ({tags})"))
                 for note in notes:
                     typer.echo(safe_text(f"NOTE {note}"))
     failed = [row for row in rows if not row["ok"]]

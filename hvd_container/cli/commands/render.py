@@ -58,6 +58,14 @@ def render_cmd(
             help="Convert your own Dockerfile (one stage) instead of a recipe; needs --format singularity.",
         ),
     ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="The image for this architecture (of a recipe that names several, or another "
+            "than its own: NAME:VERSION-ARCH).",
+        ),
+    ] = None,
 ) -> None:
     """Render a recipe as a Dockerfile or a Singularity/Apptainer definition."""
 
@@ -75,7 +83,7 @@ def render_cmd(
     else:
         if context is not None and (output is not None or fmt is not Format.docker):
             raise UserError("--context writes a Docker build context: use it without -o/--format")
-        rendered = _recipe_text(recipe, fmt, context)
+        rendered = _recipe_text(recipe, fmt, context, arch)
         if rendered is None:
             return
         text = rendered
@@ -92,7 +100,7 @@ def render_cmd(
         raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
     typer.echo(f"wrote {output}", err=True)
     if fmt is Format.docker and recipe is not None:
-        needs = dockerfile_needs(load_recipe(recipe))
+        needs = dockerfile_needs(load_recipe(recipe, arch))
         if needs:
             typer.echo(f"note: {needs}", err=True)
 
@@ -105,14 +113,14 @@ def _dockerfile_definition(path: Path) -> str:
     return dockerfile_to_definition(text)
 
 
-def _recipe_text(recipe: str, fmt: Format, context: Path | None) -> str | None:
+def _recipe_text(recipe: str, fmt: Format, context: Path | None, arch: str | None) -> str | None:
     """The recipe rendered in fmt; None when --context wrote a build context instead."""
 
     if context is not None:
-        for path in write_context(load_recipe(recipe), context):
+        for path in write_context(load_recipe(recipe, arch), context):
             typer.echo(f"wrote {path}", err=True)
         return None
-    return render(load_recipe(recipe), fmt.value)
+    return render(load_recipe(recipe, arch), fmt.value)
 
 
 def register(app: typer.Typer) -> None:

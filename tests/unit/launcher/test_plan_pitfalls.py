@@ -660,6 +660,42 @@ def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
     )
 
 
+@pytest.mark.parametrize(("partition", "arch"), [("gh200_1", "arm64"), (None, "amd64")])
+def test_a_recipe_of_two_architectures_launches_the_image_of_the_partitions_nodes(
+    tmp_path: Path, partition: str | None, arch: str
+) -> None:
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
+
+    recipe = tmp_path / "pair.yaml"
+    recipe.write_text("extends: cpu-bookworm\nname: pair\narch: [amd64, arm64]\n")
+    warnings: list[str] = []
+    site, request = request_from_options(
+        "t.py", options=LaunchOptions(site="neuron", recipe=str(recipe), ntasks=1,
+        partition=partition, comment="field=ai;appl=pytorch"), warnings=warnings)  # fmt: skip
+    where = f"partition {partition or site.scheduler.partition}"
+    assert warnings == [
+        f"--recipe {recipe}: its {arch} image, pair:1-{arch}, for the {arch} nodes of {where}"
+    ]
+    assert request.facts is not None and request.facts.arch == arch
+    result = plan_launch(site, request)
+    assert f"pair:1-{arch}.sif" in result.step  # neuron's images.template: {name}:{version}.sif
+
+
+def test_a_recipe_without_the_partitions_architecture_is_refused_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
+
+    recipe = tmp_path / "arm.yaml"
+    recipe.write_text("extends: cpu-bookworm\nname: arm\narch: [arm64, ppc64le]\n")
+    with pytest.raises(UserError) as info:
+        request_from_options("t.py", options=LaunchOptions(site="neuron", recipe=str(recipe)))
+    assert str(info.value).endswith(
+        "its images are for arm64, ppc64le, but partition amd_a100nv_8 runs amd64: add amd64 to "
+        "the recipe's arch: list and build it"
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

@@ -1,0 +1,182 @@
+"""An OCI image index over the images of a recipe that makes one for each of several
+architectures, put in the registry beside them: NAME:VERSION then names the pair, and a
+runtime that pulls it (Apptainer, enroot, podman, the Container Engine) takes the image of the
+machine it runs on.
+
+The engine pushes each image (containers/push.py); a classic Docker engine cannot make an
+index, so the index goes to the registry's HTTP API through oras-py, which does the registry's
+authentication (bearer tokens, basic credentials, the Docker config) as `docker push` does.
+Each image's manifest is read back first: the index names what the registry serves (its media
+type, size and digest, checked against the push), never what was meant to be pushed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from hvd_container.containers.push import PushResult, redact, split_tag
+
+try:  # the build extra: a launch-only install has no registry to put an index in
+    import oras.container
+    import oras.provider
+except ModuleNotFoundError:
+    oras = None  # type: ignore[assignment]
+
+from hvd_container.core.errors import StepFailed, UserError, missing_build_extra
+
+INDEX = "application/vnd.oci.image.index.v1+json"
+# what a classic Docker engine pushes, and what others do
+MANIFESTS = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+)
+RECIPE_DIGEST = "org.hvd-container.recipe.digest"
+MAX_MANIFEST_BYTES = 4 << 20  # the registry's own limit for a manifest
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image of the index: where it was pushed, its architecture and what the registry
+    serves for it."""
+
+    arch: str
+    media_type: str
+    digest: str
+    size: int
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "mediaType": self.media_type,
+            "digest": self.digest,
+            "size": self.size,
+            "platform": {"architecture": self.arch, "os": "linux"},
+        }
+
+
+def index_document(entries: Sequence[Entry], recipe_digest: str) -> bytes:
+    """The index's bytes (its digest is theirs): one descriptor an image, in the recipe's
+    order, and the digest of the recipe that made them all (every image's lock included)."""
+    index = {
+        "schemaVersion": 2,
+        "mediaType": INDEX,
+        "manifests": [entry.descriptor() for entry in entries],
+        "annotations": {RECIPE_DIGEST: f"sha256:{recipe_digest}"},
+    }
+    return json.dumps(index, indent=2).encode()
+
+
+def plain_http(registry_host: str) -> bool:
+    """Whether the registry is spoken to over plain HTTP: a loopback address only, as the
+    Docker engine does for a registry it has no TLS settings for."""
+    host = urlsplit(f"//{registry_host}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Registry:
+    """The registry's HTTP API for one repository, through oras-py."""
+
+    def __init__(self, repository: str, auth: Mapping[str, str] | None) -> None:
+        if oras is None:
+            raise missing_build_extra("oras, which puts an image index,")
+        self.repository = repository
+        self.auth = auth
+        host = repository.split("/", 1)[0]
+        self._client = oras.provider.Registry(insecure=plain_http(host))
+        self._container = oras.container.Container(f"{repository}:index")
+        if auth:
+            self._client.auth.set_basic_auth(auth["username"], auth["password"])
+        else:
+            self._client.auth.load_configs(self._container)
+
+    def _url(self, reference: str) -> str:
+        return f"{self._client.prefix}://{self._container.manifest_url(reference)}"
+
+    def _request(self, method: str, reference: str, **options: Any) -> Any:
+        try:
+            return self._client.do_request(self._url(reference), method, **options)
+        except Exception as exc:  # requests' and oras' own: the registry is out of reach
+            reason = redact(" ".join(str(exc).split()) or type(exc).__name__, self.auth)
+            raise StepFailed(f"registry {self.repository}: {reason}") from None
+
+    def manifest(self, reference: str, accept: Sequence[str]) -> tuple[str, bytes]:
+        """(media type, bytes) of the manifest the registry serves for reference."""
+        response = self._request("GET", reference, headers={"Accept": ", ".join(accept)})
+        if response.status_code != 200:
+            raise StepFailed(
+                f"registry {self.repository}: {reference}: {response.status_code} "
+                f"{_errors(response)}"
+            )
+        body = response.content
+        if len(body) > MAX_MANIFEST_BYTES:
+            raise StepFailed(f"registry {self.repository}: {reference}: a manifest over 4 MiB")
+        media_type = str(response.headers.get("Content-Type", "")).split(";")[0].strip()
+        return media_type, body
+
+    def put_index(self, tag: str, document: bytes) -> None:
+        response = self._request("PUT", tag, data=document, headers={"Content-Type": INDEX})
+        if response.status_code not in (200, 201):
+            raise StepFailed(
+                f"registry {self.repository}: the index {tag} was refused: "
+                f"{response.status_code} {_errors(response)}"
+            )
+
+
+def _errors(response: Any) -> str:
+    """The registry's error messages (its JSON `errors`), else the response's reason."""
+    try:
+        found = [str(e.get("message") or e.get("code")) for e in response.json().get("errors", [])]
+    except (ValueError, AttributeError, TypeError):
+        found = []
+    return "; ".join(found) or str(response.reason or "")
+
+
+def served_entry(registry: Registry, arch: str, pushed: PushResult) -> Entry:
+    """The index's entry for one pushed image, from what the registry serves for its digest."""
+    if not pushed.digest:
+        raise StepFailed(f"pushed {pushed.remote}, but its digest is not known")
+    media_type, body = registry.manifest(pushed.digest, MANIFESTS)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    if digest != pushed.digest:
+        raise StepFailed(f"{pushed.remote}: the registry serves {digest}, pushed {pushed.digest}")
+    if media_type not in MANIFESTS:
+        raise StepFailed(
+            f"{pushed.remote}: the registry serves a {media_type or 'manifest without a type'}, "
+            f"not an image manifest ({', '.join(MANIFESTS)})"
+        )
+    return Entry(arch, media_type, digest, len(body))
+
+
+def push_index(
+    remote: str,
+    images: Sequence[tuple[str, PushResult]],
+    recipe_digest: str,
+    auth: Mapping[str, str] | None,
+) -> PushResult:
+    """Put the index over images ((arch, pushed) each, in the same repository) at remote
+    (REPOSITORY:TAG) and read it back; its digest is that of the bytes put."""
+    repository, tag = split_tag(remote)
+    for arch, pushed in images:
+        if split_tag(pushed.remote)[0] != repository:
+            raise UserError(
+                f"{pushed.remote} ({arch}) is not in {repository}, the index's repository"
+            )
+    registry = Registry(repository, auth)
+    entries = [served_entry(registry, arch, pushed) for arch, pushed in images]
+    document = index_document(entries, recipe_digest)
+    registry.put_index(tag, document)
+    _media_type, served = registry.manifest(tag, [INDEX])
+    digest = "sha256:" + hashlib.sha256(served).hexdigest()
+    if served != document:
+        raise StepFailed(f"put the index {remote}, but the registry serves another ({digest})")
+    return PushResult(remote, digest)
