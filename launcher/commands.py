@@ -20,11 +20,6 @@ from hvd_container.launcher.sites import Site, record_expected_busbw
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 
-_SCREEN_HERE = (
-    "--screen screens the nodes of the allocation it runs in: use it with `run` inside one "
-    "(salloc -N 8 hvd-container run --screen ..., or that line in a batch script)"
-)
-
 
 def _request(
     reporter: Reporter, script: str, args: list[str] | None, options: LaunchOptions
@@ -47,7 +42,7 @@ def dry_run(
     site, request = _request(reporter, script, args, options)
     launch = run_plan(site, request, salloc=salloc, dry_run=True)
     reporter.warn(launch.warnings)
-    if request.screen:
+    if request.screen and request.inside_allocation:  # outside one the job's line shows it
         reporter.warn(
             [
                 "--screen: the nodes are screened first; this step then runs with "
@@ -69,9 +64,7 @@ def run(
     """`run`: the step here inside an allocation, else a batch job followed to its end;
     `--screen` first screens the allocation's nodes and runs on the good ones."""
     site, request = _request(reporter, script, args, options)
-    if request.screen:
-        if salloc or detach or not request.inside_allocation:
-            raise UserError(_SCREEN_HERE)
+    if request.screen and request.inside_allocation:  # outside one, the job screens itself
         request = screening.screened(site, request, reporter)
     return execute(run_plan(site, request, salloc=salloc, detach=detach), reporter, detach=detach)
 
@@ -87,8 +80,6 @@ def batch(
     """`batch`: the script `run` would submit (a local image prepared so that it runs as
     written), written to `output` (owner-only) unless that is None or "-"."""
     site, request = _request(reporter, script, args, options)
-    if request.screen:
-        raise UserError(_SCREEN_HERE)
     launch = plan(site, request, "batch")
     if output not in (None, "-"):
         assert launch.script is not None
@@ -107,8 +98,6 @@ def submit(
 ) -> int:
     """`batch --submit`: submit that script (from inside an allocation too) and follow it."""
     site, request = _request(reporter, script, args, options)
-    if request.screen:
-        raise UserError(_SCREEN_HERE)
     return execute(run_plan(site, request, batch=True, detach=detach), reporter, detach=detach)
 
 

@@ -15,6 +15,7 @@ them all.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -39,9 +40,9 @@ from hvd_container.launcher.layout import (
     resolve_layout,
 )
 from hvd_container.launcher.machine import ThisMachine
-from hvd_container.launcher.request import LaunchRequest, check
+from hvd_container.launcher.request import LaunchRequest, check, run_options
 from hvd_container.launcher.runtimes import Invocation
-from hvd_container.launcher.sites import Site
+from hvd_container.launcher.sites import Site, site_ref
 from hvd_container.launcher.staging import staged_step
 
 from hvd_container.core.errors import UserError
@@ -249,12 +250,19 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
+    if request.screen:
+        # the job screens its nodes first: this tool runs in it and does what `run --screen`
+        # does inside an allocation (its own steps, their files, the step on the good nodes)
+        step, files, env = screening_job_step(site, request), {}, {}
+        done.update(files=files, env=env)
     resources = allocation_options(site, request, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [
         f"--job-name={job_name}",
         *allocation_tasks(layout, sched.ranks_per_node_as),
         *gpus, *cpu_opts, *resources,
+        # a node the screen finds down must not end the job: its steps run without it
+        *(["--no-kill"] if request.screen else []),
     ]  # fmt: skip
     script = script_text(
         BatchScript(
@@ -287,6 +295,15 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     else:  # the job's folder is the one it was planned in (relative paths, its output)
         argv, how = slurm.sbatch_argv(runtimes.working_directory()), "sbatch"
     return Plan(argv=argv, allocation=allocation, step=step, script=script, how=how, **done)  # type: ignore[arg-type]
+
+
+def screening_job_step(site: Site, request: LaunchRequest) -> list[str]:
+    """The line of a batch job that screens its nodes: this tool's `run --screen`, run by the
+    Python it runs in now (the job's nodes see the same file system as this one, as they see
+    the image), with the options that make this request again."""
+    options = run_options(replace(request, sbatch_options=[]), site_ref(site))  # #SBATCH here
+    return [sys.executable, "-m", "hvd_container", "run", *options, "--", request.script,
+            *request.args]  # fmt: skip
 
 
 def _says_kill_on_bad_exit(options: list[str]) -> bool:

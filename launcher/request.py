@@ -128,6 +128,26 @@ OPTIONS: dict[str, Option] = {
 }  # fmt: skip
 
 
+def run_options(request: LaunchRequest, site: str) -> list[str]:
+    """The options of `hvd-container run` that ask for request again, site naming its profile
+    (each value in one word, `--flag=value`): what a batch job that screens its nodes runs."""
+    words = [f"--site={site}"]
+    for name, option in OPTIONS.items():
+        value: Any = getattr(request, name) if name != "site" else None
+        if name == "env":
+            value = [f"{key}={text}" for key, text in request.env.items()]
+        elif name == "hang_after" and value is not None:
+            value = f"{value}s"
+        flag = option.flags[-1]  # the long one
+        if option.type == "flag":
+            words += [flag] if value else []
+        elif option.type == "list":
+            words += [f"{flag}={item}" for item in value or []]
+        elif value is not None:
+            words.append(f"{flag}={value}")
+    return words
+
+
 def option_help(name: str) -> str:
     """The help text of a launch parameter (some list what is registered)."""
     if name == "controller":

@@ -714,6 +714,13 @@ def site_file(name: str) -> Path:
     return files[name]
 
 
+def site_ref(site: Site) -> str:
+    """How a later command names this profile: its name where the name finds its file, else
+    the file."""
+    found = _site_files().get(site.name)
+    return site.name if found is not None and str(found) == site.source else site.source
+
+
 def load_site(name_or_path: str | os.PathLike[str]) -> Site:
     """Load a profile by name or from a YAML path."""
     text = str(name_or_path)

@@ -96,3 +96,30 @@ def test_the_three_faults_are_named_excluded_and_the_job_trains_on_the_rest(
     hosts = set(re.findall(r"^\[rank \d\] .*initialised: .* host (node\d)", done.stdout, re.M))
     assert hosts == {"node1", "node2"}, said
     assert re.search(r"^\[rank 0\] done: \d+ steps", done.stdout, re.M), said
+
+
+def test_a_batch_job_screens_its_own_nodes_and_trains_on_the_good_ones(
+    faulty_cluster: None,
+    charliecloud_runtime: None,  # noqa: F811
+    torch_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    """`batch --screen --submit` outside any allocation: the job's line is this tool's `run
+    --screen`, which screens the job's five nodes and trains on the three good ones."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")},
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "hvd_container", "batch", "--submit", "--site", "local",
+         "--image", str(torch_sif), "--controller", "torch", "-N", str(NODES), "--screen",
+         "--screen-policy", "shrink", str(ROOT / "examples" / "ddp_synthetic.py"),
+         "--epochs", "1", "--samples", "512", "--checkpoint", "ck.pt"],
+        cwd=job_dir, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "running on 3 of the 5 nodes asked for" in said, said
+    hosts = set(re.findall(r"^\[rank \d\] .*initialised: .* host (node\d)", said, re.M))
+    assert hosts == {"node1", "node2", "node5"}, said
+    assert (job_dir / "ck.pt").is_file()

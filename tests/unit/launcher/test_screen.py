@@ -4,6 +4,8 @@ good nodes. The steps themselves run on the local cluster in tests/e2e/test_scre
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from hvd_container.launcher.screen import (
 )
 from hvd_container.launcher.sites import load_site, record_expected_busbw
 
+from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
 
 LONE = "SMOKE rank 0 size 1 host {node} controller torch\nSMOKE rank 0 op torch-gloo allreduce ok\n"
@@ -256,17 +259,41 @@ def test_the_policy_is_checked_with_the_other_parameters() -> None:
         check(site, LaunchRequest(script="t.py", screen_policy="shrink"))
 
 
-def test_screen_outside_an_allocation_or_with_batch_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_batch_job_that_screens_runs_this_tools_run_screen_with_the_same_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Outside an allocation the job screens itself: its one line is `run --screen` by this
+    Python, whose options make the same request again inside the job (no #SBATCH option)."""
     from hvd_container.launcher.report import Reporter
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    options = LaunchOptions(site="local", screen=True)
-    with pytest.raises(UserError, match="--screen screens the nodes of the allocation"):
-        commands.run(Reporter(), "train.py", [], options=options)
-    with pytest.raises(UserError, match="--screen screens the nodes of the allocation"):
-        commands.batch(Reporter(), "train.py", [], options=options)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "image").mkdir()  # an image directory, as ch-run runs it
+    options = LaunchOptions(
+        site="local", image="image", controller="torch", nodes="4", screen=True,
+        screen_policy="shrink", env=["A=b c"], hang_after="10m", time="1:00:00",
+        srun_options=["--mem-bind=local"], sbatch_options=["--exclusive"],
+    )  # fmt: skip
+    launch = commands.batch(Reporter(), "train.py", ["--epochs", "3", "-n", "2"], options=options)
+    assert launch.script is not None
+    last = launch.script.rstrip("\n").splitlines()[-1]
+    assert shlex.split(last) == [
+        sys.executable, "-m", "hvd_container", "run", "--site=local", "--image=image",
+        "--nodes=4", "--controller=torch", "--env=A=b c", "--time=1:00:00",
+        "--hang-after=600s", "--screen", "--screen-policy=shrink",
+        "--srun-option=--mem-bind=local", "--", "train.py", "--epochs", "3", "-n", "2",
+    ]  # fmt: skip
+    for line in ("#SBATCH --exclusive", "#SBATCH --nodes=4", "#SBATCH --no-kill"):
+        assert line in launch.script.splitlines(), launch.script
+    assert "export " not in launch.script  # the job's own run sets its steps' variables
+    # read back as the job reads it: the command line takes it, inside the allocation
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    words = shlex.split(last)
+    assert main([*words[3 : words.index("--")], "--dry-run", *words[words.index("--") :]]) == 0
+    out, err = capsys.readouterr()
+    step = next(line for line in out.splitlines() if line.startswith(("srun", "env ")))
+    assert "-N 4" in step and "--mem-bind=local" in step and "'A=b c'" in step, out
+    assert "--screen: the nodes are screened first" in err
 
 
 def test_record_writes_the_figure_with_its_source_into_the_users_override(
