@@ -74,7 +74,7 @@ def test_the_three_faults_are_named_excluded_and_the_job_trains_on_the_rest(
     record = json.loads((job_dir / "doctor.json").read_text().splitlines()[-1])
     screen = record["screen"]
     verdicts = {v["node"]: v for v in screen["verdicts"]}
-    assert verdicts[SLOW]["status"] == "slow", screen
+    assert verdicts[SLOW]["status"] == "slow", verdicts[SLOW]
     assert re.match(r"best pair \d+ MB/s, below \d+ MB/s", verdicts[SLOW]["why"])
     assert verdicts[BROKEN]["status"] == "broken", screen
     assert verdicts[BROKEN]["why"].startswith("the container did not start a rank")
