@@ -76,11 +76,6 @@ def read_recipe(ref: str | Path, arch: str | None = None) -> Recipe:
     return _read(ref, arch)[0]
 
 
-def read_images(ref: str | Path, arches: Sequence[str] = ()) -> list[Recipe]:
-    """The recipe of each image ref makes (arches: these instead of the recipe's own)."""
-    return [read_recipe(ref, arch) for arch in image_arches(ref, arches)]
-
-
 def image_arches(ref: str | Path, arches: Sequence[str] = ()) -> list[str | None]:
     """The architectures ref's images are for: arches when given, else those the recipe
     names; [None]: the one image of a recipe that names one architecture."""
