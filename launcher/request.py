@@ -285,7 +285,7 @@ def _image_for_partition(
     partition's nodes; None for a recipe of one image."""
     if arches == [None]:
         return None
-    wanted = site.arch_for(values.get("partition") or site.scheduler.partition)
+    wanted = site.arch_for(_partition(site, values))
     if wanted not in arches:
         raise UserError(
             f"--recipe {recipe}: its images are for {', '.join(map(str, arches))}, but "
@@ -295,8 +295,13 @@ def _image_for_partition(
     return wanted
 
 
+def _partition(site: Site, values: dict[str, Any]) -> str | None:
+    """The partition the launch asks for, else the site's default."""
+    return values.get("partition") or site.scheduler.partition
+
+
 def _where(site: Site, values: dict[str, Any]) -> str:
-    partition = values.get("partition") or site.scheduler.partition
+    partition = _partition(site, values)
     return f"partition {partition}" if partition else f"site {site.name}"
 
 

@@ -21,7 +21,7 @@ class Source:
     """The image to convert and, when known, the recipe it was built from."""
 
     image: str
-    recipe: Any = None  # containers.recipe.Recipe (imported lazily: pydantic models are heavy)
+    recipe: Any = None  # the containers.recipe.LockedRecipe of a recipe source
 
 
 def resolve_sources(ref: str, arch: str | None = None) -> list[Source]:
