@@ -53,8 +53,12 @@ tb_stop_pid() {
     if tb_pid_alive "$1" "$2"; then
         pid=$(cat "$1")
         kill "$pid"
-        i=0
-        while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do sleep 0.5; i=$((i + 1)); done
+        # (a name of its own: sh variables are global, and callers count nodes in `i`)
+        tb_waited=0
+        while kill -0 "$pid" 2>/dev/null && [ $tb_waited -lt 60 ]; do
+            sleep 0.5
+            tb_waited=$((tb_waited + 1))
+        done
         kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
         tb_log "stopped $2 (pid $pid)"
     else

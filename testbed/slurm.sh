@@ -252,7 +252,7 @@ registered() { # $1 = node: its slurmd registered since this `up` began
 }
 
 wait_nodes() {
-    i=0
+    tries=0 # not `i`: the callers' node index (sh variables are global)
     while :; do
         states=$(sinfo -h -N -o '%N %T' 2>/dev/null || true)
         # Nodes that an earlier run left DOWN or DRAINED (saved state, e.g. "SlurmdSpoolDir is
@@ -266,12 +266,28 @@ wait_nodes() {
             for n in $FRESH; do registered "$n" || all=0; done
             [ "$all" = 1 ] && return 0
         fi
-        i=$((i + 1))
-        if [ "$i" -ge 300 ]; then
+        tries=$((tries + 1))
+        if [ "$tries" -ge 300 ]; then
             log "nodes not ready:"
             echo "$states" >&2
             die "see $RUN/log/"
         fi
+        sleep 0.1
+    done
+}
+
+# One node back after its slurmd restarted (`mend`, `break-runtime`): the others may be down on
+# purpose (a test crashed one) and are not waited for.
+wait_node() { # $1 = node
+    tries=0
+    while :; do
+        state=$(sinfo -h -N -n "$1" -o '%T' 2>/dev/null | sort -u)
+        case $state in
+        down* | drain*) scontrol update nodename="$1" state=resume 2>/dev/null || true ;;
+        idle | mixed | allocated | completing) registered "$1" && return 0 ;;
+        esac
+        tries=$((tries + 1))
+        [ "$tries" -lt 300 ] || die "$1 not ready (${state:-no state}): see $RUN/log/"
         sleep 0.1
     done
 }
@@ -362,14 +378,16 @@ node_index() { # $1 = node name -> its index, or dies
     echo "${1#node}"
 }
 
+# The node's index is read once, before anything that is called: sh variables are global, and
+# a counter of a called function once turned `slurmd -N node4` in node4's namespace into
+# `-N node3`, which took node3's name (and gave node3's jobs node4's broken ch-run).
 restart_slurmd() { # $1 = node index, $2 = what runs before slurmd in the node's shell
-    i=$1
-    kill_pidfile "$RUN/slurmd-node$i.pid" slurmd
+    restarted=node$1 netns="/run/netns/$NS_PREFIX$1"
+    kill_pidfile "$RUN/slurmd-$restarted.pid" slurmd
     BEGIN=$(date +%Y-%m-%dT%H:%M:%S)
-    FRESH="node$i"
-    nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation private \
-        sh -c "$2 hostname node$i && exec slurmd -N node$i"
-    wait_nodes
+    nsenter --net="$netns" unshare --uts --mount --propagation private \
+        sh -c "$2 hostname $restarted && exec slurmd -N $restarted"
+    wait_node "$restarted"
 }
 
 cmd_slow() { # $1 = node, $2 = rate
@@ -386,8 +404,8 @@ cmd_slow() { # $1 = node, $2 = rate
 cmd_break_runtime() { # $1 = node
     i=$(node_index "$1")
     chrun=$(command -v ch-run) || die "break-runtime: ch-run is not installed"
+    touch "$RUN/broken-node$i" # first: restart_slurmd's callees count in variables of their own
     restart_slurmd "$i" "mount --bind /bin/false $chrun &&"
-    touch "$RUN/broken-node$i"
     log "$1: ch-run is /bin/false for its jobs"
 }
 
@@ -396,8 +414,8 @@ cmd_mend() { # $1 = node
     tc qdisc del dev "hvdsv$i" root 2>/dev/null || true
     nsenter --net="/run/netns/$NS_PREFIX$i" tc qdisc del dev eth0 root 2>/dev/null || true
     if [ -e "$RUN/broken-node$i" ]; then
-        restart_slurmd "$i" ""
         rm -f "$RUN/broken-node$i"
+        restart_slurmd "$i" ""
     fi
     log "$1: mended"
 }

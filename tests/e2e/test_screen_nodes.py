@@ -38,11 +38,25 @@ def faulty_cluster(slurm_cluster: str) -> Iterator[None]:  # noqa: F811
     try:
         run_testbed("slurm.sh", "slow", SLOW, "400mbit")
         run_testbed("slurm.sh", "break-runtime", BROKEN)
+        # each fault on its own node: a counter of the testbed's once gave node3 node4's broken
+        # ch-run (its slurmd restarted under node3's name), and the slow node was judged broken
+        assert _chrun_is_false(BROKEN) and not _chrun_is_false(SLOW)
         yield
     finally:
         for node in (SLOW, BROKEN):
             subprocess.run(["sh", str(ROOT / "testbed" / "slurm.sh"), "mend", node], check=False)
         run_testbed("slurm.sh", "up")  # the 2-node cluster the other tests expect
+
+
+def _chrun_is_false(node: str) -> bool:
+    """Whether a job on `node` finds /bin/false where ch-run is."""
+    done = subprocess.run(
+        ["srun", "-N1", f"--nodelist={node}", "--quiet", "sh", "-c",
+         'cmp -s "$(command -v ch-run)" /bin/false && echo false || echo ch-run'],
+        env={k: v for k, v in os.environ.items() if not k.startswith("SLURM_")},
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return done.stdout.strip() == "false"
 
 
 def test_the_three_faults_are_named_excluded_and_the_job_trains_on_the_rest(
