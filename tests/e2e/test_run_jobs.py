@@ -30,6 +30,12 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
 pytestmark = pytest.mark.e2e
 
 PROBE = 'echo "task $SLURM_PROCID on $SLURMD_NODENAME in $PWD: $GREETING"'
+# two ranks wait for each other through files in the shared working directory (the image has
+# only dash and sleep; a minute at most)
+BARRIER = (
+    ': > "met.$SLURM_PROCID"; i=0; '
+    "until [ -e met.0 ] && [ -e met.1 ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done"
+)
 
 
 @pytest.fixture()
@@ -62,9 +68,11 @@ def test_run_outside_an_allocation_submits_follows_and_returns_the_exit_code(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
+    # both ranks print, meet, then exit 3: the first rank out with a bad exit has the other
+    # killed (kill-on-bad-exit), which must not come before the other has printed
     result = cli(
         "run", "--site", "local", "--image", str(shell_dir_image), "-N", "2",
-        "--ntasks-per-node", "1", "sh", "-c", PROBE + "; exit 3", cwd=job_dir,
+        "--ntasks-per-node", "1", "sh", "-c", f"{PROBE}; {BARRIER}; exit 3", cwd=job_dir,
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
     job_id = _job_id(result.stderr)
