@@ -146,8 +146,14 @@ def ring_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
 
 
 def _tail(output: str) -> str:
-    """A step's last two lines, on one line: what a verdict quotes."""
-    return " | ".join(output.strip().splitlines()[-2:]) or "no output"
+    """What a verdict quotes, on one line: the task's own last two lines (or that it said
+    nothing), then srun's last error (`task 0: Exited with exit code 1`), not srun's other
+    lines (`Terminating StepId=...`), which say nothing of why."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    own = [line for line in lines if not line.startswith("srun: ")]
+    errors = [line for line in lines if line.startswith("srun: error:")]
+    quoted = own[-2:] or ["no output from the task"]
+    return " | ".join(quoted + errors[-1:])
 
 
 def node_alone(node: str, result: StepResult, timeout: float) -> NodeVerdict:

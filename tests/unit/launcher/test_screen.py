@@ -80,7 +80,21 @@ def test_a_rank_that_never_started_is_a_broken_container_path() -> None:
     said = "srun: error: node2: task 0: Exited with exit code 1\n"
     verdict = node_alone("node2", StepResult(1, said), 60)
     assert verdict.status == "broken"
-    assert verdict.why == f"the container did not start a rank: {said.strip()}"
+    assert verdict.why == (
+        f"the container did not start a rank: no output from the task | {said.strip()}"
+    )
+
+
+def test_a_verdict_quotes_the_tasks_own_words_before_sruns() -> None:
+    said = (
+        "ch-run[41]: error: can't mount image: No such file or directory (ch_core.c:350)\n"
+        "srun: error: node2: task 0: Exited with exit code 1\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=9.1\n"
+    )
+    assert node_alone("node2", StepResult(1, said), 60).why == (
+        "the container did not start a rank: ch-run[41]: error: can't mount image: No such file "
+        "or directory (ch_core.c:350) | srun: error: node2: task 0: Exited with exit code 1"
+    )
 
 
 def test_a_pair_reports_its_slower_rank() -> None:
