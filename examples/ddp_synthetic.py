@@ -14,6 +14,7 @@ downloaded and the loss has something real to learn.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 from collections.abc import Callable
@@ -70,6 +71,15 @@ def finish() -> None:
     dist.destroy_process_group()
 
 
+def collect_process_group() -> None:
+    """After main() returned: DDP's module (FSDP's too) holds the process group in reference
+    cycles that only the collector frees. Collected here, while the interpreter is whole,
+    gloo's worker threads end now, not in the interpreter's finalization, where they aborted
+    now and then after training ("terminate called without an active exception"; the
+    mechanism: pytorch/pytorch#179291)."""
+    gc.collect()
+
+
 def mean_over_ranks(device: torch.device) -> Callable[[float], float]:
     """A number averaged over the ranks by an all_reduce (of a tensor on `device`: nccl
     reduces GPU tensors only)."""
@@ -113,3 +123,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    collect_process_group()

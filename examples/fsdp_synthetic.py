@@ -19,7 +19,13 @@ from _synthetic import (
     small_model,
     train_epochs,
 )
-from ddp_synthetic import finish, init, mean_over_ranks, resumed_epoch  # the script's own folder
+from ddp_synthetic import (  # the script's own folder
+    collect_process_group,
+    finish,
+    init,
+    mean_over_ranks,
+    resumed_epoch,
+)
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -71,3 +77,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    collect_process_group()
