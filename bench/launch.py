@@ -7,16 +7,18 @@ for the same 2-rank torch.distributed DDP job (examples/ddp_synthetic.py, `--con
     /opt/venv copied onto the host (the same torch build and the BLAS inside it, the host's
     python being the same Debian build), the host run is composed by the same launcher with
     `--runtime none` (the same srun options), gets the image's environment, and both sides get
-    the same thread settings (one torch thread per rank: the two nodes share this machine's
-    CPUs) and the same Open MPI settings (the host's Open MPI reads the image's
-    openmpi-mca-params.conf). A first round, not counted, shows that the two sides are alike:
-    a rank of each side as /proc shows it (shared objects and their files, MPI transport,
-    threads, CPUs allowed, steering variables). Each node's slurmd, and so its ranks, runs on a
-    CPU of its own, as real nodes do. The sides then take turns; each run's figures are rank
-    0's median step time and its CPU time per step (all its threads); each side's result is the
-    median over the runs, printed with the runs and their spread, and the ratio is the median
-    of the rounds' ratios (the sides of a round run back to back); target: container/host
-    <= 1.05;
+    the same thread settings (one torch thread per rank) and the same Open MPI settings (the
+    host's Open MPI reads the image's openmpi-mca-params.conf). Each node's slurmd, and so its
+    ranks, runs on a CPU of its own, as real nodes do. A first round, not counted, runs each
+    side alone and shows that the two are alike: a rank of each side as /proc shows it (shared
+    objects and their files, MPI transport, threads, CPUs allowed, steering variables).
+    Then each counted round runs the two sides at once on the same nodes, taking turns of
+    TURN_STEPS steps (the examples' HVD_EXAMPLE_TURNS): while one trains the other waits, so
+    turn k of the container and turn k of the host meet the machine in the same state, a
+    fraction of a second apart, where separate runs a minute apart met it slower or faster by a
+    fifth. A round's ratio is the median of its turns' ratios (rank 0's median step time, and
+    its CPU time per step, all threads); the figure is the median over the rounds, printed
+    with the rounds and their spread; target: container/host <= 1.05;
   - the time from starting `hvd-container run` to the first rank's first output line, inside
     an allocation (srun directly) and outside one (sbatch, then following the job).
 
@@ -60,6 +62,13 @@ STEP = re.compile(
     re.M,
 )
 MIN_STEPS = 20
+TURN = re.compile(
+    r"^\[rank 0\] turn (\d+): (\d+) steps, median step time ([0-9.]+) ms, "
+    r"CPU time per step ([0-9.]+) ms",
+    re.M,
+)
+TURN_STEPS = 16  # steps a turn: about 150 ms of training
+TURNS_READY = 180.0  # seconds both sides may take to reach their first turn
 # The same on both sides, and one thread per rank: the local nodes share this machine's CPUs,
 # and two ranks of two spinning threads each on two cores made step times scatter by 2-3x
 # between runs of the same side (the examples take OMP_NUM_THREADS when it is set).
@@ -101,6 +110,46 @@ def step_ms(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, flo
     if int(match.group(1)) < MIN_STEPS:
         sys.exit(f"only {match.group(1)} steps in a run: at least {MIN_STEPS} are needed")
     return float(match.group(2)), float(match.group(3))
+
+
+Turns = list[tuple[float, float]]  # a side's turns: (median step time, CPU time per step), ms
+
+
+def in_turns(sides: list[tuple[list[str], dict[str, str]]], first: int, cwd: Path) -> list[Turns]:
+    """Run the two sides (argv up to the script's arguments, environment) at once on the same
+    nodes, taking turns, side `first` beginning; each side's turns, the first (a warm-up: the
+    allocator's first blocks, DDP's buckets) left out."""
+    turns = cwd / "turns"
+    for old in cwd.glob("turns*"):
+        old.unlink()
+    procs = []
+    for k, (argv, env) in enumerate(sides):
+        spec = f"HVD_EXAMPLE_TURNS={turns.name},{(k - first) % 2},{TURN_STEPS}"
+        full = [*argv[:-1], "-e", spec, argv[-1], *TRAIN_ARGS, "--checkpoint", f"side{k}.pt"]
+        (cwd / f"side{k}.pt").unlink(missing_ok=True)  # the example would resume from it
+        procs.append(subprocess.Popen(
+            full, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ))  # fmt: skip
+    deadline = time.monotonic() + TURNS_READY
+    while len(list(cwd.glob(f"{turns.name}.ready-*"))) < 2 * len(sides):
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            for p in procs:
+                p.kill()
+            said = "\n".join(p.communicate()[0] for p in procs)
+            sys.exit(f"the sides did not both reach their first turn:\n{said}")
+        time.sleep(0.05)
+    (cwd / "turns.tmp").write_text("0")
+    os.replace(cwd / "turns.tmp", turns)
+    found: list[Turns] = []
+    for p in procs:
+        out, _ = p.communicate(timeout=900)
+        rows = [(float(m[2]), float(m[3])) for m in TURN.findall(out) if int(m[0]) > 0]
+        if p.returncode != 0 or len(rows) < 2:
+            sys.exit(f"launch failed ({p.returncode}):\n{out}")
+        found.append(rows)
+    if len(found[0]) != len(found[1]):
+        sys.exit(f"the sides trained {len(found[0])} and {len(found[1])} turns: the same was meant")
+    return found
 
 
 def image_root(image: Path) -> Path:
@@ -154,28 +203,27 @@ def spread(runs: list[float]) -> str:
     return f"{', '.join(f'{x:.2f}' for x in runs)} (spread {100 * width:.0f}%)"
 
 
-def report(
-    label: str,
-    how: str,
-    container: list[tuple[float, float]],
-    host: list[tuple[float, float]],
-    max_ratio: float,
-) -> float:
-    """Print one job's step times and CPU times per step, container against host: each side's
-    median over the runs and the runs with their spread, then the ratio as the median of the
-    rounds' ratios (the two sides of a round ran back to back, so a slow stretch of the
-    machine falls on both) beside the ratio of the medians; return the step time's."""
+def report(label: str, how: str, rounds: list[tuple[Turns, Turns]], max_ratio: float) -> float:
+    """Print one job's step times and CPU times per step, container against host, from rounds
+    in turns: each side's median (over the rounds of the median over the turns) with the
+    rounds and their spread, then the ratio, the median of the rounds' ratios, each of which
+    is the median of its turns' ratios (turn k of each side, a fraction of a second apart);
+    return the step time's."""
     ratio = 1.0
     for i, what in enumerate(("step time", "CPU time per step")):
-        c_runs, h_runs = [r[i] for r in container], [r[i] for r in host]
+        c_runs = [statistics.median(t[i] for t in c) for c, _ in rounds]
+        h_runs = [statistics.median(t[i] for t in h) for _, h in rounds]
+        ratios = [
+            statistics.median(a[i] / b[i] for a, b in zip(c, h, strict=True)) for c, h in rounds
+        ]
+        turns = sum(len(c) for c, _ in rounds)
+        paired = statistics.median(ratios)
         c, h = statistics.median(c_runs), statistics.median(h_runs)
-        rounds = [a / b for a, b in zip(c_runs, h_runs, strict=True)]
-        paired = statistics.median(rounds)
-        print(f"{label}{what}, container ({how}): {c:.3f} ms (median of {len(c_runs)} runs)")
+        print(f"{label}{what}, container ({how}): {c:.3f} ms (median of {len(c_runs)} rounds)")
         print(f"{label}{what}, host virtualenv (--runtime none): {h:.3f} ms")
-        print(f"  runs, container: {spread(c_runs)} ms")
-        print(f"  runs, host:      {spread(h_runs)} ms")
-        print(f"  rounds' ratios:  {spread(rounds)}")
+        print(f"  rounds, container: {spread(c_runs)} ms")
+        print(f"  rounds, host:      {spread(h_runs)} ms")
+        print(f"  rounds' ratios:    {spread(ratios)} ({turns} turns of {TURN_STEPS} steps a side)")
         line = f"{label}container/host, {what}: {paired:.3f} (ratio of the medians {c / h:.3f})"
         if i == 0:
             ratio = paired
@@ -288,28 +336,28 @@ def main() -> int:
             ("ddp", [*run, *ddp], env, DDP_EXAMPLE),
             ("ddp", [*bare, *ddp], host_env, DDP_EXAMPLE),
         ]
-        figures: list[list[tuple[float, float]]] = [[] for _ in sides]
         views: list[RankView] = []
-        # round 0 (forward: the views come in the sides' order) warms the caches and shows the
-        # ranks; it is not counted
-        for i in range(opts.repeat + 1):
-            order = list(enumerate(sides)) if i % 2 == 0 else list(enumerate(sides))[::-1]
-            for k, (_, argv, side_env, script) in order:
-                full = [*alloc, *argv, str(script), *TRAIN_ARGS]
-                if i == 0:
-                    with RankWatch(script.name) as watch:
-                        step_ms(full, side_env, cwd)
-                    views.append(watch.view)
-                else:
-                    figures[k].append(step_ms(full, side_env, cwd))
+        # round 0, each side alone: warms the caches and shows the ranks; not counted
+        for _, argv, side_env, script in sides:
+            with RankWatch(script.name) as watch:
+                step_ms([*alloc, *argv, str(script), *TRAIN_ARGS], side_env, cwd)
+            views.append(watch.view)
+        # then rounds in turns, container and host at once; who begins alternates
+        rounds: list[list[tuple[Turns, Turns]]] = [[], []]
+        for i in range(opts.repeat):
+            for job in (0, 1):
+                pair = [([*alloc, *argv, str(script)], side_env)
+                        for _, argv, side_env, script in sides[2 * job : 2 * job + 2]]  # fmt: skip
+                container, host = in_turns(pair, i % 2, cwd)
+                rounds[job].append((container, host))
         short = [str(EXAMPLE), "--epochs", "1", "--samples", "256"]
         inside = [first_line_seconds([*alloc, *run, *short], env, cwd) for _ in range(opts.repeat)]
         outside = [first_line_seconds([*run, *short], env, cwd) for _ in range(opts.repeat)]
     root = image_root(image)
     alike("", (views[0], views[1]), root)
-    ratio = report("", "hvd-container run, ch-run", figures[0], figures[1], opts.max_ratio)
+    ratio = report("", "hvd-container run, ch-run", rounds[0], opts.max_ratio)
     alike("DDP ", (views[2], views[3]), root)
-    ddp_ratio = report("DDP ", "--controller torch, ch-run", figures[2], figures[3], opts.max_ratio)
+    ddp_ratio = report("DDP ", "--controller torch, ch-run", rounds[1], opts.max_ratio)
     print(
         f"run -> first rank's first line, inside an allocation: {statistics.median(inside):.2f} s"
     )

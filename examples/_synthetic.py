@@ -19,6 +19,58 @@ from torch.utils.data.distributed import DistributedSampler
 # Fault drills only: the epoch whose checkpoint stays half-written for 10 minutes, so that a
 # test can kill the job in the middle of the write.
 DRILL = "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT"
+# bench/launch.py only: FILE,SIDE,STEPS (see Turns)
+TURNS = "HVD_EXAMPLE_TURNS"
+TURN_WAIT = 600.0  # seconds a side waits for its turn before it gives up
+
+
+class Turns:
+    """Two jobs on the same nodes (bench/launch.py: the container and the host) train in turns
+    of STEPS steps, so that both meet the machine in the same state: FILE holds how many turns
+    have been taken, and side SIDE (0 or 1) trains its k-th turn when it reads 2k + SIDE. Rank
+    0 passes the turn on when its side next waits, so an epoch's end (the loss all-reduce, the
+    checkpoint) stays in the side's own turn; each rank says it is ready (FILE.ready-SIDE-RANK)
+    before its first wait, and the bench writes 0 once all are."""
+
+    def __init__(self, spec: str, rank: int) -> None:
+        path, side, steps = spec.rsplit(",", 2)
+        self.path, self.side, self.steps, self.rank = path, int(side), int(steps), rank
+        self.taken = -1  # the last turn this side trained
+        with open(f"{path}.ready-{self.side}-{rank}", "w"):
+            pass
+
+    @classmethod
+    def from_env(cls, rank: int) -> Turns | None:
+        spec = os.environ.get(TURNS)
+        return cls(spec, rank) if spec else None
+
+    def _read(self) -> int | None:
+        try:
+            with open(self.path) as fh:
+                return int(fh.read() or "-1")
+        except (OSError, ValueError):
+            return None
+
+    def _pass(self) -> None:
+        if self.rank == 0 and self.taken >= 0:
+            tmp = f"{self.path}.tmp-{os.getpid()}"
+            with open(tmp, "w") as fh:
+                fh.write(str(2 * self.taken + self.side + 1))
+            os.replace(tmp, self.path)
+
+    def start(self, turn: int) -> None:
+        """Pass the last turn on, then wait for this one."""
+        self._pass()
+        want, deadline = 2 * turn + self.side, time.monotonic() + TURN_WAIT
+        while self._read() != want:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{TURNS}: no turn {turn} for side {self.side} in {TURN_WAIT} s")
+            time.sleep(0.001)
+        self.taken = turn
+
+    def end(self) -> None:
+        """After the last step: the other side's last turn may go."""
+        self._pass()
 
 
 def set_threads(local_size: int) -> None:
@@ -130,6 +182,15 @@ def saver(
     return save
 
 
+def said_turn(turn: int, step_times: list[float], cpu_times: list[float]) -> None:
+    print(
+        f"[rank 0] turn {turn}: {len(step_times)} steps, median step time "
+        f"{1000 * statistics.median(step_times):.3f} ms, CPU time per step "
+        f"{1000 * sum(cpu_times) / len(cpu_times):.3f} ms",
+        flush=True,
+    )
+
+
 def train_epochs(  # type: ignore[no-untyped-def]
     args, model, optimizer, loader, sampler, device, first: int, rank: int,
     mean_over_ranks: Callable[[float], float], save: Callable[[int, float], None],
@@ -140,11 +201,18 @@ def train_epochs(  # type: ignore[no-untyped-def]
     the process's CPU time per step (all its threads: the framework's own included)."""
     step_times: list[float] = []
     cpu_seconds = 0.0
+    turns = Turns.from_env(rank)
+    turn_start, cpu_turn = 0, []  # the step the current turn began with, its CPU times
     for epoch in range(first, args.epochs + 1):
         sampler.set_epoch(epoch)
         model.train()
         total, count = 0.0, 0
         for x, y in loader:
+            if turns is not None and len(step_times) % turns.steps == 0:
+                if step_times and rank == 0:
+                    said_turn(turns.taken, step_times[turn_start:], cpu_turn)
+                turns.start(len(step_times) // turns.steps)
+                turn_start, cpu_turn = len(step_times), []
             start, cpu_start = time.perf_counter(), time.process_time()
             x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
@@ -153,6 +221,8 @@ def train_epochs(  # type: ignore[no-untyped-def]
             optimizer.step()
             step_times.append(time.perf_counter() - start)
             cpu_seconds += time.process_time() - cpu_start
+            if turns is not None:
+                cpu_turn.append(time.process_time() - cpu_start)
             total += loss.item() * len(x)
             count += len(x)
         local_loss = total / count
@@ -162,6 +232,10 @@ def train_epochs(  # type: ignore[no-untyped-def]
             flush=True,
         )
         save(epoch, mean_loss)
+    if turns is not None:
+        if step_times and rank == 0:
+            said_turn(turns.taken, step_times[turn_start:], cpu_turn)
+        turns.end()
     if rank == 0 and first <= args.epochs:
         print(f"[rank 0] checkpoint written to {os.path.abspath(args.checkpoint)}", flush=True)
     print(
