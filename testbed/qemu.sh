@@ -1,6 +1,9 @@
 #!/bin/sh
 # arm64 programs on this amd64 machine: Debian's qemu-user-static, registered with the kernel's
 # binfmt_misc, for arm64 images (Grace Hopper's architecture) built, verified and run here.
+# QEMU 10 at least: on Debian bookworm from bookworm-backports (10.0), because bookworm's own 7.2
+# crashes in `import torch` of PyPI's aarch64 torch 2.14.1 (`uncaught target signal 11` after
+# oneDNN's CPU probe), the Grace Hopper image's; 10.0 runs it.
 #
 #   testbed/qemu.sh up       install qemu-user-static, register qemu-aarch64 (idempotent)
 #   testbed/qemu.sh status   exit 0 only when an arm64 program runs (under emulation)
@@ -20,11 +23,43 @@ die() { tb_die "$@"; }
 BINFMT=/proc/sys/fs/binfmt_misc
 ENTRY=$BINFMT/qemu-aarch64
 CONF=/usr/lib/binfmt.d/qemu-aarch64.conf
+BACKPORTS=/etc/apt/sources.list.d/hvd-testbed-bookworm-backports.sources
+# the qemu the entry was registered with: with fix-binary the kernel keeps the file it opened
+# then, so after an upgrade the entry must be registered again to run the new one
+REGISTERED=$HVD_TESTBED_DIR/qemu-registered
 
 [ "$(id -u)" = 0 ] || die "must run as root (it installs a package and registers with the kernel)"
 
+qemu_major() {
+    qemu-aarch64-static --version 2>/dev/null | sed -n '1s/.* version \([0-9]*\).*/\1/p'
+}
+
+install_qemu() {
+    [ "$(qemu_major)" -ge 10 ] 2>/dev/null && return 0
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    if [ "$codename" != bookworm ]; then
+        tb_apt_install qemu-user-static # trixie and later have 10 or newer
+        return 0
+    fi
+    if [ ! -f "$BACKPORTS" ]; then
+        printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" \
+            "Suites: bookworm-backports" "Components: main" \
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" >"$BACKPORTS"
+    fi
+    mkdir -p "$HVD_TESTBED_DIR"
+    log "installing qemu-user-static from bookworm-backports (bookworm's 7.2 crashes in torch)"
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$HVD_TESTBED_DIR/apt.log" 2>&1 ||
+        { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; die "apt-get update failed"; }
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        --no-install-recommends -t bookworm-backports qemu-user-static \
+        >>"$HVD_TESTBED_DIR/apt.log" 2>&1 ||
+        { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; die "installing qemu-user-static failed"; }
+    [ "$(qemu_major)" -ge 10 ] 2>/dev/null ||
+        die "qemu-aarch64-static is $(qemu_major) after the install, 10 or newer is needed"
+}
+
 cmd_up() {
-    tb_apt_install qemu-user-static
+    install_qemu
     [ -f "$CONF" ] || die "$CONF is missing: qemu-user-static did not install its binfmt entry"
     if [ ! -e "$BINFMT/register" ]; then
         mount -t binfmt_misc binfmt_misc "$BINFMT" ||
@@ -33,9 +68,15 @@ cmd_up() {
     if [ -e "$ENTRY" ] && ! grep -q '^flags: .*F' "$ENTRY"; then
         echo -1 >"$ENTRY" # registered by someone else without F: containers could not use it
     fi
+    version=$(qemu-aarch64-static --version | head -n 1)
+    if [ -e "$ENTRY" ] && [ "$(cat "$REGISTERED" 2>/dev/null)" != "$version" ]; then
+        echo -1 >"$ENTRY" # registered with another qemu (an older one, or not by this script)
+    fi
     if [ ! -e "$ENTRY" ]; then
         cat "$CONF" >"$BINFMT/register" || die "registering qemu-aarch64 with binfmt_misc failed"
-        log "registered qemu-aarch64 (fix-binary)"
+        mkdir -p "$HVD_TESTBED_DIR"
+        echo "$version" >"$REGISTERED"
+        log "registered qemu-aarch64 (fix-binary): $version"
     fi
     cmd_status
 }
