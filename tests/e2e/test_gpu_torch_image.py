@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.build_fixtures import GPU_TORCH_RECIPE
+from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
@@ -51,6 +52,25 @@ def test_gpu_torch_image_trains_ddp_on_two_nodes_from_its_sif(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
+
+
+def test_the_grace_hopper_image_is_built_and_verified_under_emulation(
+    api: Any, base_image: str
+) -> None:
+    """The recipe's arm64 half (`--arch arm64`, its own lock: PyPI's aarch64 torch 2.14.1, the
+    same CUDA 13.0 build and NCCL): built from the arm64 base under qemu (10 or newer:
+    bookworm's 7.2 crashed in `import torch`), verified there by the recipe's own checks."""
+    run_testbed("qemu.sh", "up")
+    proc = cli("build", GPU_TORCH_RECIPE, "--arch", "arm64", "--progress", "plain", timeout=5400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    image = api.inspect_image(f"{GPU_TORCH_RECIPE}:1-arm64")
+    assert image["Architecture"] == "arm64"
+    labels = image["Config"]["Labels"]
+    p = "org.hvd-container."
+    assert labels[p + "verified"] == "true" and labels[p + "arch"] == "arm64"
+    assert set(labels[p + "torch.distributed"].split(",")) >= {"gloo", "nccl"}
+    assert labels[p + "versions.torch"].startswith("2.14.1")
+    assert labels[p + "versions.cuda"].startswith("13.0")
 
 
 def test_the_cuda_12_twin_is_verified_and_carries_volta_kernels(api: Any, base_image: str) -> None:
