@@ -188,7 +188,10 @@ def accelerate_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # worker threads are torn down with the process group and now and then abort both ranks
     # ("terminate called without an active exception", exit 134) after every check passed
     # (pytorch/pytorch#190489; the atexit handler of pytorch/pytorch#179291, not merged). The
-    # script stays unchanged; this folder's sitecustomize destroys the group at exit instead.
+    # script stays unchanged; this folder's sitecustomize destroys the group at exit instead,
+    # then collects: the prepared DDP model holds the group in reference cycles, which the
+    # interpreter's finalization would otherwise free, gloo's threads with them (the abort
+    # came back once in a cold CI run with the destroy alone).
     (target / "sitecustomize.py").write_text(EXIT_CLEANUP)
     return target
 
@@ -204,6 +207,9 @@ def _destroy_process_group():
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    import gc
+
+    gc.collect()
 """
 
 
