@@ -6,8 +6,29 @@ HVD_TESTBED_DIR="${HVD_TESTBED_DIR:-/var/tmp/hvd-testbed}"
 tb_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
 tb_die() { tb_log "error: $*"; exit 1; }
 
-# apt-get install only what is missing; `apt-get update` at most once per hour and
-# waiting on the dpkg lock, because other testbed scripts may install at the same time.
+# `tb_apt_update hourly`: `apt-get update` at most once an hour; `tb_apt_update force`: now
+# (after a new source was added).
+tb_apt_update() {
+    stamp="$HVD_TESTBED_DIR/apt-updated"
+    mkdir -p "$HVD_TESTBED_DIR"
+    if [ "$1" = force ] || [ -z "$(find "$stamp" -mmin -60 2>/dev/null)" ]; then
+        tb_log "apt-get update"
+        apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
+            || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get update failed"; }
+        touch "$stamp"
+    fi
+}
+
+# apt-get install ARGS (packages, and options such as `-t RELEASE`), waiting on the dpkg lock
+# because other testbed scripts may install at the same time.
+tb_apt_get_install() {
+    tb_log "installing: $*"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        --no-install-recommends "$@" >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
+        || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get install $* failed"; }
+}
+
+# apt-get install only what is missing (any version of a package counts as installed).
 tb_apt_install() {
     missing=""
     for pkg in "$@"; do
@@ -16,19 +37,9 @@ tb_apt_install() {
     done
     [ -z "$missing" ] && return 0
     [ "$(id -u)" = 0 ] || tb_die "need root to install:$missing"
-    stamp="$HVD_TESTBED_DIR/apt-updated"
-    mkdir -p "$HVD_TESTBED_DIR"
-    if [ -z "$(find "$stamp" -mmin -60 2>/dev/null)" ]; then
-        tb_log "apt-get update"
-        apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
-            || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get update failed"; }
-        touch "$stamp"
-    fi
-    tb_log "installing:$missing"
+    tb_apt_update hourly
     # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-        --no-install-recommends $missing >>"$HVD_TESTBED_DIR/apt.log" 2>&1 \
-        || { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; tb_die "apt-get install$missing failed"; }
+    tb_apt_get_install $missing
 }
 
 # True if the pid in FILE is alive and its command line contains NAME.

@@ -46,14 +46,9 @@ install_qemu() {
             "Suites: bookworm-backports" "Components: main" \
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" >"$BACKPORTS"
     fi
-    mkdir -p "$HVD_TESTBED_DIR"
-    log "installing qemu-user-static from bookworm-backports (bookworm's 7.2 crashes in torch)"
-    apt-get -o DPkg::Lock::Timeout=600 update -qq >>"$HVD_TESTBED_DIR/apt.log" 2>&1 ||
-        { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; die "apt-get update failed"; }
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-        --no-install-recommends -t bookworm-backports qemu-user-static \
-        >>"$HVD_TESTBED_DIR/apt.log" 2>&1 ||
-        { tail -n 20 "$HVD_TESTBED_DIR/apt.log" >&2; die "installing qemu-user-static failed"; }
+    log "qemu-user-static from bookworm-backports (bookworm's 7.2 crashes in torch)"
+    tb_apt_update force # the backports source may be new to apt's lists
+    tb_apt_get_install -t bookworm-backports qemu-user-static
     [ "$(qemu_major)" -ge 10 ] 2>/dev/null ||
         die "qemu-aarch64-static is $(qemu_major) after the install, 10 or newer is needed"
 }
