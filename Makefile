@@ -38,7 +38,7 @@ test-heavy: install  ## CPU builds too long for CI: the Horovod recipes' definit
 test-arm64: install  ## the arm64 torch twin (cpu-bookworm-torch-arm64) built under emulation, verified, SIF, DDP on two nodes
 	$(PYTHON) -m pytest -m arm64
 
-test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training
+test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training; both Grace Hopper halves built under emulation (~1 h more)
 	$(PYTHON) -m pytest -m gpu
 
 # mypy cannot follow the package-dir mapping (containers/ installs as hvd_container.containers):
