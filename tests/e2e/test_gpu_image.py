@@ -51,27 +51,35 @@ def test_gpu_image_is_verified_with_nccl(api: Any, gpu_image: str) -> None:
     assert labels[p + "versions.cuda"].startswith("13.0")
 
 
-def test_horovod_is_compiled_and_linked_with_the_wheels_nccl(api: Any, gpu_image: str) -> None:
-    code, out = run_in(api, gpu_image, ["python", "-c", LINKS])
+def check_horovod_links_the_wheels_nccl(api: Any, image: str) -> None:
+    code, out = run_in(api, image, ["python", "-c", LINKS])
     assert code == 0, out
     # nccl_built() is the NCCL version compiled against: 2.30.7, the wheel's
     assert "nccl_built 23007 mpi_built True gloo_built True" in out, out
     assert "torch 2.14.1" in out and "cuda 13.0" in out and "gpu False" in out, out
     nccl = re.search(r"libnccl\.so\.2 => (\S+)", out)
     assert nccl and nccl.group(1) == f"{SITE}/nvidia/nccl/lib/libnccl.so.2", out
-    code, out = run_in(api, gpu_image, ["nvcc", "--version"])
-    assert code == 0 and "release 13.0" in out, out
 
 
-def test_two_rank_allreduce_on_the_cpu(api: Any, gpu_image: str, tmp_path: Path) -> None:
-    (tmp_path / "allreduce.py").write_text(ALLREDUCE)
+def check_two_ranks_allreduce_over_mpi(api: Any, image: str, job: Path) -> None:
+    (job / "allreduce.py").write_text(ALLREDUCE)
     launcher = ["mpirun", "--allow-run-as-root", "-np", "2", "--oversubscribe"]
-    code, out = run_in(api, gpu_image, [*launcher, "python", "/job/allreduce.py"], tmp_path)
+    code, out = run_in(api, image, [*launcher, "python", "/job/allreduce.py"], job)
     assert code == 0, out
     assert sorted(re.findall(r"rank (\d of \d: sum \d+)$", out, re.M)) == [
         "0 of 2: sum 3",
         "1 of 2: sum 3",
     ], out
+
+
+def test_horovod_is_compiled_and_linked_with_the_wheels_nccl(api: Any, gpu_image: str) -> None:
+    check_horovod_links_the_wheels_nccl(api, gpu_image)
+    code, out = run_in(api, gpu_image, ["nvcc", "--version"])
+    assert code == 0 and "release 13.0" in out, out
+
+
+def test_two_rank_allreduce_on_the_cpu(api: Any, gpu_image: str, tmp_path: Path) -> None:
+    check_two_ranks_allreduce_over_mpi(api, gpu_image, tmp_path)
 
 
 def test_two_node_training_from_the_gpu_sif(
@@ -105,16 +113,5 @@ def test_the_grace_hopper_horovod_image_is_built_and_allreduces_under_emulation(
     assert labels[p + "verified"] == "true" and labels[p + "arch"] == "arm64"
     assert labels[p + "horovod.tensor_ops"] == "gloo,mpi,nccl"  # check-build's [X] NCCL
     assert labels[p + "versions.torch"] == "2.14.1"
-    code, out = run_in(api, image, ["python", "-c", LINKS])
-    assert code == 0, out
-    assert "nccl_built 23007 mpi_built True gloo_built True" in out, out
-    nccl = re.search(r"libnccl\.so\.2 => (\S+)", out)
-    assert nccl and nccl.group(1) == f"{SITE}/nvidia/nccl/lib/libnccl.so.2", out
-    (tmp_path / "allreduce.py").write_text(ALLREDUCE)
-    launcher = ["mpirun", "--allow-run-as-root", "-np", "2", "--oversubscribe"]
-    code, out = run_in(api, image, [*launcher, "python", "/job/allreduce.py"], tmp_path)
-    assert code == 0, out
-    assert sorted(re.findall(r"rank (\d of \d: sum \d+)$", out, re.M)) == [
-        "0 of 2: sum 3",
-        "1 of 2: sum 3",
-    ], out
+    check_horovod_links_the_wheels_nccl(api, image)
+    check_two_ranks_allreduce_over_mpi(api, image, tmp_path)
