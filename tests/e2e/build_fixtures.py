@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,18 @@ def hvd(
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+def grace_hopper_half(api: Any, recipe: str, timeout: float) -> dict[str, str]:
+    """The recipe's arm64 image (`build --arch arm64`, its own lock) built and verified under
+    qemu (testbed/qemu.sh: 10 or newer), checked to be arm64 by Docker and by its label; its
+    labels for the caller's own checks."""
+    testbed("qemu.sh", "up")
+    proc = hvd("build", recipe, "--arch", "arm64", "--progress", "plain", timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    image = api.inspect_image(f"{recipe}:1-arm64")
+    assert image["Architecture"] == "arm64"
+    labels: dict[str, str] = image["Config"]["Labels"]
+    p = "org.hvd-container."
+    assert labels[p + "verified"] == "true" and labels[p + "arch"] == "arm64"
+    return labels

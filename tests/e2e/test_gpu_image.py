@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.build_fixtures import GPU_RECIPE
-from tests.e2e.sif_fixtures import run_testbed
+from tests.e2e.build_fixtures import GPU_RECIPE, grace_hopper_half
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
@@ -102,16 +101,10 @@ def test_the_grace_hopper_horovod_image_is_built_and_allreduces_under_emulation(
     qemu with the aarch64 wheels' nvcc and NCCL (sm_80, sm_90: GH200), verified there, and two
     ranks allreduce over MPI in it. About an hour under emulation here, 46 minutes of it
     Horovod's compile (bench/README)."""
-    run_testbed("qemu.sh", "up")
-    proc = cli("build", GPU_RECIPE, "--arch", "arm64", "--progress", "plain", timeout=3 * 3600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    image = f"{GPU_RECIPE}:1-arm64"
-    inspected = api.inspect_image(image)
-    assert inspected["Architecture"] == "arm64"
-    labels = inspected["Config"]["Labels"]
+    labels = grace_hopper_half(api, GPU_RECIPE, timeout=3 * 3600)
     p = "org.hvd-container."
-    assert labels[p + "verified"] == "true" and labels[p + "arch"] == "arm64"
     assert labels[p + "horovod.tensor_ops"] == "gloo,mpi,nccl"  # check-build's [X] NCCL
     assert labels[p + "versions.torch"] == "2.14.1"
+    image = f"{GPU_RECIPE}:1-arm64"
     check_horovod_links_the_wheels_nccl(api, image)
     check_two_ranks_allreduce_over_mpi(api, image, tmp_path)
