@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
-from hvd_container.launcher import controllers, runtimes, site_rules
+from hvd_container.launcher import controllers, guard, runtimes
 from hvd_container.launcher.hang import parse_duration
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 
@@ -317,47 +317,16 @@ SCREEN_POLICIES = ("fail", "shrink")
 COUNTS = ("ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "gpus_per_task", "cpus_per_task")
 
 
-# what this tool sets from flags of its own: through --sbatch-option/--srun-option it would
-# pass by the checks those flags get (a partition's time limit, an account's form, the layout)
-_OWN_LONG = {
-    "nodes": "-N/--nodes", "ntasks": "-n/--ntasks", "ntasks-per-node": "--ntasks-per-node",
-    "gpus-per-node": "--gpus-per-node", "gpus-per-task": "--gpus-per-task",
-    "cpus-per-task": "-c/--cpus-per-task", "job-name": "-J/--job-name", "time": "-t/--time",
-    "partition": "-p/--partition", "account": "-A/--account", "qos": "-q/--qos",
-    "constraint": "-C/--constraint", "comment": "--comment", "requeue": "--requeue",
-    "no-requeue": "--requeue", "mpi": "--mpi",
-}  # fmt: skip
-_OWN_SHORT = {"N": "-N/--nodes", "n": "-n/--ntasks", "c": "-c/--cpus-per-task",
-              "J": "-J/--job-name", "t": "-t/--time", "p": "-p/--partition",
-              "A": "-A/--account", "q": "-q/--qos", "C": "-C/--constraint"}  # fmt: skip
-
-
 def passthrough_refusal(option: str, flag: str) -> str | None:
-    """Why --sbatch-option/--srun-option may not pass `option`, or None: an option, not one
-    this tool has a flag for, and nothing a profile's options may not hold (site_rules)."""
+    """Why --sbatch-option/--srun-option may not pass `option`, or None: whole options read as
+    Slurm reads them, each one the guard allows and none this tool has a flag for."""
     if not option.startswith("-") or option.strip("-") == "" or has_line_ends(option):
         return f"{flag} {option!r}: give one option, such as --mem=64G or --exclusive"
     if flag == "--sbatch-option" and any(c.isspace() for c in option):
         return f"{flag} {option!r}: an #SBATCH option has no spaces (--mail-type=END,FAIL)"
-    if option.startswith("--"):
-        name = option[2:].split("=", 1)[0].lower()
-        own = [o for o in _OWN_LONG if o.startswith(name)]  # getopt reads abbreviations
-        if own and (name in _OWN_LONG or len({_OWN_LONG[o] for o in own}) == 1):
-            mine = _OWN_LONG[name if name in _OWN_LONG else own[0]]
-            return f"{flag} {option!r}: use {mine}, which this tool checks against the site"
-    elif option[1:2] in _OWN_SHORT:
-        return f"{flag} {option!r}: use {_OWN_SHORT[option[1]]}, which this tool checks"
-    refused = site_rules.refused_scheduler_option(option)
-    if refused in ("--output", "-o", "--error", "-e"):
-        mine = "--job-output" if refused in ("--output", "-o") else "--job-error"
-        return f"{flag} {option!r}: use {mine}, the job's output file"
-    if refused:
-        return (
-            f"{flag} {option!r}: {refused} is not passed through: it would choose a program, a "
-            "file or the job's environment (pass options on resources and placement: --mem, "
-            "--exclusive, --reservation, --mail-type, --gres=..., ...)"
-        )
-    return None
+    command = "srun" if flag == "--srun-option" else "sbatch"
+    refused = guard.slurm_entry_refusal(option, command, profile=False)
+    return f"{flag} {refused.why}" if refused is not None else None
 
 
 def check(site: Site, request: LaunchRequest) -> None:

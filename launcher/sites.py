@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import yaml
-from hvd_container.launcher import runtimes, site_rules
+from hvd_container.launcher import guard, runtimes, trust
 from hvd_container.launcher.binds import parse_bind, split_binds
 from hvd_container.launcher.runtimes import RuntimeProfile
 from pydantic import (
@@ -88,31 +88,40 @@ def valid_slurm_time(value: str) -> bool:
     return bool(re.fullmatch(_TIME_PATTERN[1:-1], value))
 
 
-def _binds_ok(value: list[str]) -> list[str]:
+def _binds_ok(value: list[str], info: ValidationInfo) -> list[str]:
     for bind in (one for item in value for one in split_binds(item)):
         parsed = parse_bind(bind, allow_unexpanded=True)
         if isinstance(parsed, str):
             raise ValueError(parsed)
-        why = site_rules.bind_source_refusal(parsed.source)
-        if why:
-            raise ValueError(f"{bind!r}: {why}")
+        why = guard.bind_refusal(parsed.source, parsed.dest)
+        if why is not None:
+            guard.judge(guard.Refusal(f"{bind!r}: {why.why}", why.trustable), info)
     return value
 
 
-def _options_ok(value: list[str]) -> list[str]:
-    for option in value:
-        if not option.startswith("-") or option.strip("-") == "":
-            raise ValueError(
-                f"each entry is an option such as --exclusive or --gres=nic:1, not {option!r}"
-            )
-        why = site_rules.scheduler_option_refusal(option)
-        if why:
-            raise ValueError(f"{option!r}: {why}")
+def _options_ok(command: str) -> Any:
+    """A validator of srun_options (command srun) or sbatch_options (sbatch): the guard's."""
+
+    def check(value: list[str], info: ValidationInfo) -> list[str]:
+        for option in value:
+            if command == "sbatch" and any(c.isspace() for c in option):
+                raise ValueError(f"{option!r}: options of #SBATCH lines cannot contain spaces")
+            guard.judge(guard.slurm_entry_refusal(option, command), info)
+        return value
+
+    return check
+
+
+def _env_ok(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    for name in value:
+        why = guard.env_refusal(name)
+        if why is not None:
+            guard.judge(guard.Refusal(f"{name}: {why.why}", why.trustable), info)
     return value
 
 
 def _each(rule: Callable[[str], str | None], shown: Callable[[str], str] = repr) -> Any:
-    """A validator that holds each entry (each key of a mapping) to one of site_rules'."""
+    """A validator that holds each entry (each key of a mapping) to one of guard's rules."""
 
     def check(value: Any) -> Any:
         for entry in value:
@@ -122,13 +131,6 @@ def _each(rule: Callable[[str], str | None], shown: Callable[[str], str] = repr)
         return value
 
     return check
-
-
-def _sbatch_options_ok(value: list[str]) -> list[str]:
-    _options_ok(value)
-    if any(any(c.isspace() for c in o) for o in value):
-        raise ValueError("options of #SBATCH lines cannot contain spaces")
-    return value
 
 
 def _template_ok(value: str) -> str:
@@ -397,9 +399,11 @@ class Scheduler(Strict):
         description="The longest job of each QOS (--qos, or qos: above), where a site limits "
         "them by QOS (NERSC).",
     )
-    srun_options: Annotated[list[Line], AfterValidator(_options_ok)] = Field(default_factory=list)
+    srun_options: Annotated[list[Line], AfterValidator(_options_ok("srun"))] = Field(
+        default_factory=list
+    )
     # each is a #SBATCH line of its own, which ends at the first space
-    sbatch_options: Annotated[list[Line], AfterValidator(_sbatch_options_ok)] = Field(
+    sbatch_options: Annotated[list[Line], AfterValidator(_options_ok("sbatch"))] = Field(
         default_factory=list
     )
 
@@ -502,7 +506,7 @@ class Site(Strict):
         description="Where compute nodes see the login node's files; empty: not known (then "
         "only the usual node-local places, /tmp and the like, are refused for images).",
     )
-    modules: Annotated[list[Line], AfterValidator(_each(site_rules.module_refusal))] = Field(
+    modules: Annotated[list[Line], AfterValidator(_each(guard.module_refusal))] = Field(
         default_factory=list
     )
     site_modules: list[Line] | None = Field(
@@ -511,12 +515,8 @@ class Site(Strict):
         "(runtimes, CUDA, NCCL and its plugins, MPI), as `sites probe` lists them; "
         "`sites probe --diff` watches them. None: not recorded.",
     )
-    env: Annotated[dict[EnvName, Line], AfterValidator(_each(site_rules.env_refusal, str))] = Field(
-        default_factory=dict
-    )
-    multi_node_env: Annotated[
-        dict[EnvName, Line], AfterValidator(_each(site_rules.env_refusal, str))
-    ] = Field(
+    env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(default_factory=dict)
+    multi_node_env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(
         default_factory=dict,
         description="Set after env only when a launch spans nodes (-N 2 or more, or nodes "
         "left to Slurm): NCCL_NET, which on one node forces a network transport NCCL does not "
@@ -614,15 +614,54 @@ def user_sites_dir() -> Path:
 def parse_site(doc: yamlconf.Document) -> Site:
     """Validate a parsed profile document (every error a line naming FILE:LINE); `arch: host`
     becomes this machine's architecture."""
-    # the check registry beside the model, not inside it: loading the model alone saves 20 ms
-    from hvd_container.launcher import checks
-
-    names = [c.name for c in checks.registry()]
-    site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context={CHECK_NAMES: names})
+    names = [c.name for c in _check_registry()]
+    context = {CHECK_NAMES: names, guard.TRUSTED: trusted(doc)}
+    site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
     if site.arch == "host":
         site = site.model_copy(update={"arch": host_arch()})
     site._source = doc.source
     return site
+
+
+def is_builtin(path: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(path).resolve().parent == BUILTIN_DIR.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def trust_store() -> trust.TrustStore:
+    return trust.TrustStore(user_config_dir())
+
+
+def trusted(doc: yamlconf.Document) -> bool:
+    """Every file the profile is made of is built in or trusted (`sites trust FILE`)."""
+    docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
+    mine = [Path(d.source) for d in docs if not is_builtin(d.source)]
+    if not mine:
+        return True
+    store = trust_store()
+    return all(store.trusts(path) for path in mine)
+
+
+def outside_allow_list(path: Path) -> tuple[list[Path], list[str]]:
+    """`sites trust FILE`: the files the profile at path is made of (not the built-in ones) and
+    what in it only a trusted profile may set, one line each (FILE:LINE is not known past the
+    merge: each line names the key)."""
+    doc = _load(path)
+    found: list[str] = []
+    names = [c.name for c in _check_registry()]
+    context = {CHECK_NAMES: names, guard.TRUSTED: True, guard.FINDINGS: found}
+    yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
+    docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
+    return [Path(d.source) for d in docs if not is_builtin(d.source)], found
+
+
+def _check_registry() -> list[Any]:
+    # the check registry beside the model, not inside it: loading the model alone saves 20 ms
+    from hvd_container.launcher import checks
+
+    return list(checks.registry())
 
 
 def read_site_file(path: Path) -> Site:
@@ -660,11 +699,8 @@ def require_trusted(path: Path) -> None:
     """A profile decides what runs on the cluster in the user's name: one read from a path
     (--site FILE, extends:, the user's config folder) must be the user's or root's and
     writable by nobody else, as OpenSSH asks of its config files. Built-in ones are trusted."""
-    try:
-        if path.resolve().parent == BUILTIN_DIR.resolve():
-            return
-    except (OSError, RuntimeError):
-        pass
+    if is_builtin(path):
+        return
     if not path.exists() or not_a_file(path, "a YAML file"):
         return  # said in one line where it is read
     why = untrusted_because(path)

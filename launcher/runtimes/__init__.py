@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from hvd_container.launcher import site_rules
+from hvd_container.launcher import guard
 from hvd_container.launcher.binds import source_of, split_binds
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.rooms import classes_in
 from hvd_container.launcher.verdict import Verdict, fail
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.files import not_a_file, private_folder, user_path
@@ -53,18 +54,22 @@ class RuntimeProfile(Strict):
         description="The glibc the host libraries this runtime injects (MPI, GPU driver) were "
         "built against: an image with an older glibc cannot load them.",
     )
-    # the runtime's short options that bind paths, and those that choose the command, its
-    # folder or its variables (site_rules knows the long ones every runtime shares)
-    short_bind_flags: ClassVar[tuple[str, ...]] = ()
-    short_command_flags: ClassVar[tuple[str, ...]] = ()
+    # the runtime's own options a profile may give (from its manual, cited in its module): any
+    # other flag only a built-in or trusted profile may give (launcher/guard.py)
+    known_flags: ClassVar[dict[str, Flag]] = {}
 
     @field_validator("flags")
     @classmethod
-    def _flags_stay_options(cls, flags: list[str]) -> list[str]:
-        why = site_rules.runtime_flags_refusal(flags, cls.short_bind_flags, cls.short_command_flags)
-        if why:
-            raise ValueError(why)
+    def _flags_are_known(cls, flags: list[str], info: ValidationInfo) -> list[str]:
+        kind = (info.data or {}).get("kind", "the runtime")
+        guard.judge(guard.runtime_flags_refusal(flags, cls.known_flags, str(kind)), info)
         return flags
+
+    @field_validator("python")
+    @classmethod
+    def _python_is_the_image_s(cls, python: str, info: ValidationInfo) -> str:
+        guard.judge(guard.image_python_refusal(python), info)
+        return python
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -34,7 +35,19 @@ CLEANENV_FLAGS = ("--cleanenv", "-e", "--containall", "-C")
 
 
 class ApptainerProfile(RuntimeProfile):
-    short_bind_flags = ("-B",)
+    # `apptainer exec --help` (Apptainer 1.3): those that neither choose the program, its
+    # folder, its home or variables, nor lay files over the image (--mount, --overlay)
+    known_flags = {
+        "--nv": Flag("none"), "--nvccli": Flag("none"), "--rocm": Flag("none"),
+        "--cleanenv": Flag("none", "-e"), "--contain": Flag("none", "-c"),
+        "--containall": Flag("none", "-C"), "--writable-tmpfs": Flag("none"),
+        "--no-home": Flag("none"), "--no-mount": Flag("value"), "--no-privs": Flag("none"),
+        "--no-init": Flag("none"), "--no-umask": Flag("none"), "--no-eval": Flag("none"),
+        "--compat": Flag("none"), "--ipc": Flag("none", "-i"), "--pid": Flag("none", "-p"),
+        "--userns": Flag("none", "-u"), "--uts": Flag("none"), "--network": Flag("value"),
+        "--hostname": Flag("value"), "--disable-cache": Flag("none"),
+        "--unsquash": Flag("none"), "--sharens": Flag("none"), "--bind": Flag("bind", "-B"),
+    }  # fmt: skip
     kind: Literal["apptainer", "singularity"]
     command: Literal["run", "exec"] = Field(
         default="exec",

@@ -40,6 +40,7 @@ from hvd_container.containers.sif.environment import image_env
 from hvd_container.containers.sif.format import has_sif_magic
 from hvd_container.containers.sif.reader import read_sif
 from hvd_container.launcher.binds import dest_of, split_binds
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -57,8 +58,14 @@ from hvd_container.core.files import not_a_file, read_limited_text, user_path
 
 
 class CharliecloudProfile(RuntimeProfile):
-    short_bind_flags = ("-b",)
-    short_command_flags = ("-c",)
+    # ch-run(1) of Charliecloud 0.38: binds, the private /tmp, the fake writes, joining
+    known_flags = {
+        "--bind": Flag("bind", "-b"), "--home": Flag("none"), "--no-passwd": Flag("none"),
+        "--private-tmp": Flag("none", "-t"), "--write-fake": Flag("none", "-W"),
+        "--quiet": Flag("none", "-q"), "--verbose": Flag("none", "-v"),
+        "--join": Flag("none", "-j"), "--join-ct": Flag("value"), "--join-tag": Flag("value"),
+        "--env-no-expand": Flag("none"),
+    }  # fmt: skip
     kind: Literal["charliecloud"]
 
 

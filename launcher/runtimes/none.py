@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hvd_container.launcher import site_rules
+from hvd_container.launcher import guard
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import Invocation, Runtime, RuntimeProfile, Wrapped
 from pydantic import field_validator
@@ -27,7 +27,7 @@ class NoContainerProfile(RuntimeProfile):
     @field_validator("python")
     @classmethod
     def _usual_python(cls, python: str) -> str:
-        why = site_rules.host_python_refusal(python)
+        why = guard.host_python_refusal(python)
         if why:
             raise ValueError(why)
         return python

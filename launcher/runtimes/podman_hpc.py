@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -53,8 +54,16 @@ CRAY_MPICH = ("mpi", "cuda-mpi")
 
 
 class PodmanHpcProfile(RuntimeProfile):
-    short_bind_flags = ("-v",)
-    short_command_flags = ("-w", "-e")
+    # podman-run(1) options podman-hpc passes on, and podman-hpc's own --gpu and --nccl
+    # modules: namespaces, binds, sizes; not --env, --workdir, --entrypoint, --privileged
+    known_flags = {
+        "--net": Flag("value"), "--network": Flag("value"), "--ipc": Flag("value"),
+        "--pid": Flag("value"), "--uts": Flag("value"), "--userns": Flag("value"),
+        "--volume": Flag("bind", "-v"), "--gpu": Flag("none"), "--nccl": Flag("none"),
+        "--shm-size": Flag("value"), "--ulimit": Flag("value"), "--log-level": Flag("value"),
+        "--hostname": Flag("value"), "--init": Flag("none"), "--read-only": Flag("none"),
+        "--rm": Flag("none"),
+    }  # fmt: skip
     kind: Literal["podman-hpc"]
     mpi_module: Literal["mpi", "cuda-mpi", "openmpi-pmi2", "openmpi-pmix"] | None = Field(
         default=None,
@@ -62,10 +71,10 @@ class PodmanHpcProfile(RuntimeProfile):
         "MPICH), openmpi-pmi2, openmpi-pmix; one only, they exclude each other.",
     )
 
-    @field_validator("flags")
+    @field_validator("flags", mode="before")  # before the guard's: this says where they go
     @classmethod
-    def _no_mpi_flags(cls, flags: list[str]) -> list[str]:
-        for flag in flags:
+    def _no_mpi_flags(cls, flags: Any) -> Any:
+        for flag in (f for f in (flags if isinstance(flags, list) else []) if isinstance(f, str)):
             if flag in MPI_MODULES.values():
                 name = next(k for k, v in MPI_MODULES.items() if v == flag)
                 raise ValueError(

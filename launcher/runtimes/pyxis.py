@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -22,6 +23,14 @@ from hvd_container.core.image_refs import enroot_image_ref
 
 class PyxisProfile(RuntimeProfile):
     kind: Literal["pyxis"]
+    # Pyxis's srun options (its README's table) that neither choose the image, its folder,
+    # its variables or entrypoint, nor save it to a file
+    known_flags = {
+        "--container-mounts": Flag("bind"), "--container-writable": Flag("none"),
+        "--container-readonly": Flag("none"), "--container-remap-root": Flag("none"),
+        "--no-container-remap-root": Flag("none"), "--container-mount-home": Flag("none"),
+        "--no-container-mount-home": Flag("none"),
+    }  # fmt: skip
 
 
 class Pyxis(Runtime):

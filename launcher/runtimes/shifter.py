@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
@@ -50,18 +51,19 @@ _UDIROOT_MODULE = re.compile(
 
 
 class ShifterProfile(RuntimeProfile):
-    short_bind_flags = ("-V",)
-    short_command_flags = ("-w", "-e")
+    # shifter(1): binds only (modules have their own key; the image, the entrypoint, the
+    # folder and variables are the launch's)
+    known_flags = {"--volume": Flag("bind", "-V")}
     kind: Literal["shifter"]
     modules: Annotated[list[Line], AfterValidator(_unique)] = Field(
         default_factory=list,
         description="Shifter modules, joined into one --module= (a second one would replace the first).",
     )
 
-    @field_validator("flags")
+    @field_validator("flags", mode="before")  # before the guard's: this says where they go
     @classmethod
-    def _no_module_flags(cls, flags: list[str]) -> list[str]:
-        for flag in flags:
+    def _no_module_flags(cls, flags: Any) -> Any:
+        for flag in (f for f in (flags if isinstance(flags, list) else []) if isinstance(f, str)):
             if flag in ("-m", "--module") or flag.startswith(("--module=", "-m")):
                 raise ValueError(
                     f"shifter modules go in runtime.modules (a second --module replaces the first), not {flag!r}"

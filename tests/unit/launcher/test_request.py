@@ -63,16 +63,19 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
     ("option", "message"),
     [
         ("--sbatch-option=--time=100:00:00",
-         "--sbatch-option '--time=100:00:00': use -t/--time, which this tool checks against the site"),
+         "--sbatch-option '--time=100:00:00': --time is set by the tool: use its -t/--time"),
         ("--sbatch-option=--part=gpu",  # getopt's abbreviation of --partition
-         "--sbatch-option '--part=gpu': use -p/--partition, which this tool checks against the site"),
-        ("--srun-option=-N4", "--srun-option '-N4': use -N/--nodes, which this tool checks"),
+         "--sbatch-option '--part=gpu': --partition is set by the tool: use its -p/--partition"),
+        ("--srun-option=-N4", "--srun-option '-N4': --nodes is set by the tool: use its -N/--nodes"),
         ("--sbatch-option=--output=/tmp/x",
-         "--sbatch-option '--output=/tmp/x': use --job-output, the job's output file"),
-        ("--srun-option=--wrap=id", "--srun-option '--wrap=id': --wrap is not passed through: it "
-         "would choose a program, a file or the job's environment (pass options on resources and "
-         "placement: --mem, --exclusive, --reservation, --mail-type, --gres=..., ...)"),
-        ("--srun-option=--export=ALL", "--srun-option '--export=ALL': --export is not passed through"),
+         "--sbatch-option '--output=/tmp/x': --output is set by the tool: use its --job-output"),
+        ("--srun-option=--wrap=id", "--srun-option '--wrap=id': srun has no option --wrap (Slurm "),
+        ("--sbatch-option=--wrap=id", "--sbatch-option '--wrap=id': sbatch reads --wrap, which is "
+         "not allowed here (allowed: options on resources and placement"),
+        ("--srun-option=--export=ALL", "--srun-option '--export=ALL': srun reads --export, which is not allowed here"),
+        ("--srun-option=-ED/dir", "--srun-option '-ED/dir': srun reads --preserve-env, which is not allowed here"),
+        ("--srun-option=-uD/dir", "--srun-option '-uD/dir': srun reads --chdir, which is not allowed here"),
+        ("--srun-option=--nodelist", "--srun-option '--nodelist': --nodelist takes a value: write --nodelist=VALUE"),
         ("--sbatch-option=--mail-type=END, FAIL",
          "--sbatch-option '--mail-type=END, FAIL': an #SBATCH option has no spaces (--mail-type=END,FAIL)"),
         ("--sbatch-option=mem=4G", "--sbatch-option 'mem=4G': give one option, such as --mem=64G or --exclusive"),
