@@ -155,7 +155,7 @@ PLACEMENT_OPTIONS = frozenset(
         "profile", "propagate", "quiet", "reservation", "resv-ports", "segment", "signal",
         "sockets-per-node", "spread-job", "switches", "thread-spec", "threads",
         "threads-per-core", "time-min", "tmp", "tres-bind", "tres-per-task", "unbuffered",
-        "use-min-nodes", "verbose", "wait", "wckey", "whole",
+        "use-min-nodes", "verbose", "wckey", "whole",
     }
 )  # fmt: skip
 PLACEMENT_WORDS = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shlex
 import string
 from collections.abc import Callable
 from pathlib import Path
@@ -616,7 +617,12 @@ def parse_site(doc: yamlconf.Document) -> Site:
     becomes this machine's architecture."""
     names = [c.name for c in _check_registry()]
     context = {CHECK_NAMES: names, guard.TRUSTED: trusted(doc)}
-    site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
+    try:
+        site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
+    except UserError as exc:  # the fix names this file
+        fix = f"sites trust {shlex.quote(doc.source)}"
+        raise_problems([p.replace("sites trust FILE", fix) for p in exc.problems])
+        raise
     if site.arch == "host":
         site = site.model_copy(update={"arch": host_arch()})
     site._source = doc.source
@@ -655,6 +661,24 @@ def outside_allow_list(path: Path) -> tuple[list[Path], list[str]]:
     yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
     docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
     return [Path(d.source) for d in docs if not is_builtin(d.source)], found
+
+
+def trust_profile(
+    path: str | os.PathLike[str], record: bool = True
+) -> tuple[list[Path], list[str]]:
+    """`sites trust FILE`: what the profile sets outside the allow-list (one line each), after
+    recording the digest of each file of the user's it is made of (record=False: only say)."""
+    file = Path(path)
+    if is_builtin(file):
+        raise UserError(f"{file}: a built-in profile is trusted already")
+    files, found = outside_allow_list(file)
+    if record:
+        trust_store().add(files)
+    return files, found
+
+
+def untrust_profile(path: str | os.PathLike[str]) -> bool:
+    return trust_store().remove(Path(path))
 
 
 def _check_registry() -> list[Any]:

@@ -57,6 +57,7 @@ class TrustStore:
         data = self._read()
         for path in paths:
             data[str(path.resolve())] = digest(path)
+        self.folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         private_folder(self.folder.parent, self.folder.name, "the list of profiles you trust")
         write_text(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o600)
 

@@ -16,6 +16,8 @@ from hvd_container.launcher.sites import (
     choose_site,
     list_sites,
     load_site,
+    trust_profile,
+    untrust_profile,
     validate_site_file,
 )
 
@@ -124,6 +126,45 @@ def validate_cmd(
         f"{path}: site {site.name} is valid ({site.runtime.kind}, {partitions} partitions, "
         f"{len(site.sources)} sources, {len(site.unconfirmed)} unconfirmed)"
     )
+
+
+@sites_app.command("trust")
+def trust_cmd(
+    path: str = typer.Argument(..., help="A site profile file of yours."),
+    show: bool = typer.Option(
+        False, "--show", help="Only list what it sets beyond the allow-list; trust nothing."
+    ),
+    remove: bool = typer.Option(False, "--remove", help="Trust it no longer."),
+    json_output: JsonOpt = False,
+) -> None:
+    """Trust a profile: it may then set what only built-in profiles may (a site's NCCL plugin
+    path, a bind under /opt, a runtime flag this tool does not know). Lists exactly those
+    settings; records the file's digest, so a changed file is untrusted again."""
+
+    with json_errors(json_output):
+        if show and remove:
+            raise UserError("--show and --remove exclude each other")
+        if remove:
+            gone = untrust_profile(path)
+            if json_output:
+                emit({"file": path, "trusted": False, "was_trusted": gone})
+            else:
+                typer.echo(f"{path}: {'no longer trusted' if gone else 'was not trusted'}")
+            return
+        files, found = trust_profile(path, record=not show)
+    if json_output:
+        emit({"file": path, "trusted": not show, "files": [str(f) for f in files], "outside_allow_list": found})  # fmt: skip
+        return
+    verb = "would allow" if show else "trusted: it may now set"
+    if not found:
+        typer.echo(f"{path}: sets nothing outside the allow-list" + ("" if show else " (trusted)"))
+    else:
+        typer.echo(safe_text(f"{path}: {verb}, beyond what any profile may:"))
+        for line in found:
+            typer.echo(safe_text(f"  {line}"))
+    if not show:
+        shown = ", ".join(str(f) for f in files)
+        typer.echo(safe_text(f"(recorded the digest of {shown}: a change untrusts it)"))
 
 
 @sites_app.command("probe")
