@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
 OPTIONS = ("ro", "rw")
@@ -35,6 +38,34 @@ def parse_bind(text: str, *, allow_unexpanded: bool = False) -> Bind | str:
     if not dest.startswith(starts):
         return f"{text!r}: the destination must be an absolute path"
     return Bind(parts[0], dest, parts[2] if len(parts) == 3 else None)
+
+
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """A profile's bind as the launching user's shell would read it: a leading `~` is their
+    home, `$VAR`/`${VAR}` their variable's value. Raises ValueError naming an unset variable
+    (a value that is not a plain absolute path is refused by parse_bind after this)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        found = env.get(name)
+        if not found:
+            raise ValueError(f"{text!r}: ${name} is not set in your environment")
+        if any(c in found for c in ":,\n"):
+            raise ValueError(
+                f"{text!r}: ${name} holds ':', ',' or a line break, which a bind cannot"
+            )
+        return found
+
+    parts = []
+    for part in text.split(":"):
+        if part == "~" or part.startswith("~/"):
+            home = env.get("HOME") or os.path.expanduser("~")
+            part = home + part[1:]
+        parts.append(_VARIABLE.sub(value, part))
+    return ":".join(parts)
 
 
 def source_of(text: str) -> str:

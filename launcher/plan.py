@@ -15,6 +15,7 @@ them all.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -27,7 +28,7 @@ from hvd_container.launcher.batch import (
     script_text,
     step_lines,
 )
-from hvd_container.launcher.binds import Bind, parse_bind, split_binds
+from hvd_container.launcher.binds import Bind, expand, parse_bind, split_binds
 from hvd_container.launcher.checks import Result, refuse_on_failure, run_checks
 from hvd_container.launcher.controllers import stem
 from hvd_container.launcher.image import launch_facts, resolve_image
@@ -336,6 +337,11 @@ def parsed_binds(site: Site, request: LaunchRequest) -> tuple[Bind, ...]:
     out = []
     for what, binds in ((f"{site.source}: binds", site.binds), ("--bind", request.binds)):
         for bind in (one for item in binds for one in split_binds(item)):
+            if what != "--bind":  # `sites validate` takes ~ and $VAR there: the same rule
+                try:
+                    bind = expand(bind, os.environ)
+                except ValueError as exc:
+                    raise UserError(f"{what}: {exc}") from None
             parsed = parse_bind(bind)
             if isinstance(parsed, str):
                 raise UserError(f"{what}: {parsed}")

@@ -27,19 +27,22 @@ def staged_step(launch: Launch, image: str | None, step: list[str]) -> list[str]
             f"--stage copies an image file to the nodes; {what} runtime {kind} fetches "
             "itself: leave --stage out"
         )
-    named = next(
+    # the first word that names the image is the runtime's: the script's own arguments come
+    # after the program, and a word there that happens to name the image stays as given
+    at, named = next(
         (
-            n
+            (i, n)
+            for i, w in enumerate(step)
             for n in (image, launch.runtime.image_ref(image or ""))
-            if n and any(_names(w, n) for w in step)
+            if n and _names(w, n)
         ),
-        None,
+        (None, None),
     )
-    if named is None:
+    if named is None or at is None:
         raise UserError(
             f"--stage: runtime {kind} does not run {given} from the srun line (Charliecloud runs "
             "a SIF from its unpacked copy, the Container Engine from its EDF), so no copy would "
             "be used: leave --stage out (Charliecloud: a SquashFS image, .sqfs, runs where it "
             "lies and can be staged; or put images.cache_dir on node-local storage)"
         )
-    return ["sh", "-c", STAGE, "hvd-stage", launch.site.images.stage_dir, named, *step]
+    return ["sh", "-c", STAGE, "hvd-stage", launch.site.images.stage_dir, named, str(at), *step]

@@ -1,25 +1,43 @@
 # shellcheck shell=sh
 # --stage: the image file copied to node-local storage on every node of the allocation with
-# sbcast (Slurm's own tree broadcast) before the step, and the step run with that copy wherever
-# it named the image (a word of its own, or after `=`). Run as
-# `sh -c TEXT hvd-stage DIR IMAGE srun ...` inside the allocation: the job's id names the copy,
-# so jobs sharing a node never write over one another's.
-dir=$1; image=$2; shift 2;
+# sbcast (Slurm's own tree broadcast) before the step, and the step run with that copy in the
+# one word that names the image for the runtime (AT: its index in the step; a word of its own,
+# or after `=`): the script's own arguments are never rewritten. Run as
+# `sh -c TEXT hvd-stage DIR IMAGE AT srun ...` inside the allocation. The copy goes into a
+# folder of the job's own on each node, made 0700 under a name nobody can guess (the job's id
+# and 16 random hex digits): another user cannot make it first, link it elsewhere or rewrite
+# the copy after sbcast.
+dir=$1; image=$2; at=$3; shift 3;
 if [ -z "${SLURM_JOB_ID:-}" ]; then
     echo "hvd-container stage: no SLURM_JOB_ID: sbcast copies to the nodes of an allocation (run this inside salloc or a batch job)" >&2; exit 1;
 fi;
-copy="$dir/hvd-stage-$SLURM_JOB_ID-${image##*/}";
+nonce=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n');
+if [ ${#nonce} -ne 16 ]; then
+    echo "hvd-container stage: could not read /dev/urandom for a private folder's name" >&2; exit 1;
+fi;
+folder="$dir/hvd-stage-$SLURM_JOB_ID-$nonce";
+# each node: make it, or (nodes that share the folder's file system) find it made by this
+# user, a folder and not a link, readable by nobody else
+# shellcheck disable=SC2016 # the inner script reads its own $1
+if ! srun --nodes="${SLURM_JOB_NUM_NODES:-1}" --ntasks="${SLURM_JOB_NUM_NODES:-1}" --ntasks-per-node=1 sh -c \
+    'umask 077; mkdir "$1" 2>/dev/null; [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] && [ "$(stat -c %a "$1")" = 700 ]' \
+    hvd-stage-folder "$folder"; then
+    echo "hvd-container stage: could not make the private folder $folder on every node: is $dir writable there?" >&2; exit 1;
+fi;
+copy="$folder/${image##*/}";
 if ! sbcast --force "$image" "$copy"; then
     echo "hvd-container stage: sbcast $image $copy failed: is $dir writable on every node?" >&2; exit 1;
 fi;
 echo "hvd-container stage: $image copied to $copy on the job's nodes" >&2;
-n=$#;
-while [ "$n" -gt 0 ]; do
+n=$#; i=0;
+while [ "$i" -lt "$n" ]; do
     word=$1; shift;
-    case $word in
-        "$image") word=$copy;;
-        *"=$image") word="${word%"$image"}$copy";;
-    esac;
-    set -- "$@" "$word"; n=$((n - 1));
+    if [ "$i" -eq "$at" ]; then
+        case $word in
+            "$image") word=$copy;;
+            *"=$image") word="${word%"$image"}$copy";;
+        esac;
+    fi;
+    set -- "$@" "$word"; i=$((i + 1));
 done;
 exec "$@"

@@ -60,11 +60,11 @@ def work() -> Iterator[Path]:
     (Path("/var/tmp") / f"{os.environ.get('USER') or getpass.getuser()}.ch").mkdir(
         mode=0o700, exist_ok=True
     )
-    before = set(Path("/tmp").glob("hvd-stage-*.sqfs"))
+    before = set(Path("/tmp").glob("hvd-stage-*"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
-    for copy in set(Path("/tmp").glob("hvd-stage-*.sqfs")) - before:  # the jobs' copies
-        copy.unlink(missing_ok=True)
+    for copy in set(Path("/tmp").glob("hvd-stage-*")) - before:  # the jobs' private folders
+        shutil.rmtree(copy, ignore_errors=True)
 
 
 @pytest.fixture()
@@ -85,7 +85,7 @@ def torch_sqfs(torch_sif: Path, work: Path) -> Path:  # noqa: F811
 
 def _staged(output: str, image: Path) -> Path:
     found = re.search(
-        rf"hvd-container stage: \S*{re.escape(image.name)} copied to (/tmp/hvd-stage-[0-9]+-{re.escape(image.name)}) on the job's nodes",
+        rf"hvd-container stage: \S*{re.escape(image.name)} copied to (/tmp/hvd-stage-[0-9]+-[0-9a-f]{{16}}/{re.escape(image.name)}) on the job's nodes",
         output,
     )
     assert found, output
@@ -115,8 +115,9 @@ def test_a_staged_image_runs_from_its_node_local_copy_on_both_nodes(
         assert sorted(seen) == ["node1", "node2"], result.stdout
         for words in seen.values():  # ch-run ran the copy, never the file the step was given
             assert str(staged) in words and torch_sqfs.name not in words, result.stdout
+        assert staged.parent.stat().st_mode & 0o777 == 0o700  # the job's own folder
     finally:
-        staged.unlink(missing_ok=True)
+        shutil.rmtree(staged.parent, ignore_errors=True)
 
 
 def test_ddp_trains_from_a_staged_image(
@@ -135,5 +136,5 @@ def test_ddp_trains_from_a_staged_image(
         "--checkpoint", str(checkpoint), cwd=work, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    _staged(result.stdout + result.stderr, torch_sqfs).unlink(missing_ok=True)
+    shutil.rmtree(_staged(result.stdout + result.stderr, torch_sqfs).parent, ignore_errors=True)
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)

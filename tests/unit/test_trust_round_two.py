@@ -358,3 +358,29 @@ def test_every_written_line_is_read_by_srun_as_the_tool_meant(
                     "ntasks-per-node", "gres", "export", "signal", "open-mode", "output", "error",
                     "image", "module"
                 ), line  # fmt: skip
+
+
+# --- one rule for binds, in validate and in a launch --------------------------------------
+
+
+@pytest.mark.parametrize("bind", ["$SCRATCH:/scratch", "~/data:/data", "${SCRATCH}/ds:/ds:ro"])
+def test_a_bind_validate_accepts_is_one_every_launch_takes(
+    tmp_path: Path, bind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCRATCH", "/scratch/u")
+    monkeypatch.setenv("HOME", "/home/u")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(_profile("apptainer", "binds", [bind])))
+    assert _cli("sites", "validate", str(path))[0] == 0
+    given = LaunchOptions(site=str(path), image="x.sif", nodes="2", controller="torch")
+    site, request = request_from_options("train.py", [], given)
+    step = plan_launch(site, request).step
+    expanded = bind.replace("${SCRATCH}", "/scratch/u").replace("$SCRATCH", "/scratch/u")
+    assert expanded.replace("~", "/home/u") in " ".join(step), step
+    monkeypatch.delenv("SCRATCH")
+    if "SCRATCH" in bind:
+        code, err = _cli(
+            "run", "--site", str(path), "--image", "x.sif", "-N", "2", "--dry-run", "t.py"
+        )
+        assert code == 2 and "$SCRATCH is not set in your environment" in err, err

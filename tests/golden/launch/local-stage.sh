@@ -14,25 +14,40 @@ export USER=u
 
 # stage_image.sh, run by the srun line below
 IFS= read -r -d '' hvd_stage_image <<'HVD_PROGRAM_END' || :
-dir=$1; image=$2; shift 2;
+dir=$1; image=$2; at=$3; shift 3;
 if [ -z "${SLURM_JOB_ID:-}" ]; then
     echo "hvd-container stage: no SLURM_JOB_ID: sbcast copies to the nodes of an allocation (run this inside salloc or a batch job)" >&2; exit 1;
 fi;
-copy="$dir/hvd-stage-$SLURM_JOB_ID-${image##*/}";
+nonce=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n');
+if [ ${#nonce} -ne 16 ]; then
+    echo "hvd-container stage: could not read /dev/urandom for a private folder's name" >&2; exit 1;
+fi;
+folder="$dir/hvd-stage-$SLURM_JOB_ID-$nonce";
+# each node: make it, or (nodes that share the folder's file system) find it made by this
+# user, a folder and not a link, readable by nobody else
+# shellcheck disable=SC2016 # the inner script reads its own $1
+if ! srun --nodes="${SLURM_JOB_NUM_NODES:-1}" --ntasks="${SLURM_JOB_NUM_NODES:-1}" --ntasks-per-node=1 sh -c \
+    'umask 077; mkdir "$1" 2>/dev/null; [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] && [ "$(stat -c %a "$1")" = 700 ]' \
+    hvd-stage-folder "$folder"; then
+    echo "hvd-container stage: could not make the private folder $folder on every node: is $dir writable there?" >&2; exit 1;
+fi;
+copy="$folder/${image##*/}";
 if ! sbcast --force "$image" "$copy"; then
     echo "hvd-container stage: sbcast $image $copy failed: is $dir writable on every node?" >&2; exit 1;
 fi;
 echo "hvd-container stage: $image copied to $copy on the job's nodes" >&2;
-n=$#;
-while [ "$n" -gt 0 ]; do
+n=$#; i=0;
+while [ "$i" -lt "$n" ]; do
     word=$1; shift;
-    case $word in
-        "$image") word=$copy;;
-        *"=$image") word="${word%"$image"}$copy";;
-    esac;
-    set -- "$@" "$word"; n=$((n - 1));
+    if [ "$i" -eq "$at" ]; then
+        case $word in
+            "$image") word=$copy;;
+            *"=$image") word="${word%"$image"}$copy";;
+        esac;
+    fi;
+    set -- "$@" "$word"; i=$((i + 1));
 done;
 exec "$@"
 HVD_PROGRAM_END
 
-sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job i.sqfs -- /opt/venv/bin/python train.py
+sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs 11 srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job i.sqfs -- /opt/venv/bin/python train.py

@@ -22,7 +22,10 @@ from hvd_container.core.errors import UserError
 def fake_sbcast(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     write(bin_dir / "sbcast", '#!/bin/sh\n[ "$1" = --force ] && shift\ncp "$1" "$2"\n')
-    (bin_dir / "sbcast").chmod(0o755)
+    # srun on one node: its options (each a word of its own) left out, the command run here
+    write(bin_dir / "srun", '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n')
+    for tool in ("sbcast", "srun"):
+        (bin_dir / tool).chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
@@ -32,41 +35,43 @@ def stage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_helper_copies_the_image_and_runs_the_step_with_the_copy(
+def test_the_helper_copies_the_image_into_a_private_folder_and_rewrites_one_word(
     tmp_path: Path, fake_sbcast: dict[str, str]
 ) -> None:
     image = write(tmp_path / "job" / "my image.sif", "IMAGE")
     local = tmp_path / "local"
     local.mkdir()
-    done = stage(
-        {**fake_sbcast, "SLURM_JOB_ID": "42"}, str(local), str(image),
-        "printf", "%s\\n", "srun", str(image), f"--container-image={image}", f"x{image}y",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    copy = local / "hvd-stage-42-my image.sif"
-    assert copy.read_text() == "IMAGE"
-    # the image's own words, and a value after `=`, name the copy; nothing else changes
-    assert done.stdout.splitlines() == [
-        "srun",
-        str(copy),
-        f"--container-image={copy}",
-        f"x{image}y",
-    ]
-    assert done.stderr == f"hvd-container stage: {image} copied to {copy} on the job's nodes\n"
+    step = ["printf", "%s\\n", "srun", f"--container-image={image}", "train.py", str(image),
+            f"--compare={image}"]  # fmt: skip
+    for at, named in ((3, "--container-image={}"), (5, "{}")):
+        done = stage({**fake_sbcast, "SLURM_JOB_ID": "42"}, str(local), str(image), str(at), *step)
+        assert done.returncode == 0, done.stderr
+        folder = max(local.glob("hvd-stage-42-*"), key=lambda p: p.stat().st_mtime_ns)
+        assert (
+            len(folder.name) == len("hvd-stage-42-") + 16 and folder.stat().st_mode & 0o777 == 0o700
+        )
+        copy = folder / "my image.sif"
+        assert copy.read_text() == "IMAGE"
+        # the runtime's word names the copy; the script's own arguments stay as given
+        expected = [w for w in step[2:]]
+        expected[at - 2] = named.format(copy) if at == 3 else str(copy)
+        assert done.stdout.splitlines() == expected
+        assert done.stderr == f"hvd-container stage: {image} copied to {copy} on the job's nodes\n"
+    assert len(list(local.glob("hvd-stage-42-*"))) == 2  # a name of its own each time
 
 
 def test_the_helper_outside_an_allocation_says_so(fake_sbcast: dict[str, str]) -> None:
     env = {k: v for k, v in fake_sbcast.items() if k != "SLURM_JOB_ID"}
-    done = stage(env, "/tmp", "x.sif", "true")
+    done = stage(env, "/tmp", "x.sif", "0", "true")
     assert done.returncode == 1
     assert done.stderr.startswith("hvd-container stage: no SLURM_JOB_ID: sbcast copies")
 
 
 def test_a_failed_copy_stops_before_the_step(tmp_path: Path, fake_sbcast: dict[str, str]) -> None:
     done = stage({**fake_sbcast, "SLURM_JOB_ID": "1"}, str(tmp_path / "no-such-dir"),
-                 str(write(tmp_path / "x.sif", "")), "echo", "ran")  # fmt: skip
+                 str(write(tmp_path / "x.sif", "")), "0", "echo", "ran")  # fmt: skip
     assert done.returncode == 1 and "ran" not in done.stdout
-    assert f"sbcast {tmp_path / 'x.sif'} " in done.stderr and "is " in done.stderr
+    assert "could not make the private folder" in done.stderr and "writable there?" in done.stderr
 
 
 def _plan(site: str, **fields: Any) -> Any:
@@ -77,7 +82,8 @@ def _plan(site: str, **fields: Any) -> Any:
 def test_a_staged_launch_wraps_its_step_in_the_helper() -> None:
     planned = _plan("local", image="i.sqfs", nodes=2, ntasks_per_node=1)
     assert planned.step[:6] == ["sh", "-c", STAGE, "hvd-stage", "/tmp", "i.sqfs"]
-    assert planned.step[6] == "srun" and "i.sqfs" in planned.step[7:]
+    at = int(planned.step[6])
+    assert planned.step[7] == "srun" and planned.step[7 + at] == "i.sqfs"
     check_golden("local-stage.sh", planned.script)
 
 
