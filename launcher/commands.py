@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from hvd_container.launcher import doctor as doctor_checks
+from hvd_container.launcher import guard
 from hvd_container.launcher import jupyter as jupyter_job
 from hvd_container.launcher import screen as screening
 from hvd_container.launcher.batch import write_batch_script
@@ -128,7 +129,10 @@ def doctor(
         report.screen = found
         doctor_checks.add_screen(report, found)
         if found.bad:
-            path = exclude_file or f"hvd-screen-{os.environ.get('SLURM_JOB_ID', 'job')}.exclude"
+            job = os.environ.get("SLURM_JOB_ID", "job")
+            if guard.file_name_refusal(job) is not None:  # it names a file: a plain name only
+                job = "job"
+            path = exclude_file or f"hvd-screen-{job}.exclude"
             write_text(path, "".join(f"{v.node}\n" for v in found.bad))
             report.add("screen", "fail", f"exclude list: {path} (srun --exclude=./{path})")
         if record and found.reference is not None:

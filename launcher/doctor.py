@@ -65,7 +65,8 @@ def diagnose(site: Site, request: LaunchRequest, *, ask_machine: bool = True) ->
 
 _RANK = re.compile(r"^SMOKE rank (\d+) size (\d+) host (\S+) controller (\S+)$", re.M)
 _OP = re.compile(
-    r"^SMOKE rank (\d+) op (\S+) allreduce (ok|WRONG sum \S+)(?: busbw ([0-9.]+) MB/s)?$", re.M
+    r"^SMOKE rank (\d+) op (\S+) allreduce (ok|WRONG sum \S+)(?: busbw ([0-9]+(?:\.[0-9]+)?) MB/s)?$",
+    re.M,
 )
 _AVERAGE = re.compile(r"^SMOKE rank (\d+) op (\S+) average (ok|WRONG .+)$", re.M)
 

@@ -11,6 +11,7 @@ back, and with --cancel-on-hang ends the job and exits with HANG_EXIT.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from hvd_container.launcher.slurm import Job
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import private_folder, private_folder_refusal
 from hvd_container.core.programs import program_text
 
 WATCHER = program_text("hvd_container.launcher", "stack_watch.py")
@@ -74,7 +76,20 @@ def watcher_env(folder: Path, env: dict[str, str]) -> dict[str, str]:
 def ask_for_stacks(folder: Path, job_id: str | None) -> None:
     """Touch the file the job's watchers look at: `ask-<job id>`, or `ask` (which every
     watcher in the folder also looks at) when the job is not known here (salloc)."""
-    (folder / (f"ask-{job_id}" if job_id else "ask")).write_text(f"{time.time()}\n")
+    why = private_folder_refusal(folder)
+    if why is not None:
+        raise UserError(
+            f"--hang-after: {why}: the stacks are asked for through a folder of yours only "
+            f"(remove {folder.parent} and launch again with --hang-after)"
+        )
+    path = folder / (f"ask-{job_id}" if job_id else "ask")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot ask for the stacks: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{time.time()}\n")
 
 
 def watch_folder() -> Path:
@@ -84,10 +99,10 @@ def watch_folder() -> Path:
 
 def write_watcher() -> dict[str, str]:
     """Write the watcher (the tool folder made private as for every file there); its files."""
-    folder = tool_folder("the stack watcher of --hang-after") / STACKS_FOLDER
+    purpose = "the stack watcher of --hang-after"
+    folder = private_folder(tool_folder(purpose), STACKS_FOLDER, purpose)
     files = watcher_files(folder)
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
         for path, text in files.items():
             write_text(Path(path), text, mode=0o600)
     except OSError as exc:
@@ -210,6 +225,12 @@ def follow_job(
         )
     watch = None
     if after is not None:
+        me = pwd.getpwuid(os.getuid()).pw_name
+        if job.user and job.user != me:
+            raise UserError(
+                f"job {job_id} belongs to {job.user}: --hang-after asks only your own jobs for "
+                "their stacks (follow it without --hang-after)"
+            )
         folder = Path(job.workdir or runtimes.working_directory()) / TOOL_FOLDER / STACKS_FOLDER
         watch = HangWatch(
             after, cancel=cancel, folder=folder, reporter=reporter,

@@ -12,6 +12,7 @@ Each problem is one line naming the flag and what is allowed.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
@@ -307,6 +308,10 @@ def _where(site: Site, values: dict[str, Any]) -> str:
 
 # values that go into options and #SBATCH lines; the script's own arguments and --env values
 # are the user's to choose: they are quoted wherever they are written
+# bidirectional marks and overrides (U+200E/F, U+202A-E, U+2066-9): a value holding one is
+# shown in another order than the one it has
+REORDERING = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
 _ONE_LINE = (
     "image", "recipe", "mpi", "runtime", "job_name", "time", "partition", "account", "qos",
     "constraint", "comment", "workdir", "job_output", "job_error", "controller",
@@ -391,6 +396,11 @@ def check(site: Site, request: LaunchRequest) -> None:
                 f"{flag}: {value!r} has control characters or line breaks, which would break "
                 "the line it goes on (srun's options, #SBATCH lines)"
             )
+        if isinstance(value, str) and REORDERING.search(value):
+            raise UserError(
+                f"{flag}: {ascii(value)} holds a character that reorders text on screen (a "
+                "bidirectional mark or override): the line shown would not read as the line run"
+            )
         if isinstance(value, str) and not is_utf8(value):
             raise UserError(
                 f"{flag}: {ascii(value)} is not UTF-8 text: Slurm would store it changed "
@@ -399,13 +409,18 @@ def check(site: Site, request: LaunchRequest) -> None:
     nul = [a for a in request.args if "\0" in a] + [v for v in request.env.values() if "\0" in v]
     if nul:
         raise UserError(f"{nul[0]!r}: a NUL byte cannot be passed to a program (argv, environment)")
-    for name in request.env:
+    for name, value in request.env.items():
         try:
             env_name(name)
         except ValueError:
             raise UserError(
                 f"--env: {name!r} is not a variable name (letters, digits, _)"
             ) from None
+        if not is_utf8(value):
+            raise UserError(
+                f"--env {name}: its value {ascii(value)} is not UTF-8 text, which the job's "
+                "files and Slurm cannot carry unchanged (give it in UTF-8)"
+            )
     if request.image is not None and request.image.startswith("-"):
         raise UserError(
             f"--image: {request.image!r} starts with '-', which the runtime would read as an "

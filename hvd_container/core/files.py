@@ -162,9 +162,34 @@ def private_folder(parent: Path, name: str, purpose: str) -> Path:
         )
     if info.st_uid != os.geteuid():
         raise UserError(f"{path}: belongs to another user (uid {info.st_uid}); remove it")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        # left so by an older version, or by hand: another user may have written into it
+        raise UserError(
+            f"{path}: is writable by others (mode {stat.S_IMODE(info.st_mode):04o}), so what "
+            f"is in it may not be yours: remove it (rm -r {path}); the tool makes it again, 0700"
+        )
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
+
+
+def private_folder_refusal(path: Path) -> str | None:
+    """Why `path` is not a folder of the user's own that nobody else can write (it or the
+    folder it is in), or None; a link is refused, not followed."""
+    for node in (path.parent, path):
+        try:
+            info = os.lstat(node)
+        except OSError as exc:
+            return f"{node}: {exc.strerror or exc}"
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            return (
+                f"{node}: is {'a symbolic link' if stat.S_ISLNK(info.st_mode) else 'not a folder'}"
+            )
+        if info.st_uid != os.geteuid():
+            return f"{node}: belongs to another user (uid {info.st_uid})"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{node}: is writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
 
 
 def write_new_private(path: Path, text: str) -> None:

@@ -148,7 +148,8 @@ PROGRAMS: list[tuple[str, str, Any]] = [
 
 
 def test_each_kind_has_fifty_cases_of_its_own() -> None:
-    assert min(len(RUNTIME_FLAGS), len(BUNDLES), len(VARIABLES), len(PROGRAMS)) >= 50
+    kinds = (RUNTIME_FLAGS, BUNDLES, VARIABLES, PROGRAMS, SHARED_PLACES)
+    assert min(len(k) for k in kinds) >= 50
 
 
 # --- how a case is tried -----------------------------------------------------------------
@@ -384,3 +385,127 @@ def test_a_bind_validate_accepts_is_one_every_launch_takes(
             "run", "--site", str(path), "--image", "x.sif", "-N", "2", "--dry-run", "t.py"
         )
         assert code == 2 and "$SCRATCH is not set in your environment" in err, err
+
+
+# --- 5. the tool's folders: the user's own, 0700, never through a link ----------------------
+
+# every mode of a folder that lets its group or others write (with and without the sticky bit)
+_SHARED_MODES = [m for m in range(0o700, 0o1000) if m & 0o022]
+SHARED_PLACES: list[tuple[str, int]] = [
+    *((".hvd-container", m) for m in _SHARED_MODES),
+    *((".hvd-container/stacks", m) for m in _SHARED_MODES[::2]),
+    *((".hvd-container", m | 0o1000) for m in _SHARED_MODES[::4]),
+]
+
+
+@pytest.mark.parametrize(
+    ("place", "mode"), SHARED_PLACES, ids=lambda v: oct(v) if isinstance(v, int) else v
+)
+def test_a_tool_folder_others_can_write_is_refused_with_the_fix(
+    tmp_path: Path, place: str, mode: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher import hang
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / place
+    folder.mkdir(parents=True, mode=0o700)
+    folder.chmod(mode)
+    with pytest.raises(UserError, match=r"is writable by others .*remove it \(rm -r "):
+        hang.write_watcher()
+    assert not (tmp_path / ".hvd-container" / "stacks" / "sitecustomize.py").exists()
+
+
+def test_the_stacks_folder_and_the_ask_file_are_never_followed_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hvd_container.launcher import hang
+
+    monkeypatch.chdir(tmp_path)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (tmp_path / ".hvd-container").mkdir(mode=0o700)
+    (tmp_path / ".hvd-container" / "stacks").symlink_to(theirs)
+    with pytest.raises(UserError, match="symbolic link"):
+        hang.write_watcher()
+    with pytest.raises(UserError, match="symbolic link"):
+        hang.ask_for_stacks(tmp_path / ".hvd-container" / "stacks", "7")
+    assert list(theirs.iterdir()) == []
+    (tmp_path / ".hvd-container" / "stacks").unlink()
+    stacks = tmp_path / ".hvd-container" / "stacks"
+    stacks.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    (stacks / "ask-7").symlink_to(victim)
+    with pytest.raises(UserError, match="cannot ask for the stacks"):
+        hang.ask_for_stacks(stacks, "7")
+    assert victim.read_text() == "mine"
+
+
+def test_hang_after_acts_on_the_user_s_own_jobs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvd_container.launcher import hang, slurm
+    from hvd_container.launcher.report import Reporter
+
+    someone = slurm.Job(job_id="9", name="t", state="RUNNING", exit_status=None, signal=None,
+                        user="someone-else", workdir="/home/them")  # fmt: skip
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: someone)
+    monkeypatch.setattr(slurm, "follow", lambda *a, **k: pytest.fail("followed their job"))
+    with pytest.raises(UserError, match="belongs to someone-else: --hang-after asks only your own"):
+        hang.follow_job("9", Reporter(), after=60, cancel=False)
+
+
+# --- 6. no tracebacks: every bad value is one line naming its flag ---------------------------
+
+_NOT_UTF8 = [
+    "A=\udcff",
+    "A=x\udcc3(",
+    "A=\udce9t\udce9",
+]  # bytes as argv gives them (surrogateescape)
+_REORDERING = [
+    "\u200e",
+    "\u200f",
+    *map(chr, range(0x202A, 0x202F)),
+    *map(chr, range(0x2066, 0x206A)),
+]
+# an image each site runs (a SIF where the runtime runs files, else a registry image)
+_IMAGE = {"cscs-clariden": "u/i:t", "cscs-daint": "u/i:t", "perlmutter": "u/i:t"}
+_ONE_LINE_FLAGS = ["--partition", "--account", "--qos", "--job-name", "--comment"]
+ONE_LINE_ERRORS: list[tuple[str, list[str]]] = [
+    *((site, ["-e", value]) for site in BUILT_IN if site != "local" for value in _NOT_UTF8),
+    *(("np", [f"{flag}=de{mark}bug"]) for flag in _ONE_LINE_FLAGS for mark in _REORDERING),
+]
+
+
+@pytest.mark.parametrize(("site", "argv"), ONE_LINE_ERRORS, ids=ascii)
+def test_a_bad_value_is_one_line_naming_its_flag(
+    tmp_path: Path, site: str, argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "np.yaml").write_text("name: np\nruntime: {kind: apptainer}\n")
+    where = "./np.yaml" if site == "np" else site
+    extra = (
+        ["--comment", "field=ai;appl=pytorch"]
+        if site == "neuron" and "--comment" not in argv[0]
+        else []
+    )
+    code, err = _cli("batch", "--site", where, "--image", _IMAGE.get(site, "x.sif"), "--account", "a1", "-N", "2",
+                     *extra, *argv, "t.py")  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    flag = "--env" if argv[0] == "-e" else argv[0].split("=")[0]
+    assert err.removeprefix("hvd-container: error: ").split(":")[0].find(flag.lstrip("-")) >= 0, err
+
+
+@pytest.mark.parametrize("busbw", ["1.2.3", ".", "..", "1..2", "1.2.", "..5", "0.0.0.0"])
+def test_a_smoke_line_of_a_malformed_figure_is_not_read_as_one(busbw: str) -> None:
+    from hvd_container.launcher.doctor import parse_smoke
+
+    text = f"SMOKE rank 0 op sum allreduce ok busbw {busbw} MB/s\n"
+    assert parse_smoke(text) == ([], {})  # the op is missing: judged as a rank that said nothing
+
+
+def test_each_kind_of_traceback_has_fifty_cases() -> None:
+    assert len(ONE_LINE_ERRORS) >= 50
+
+
+@pytest.mark.parametrize("job", ["../escape", "..", ".", "a/b", "x\n", ""])
+def test_a_job_id_that_is_not_a_plain_name_names_no_file(job: str) -> None:
+    assert guard.file_name_refusal(job) is not None
