@@ -382,7 +382,7 @@ def test_what_others_put_in_place_of_the_tools_folder_is_refused(
     assert list(theirs.iterdir()) == []
 
 
-@pytest.mark.parametrize("mode", [0o755, 0o777, 0o750])
+@pytest.mark.parametrize("mode", [0o755, 0o750, 0o705])
 def test_the_tools_own_folder_is_made_private(tmp_path: Path, mode: int) -> None:
     from hvd_container.core.files import private_folder
 
@@ -391,6 +391,18 @@ def test_the_tools_own_folder_is_made_private(tmp_path: Path, mode: int) -> None
     (work / ".hvd-container").chmod(mode)
     folder = private_folder(work, ".hvd-container", "x")
     assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
+def test_the_tools_own_folder_others_could_write_is_refused(tmp_path: Path, mode: int) -> None:
+    from hvd_container.core.files import private_folder
+
+    work = _workdir(tmp_path)
+    (work / ".hvd-container").mkdir(mode=0o700)
+    (work / ".hvd-container").chmod(mode)
+    with pytest.raises(UserError, match=r"writable by others .* remove it \(rm -r "):
+        private_folder(work, ".hvd-container", "x")
+    assert stat.S_IMODE(os.lstat(work / ".hvd-container").st_mode) == mode  # left as found
 
 
 @pytest.mark.parametrize("kind", ["file", "link", "dangling link", "named pipe"])

@@ -509,3 +509,36 @@ def test_each_kind_of_traceback_has_fifty_cases() -> None:
 @pytest.mark.parametrize("job", ["../escape", "..", ".", "a/b", "x\n", ""])
 def test_a_job_id_that_is_not_a_plain_name_names_no_file(job: str) -> None:
     assert guard.file_name_refusal(job) is not None
+
+
+# --- round one's hostile profiles that still load, read back as Slurm reads them ----------
+
+_CORPUS_A = yaml.safe_load(
+    (Path(__file__).with_name("hostile") / "a_site_profiles.yaml").read_text()
+)
+LOADING = [c for c in _CORPUS_A["cases"] if c["refused"] is None]
+
+
+@pytest.mark.parametrize("case", LOADING, ids=lambda c: f"{c['at']}={c['value']}")
+def test_a_hostile_profile_that_loads_writes_lines_srun_reads_as_meant(
+    tmp_path: Path, case: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.unit.test_trust_boundaries import _profile as corpus_profile
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(corpus_profile(case)))
+    image = "u/i:t" if case.get("runtime") in ("shifter", "podman-hpc") else "x.sif"
+    given = LaunchOptions(site=str(path), image=image, nodes="2", controller="mpi")
+    site, request = request_from_options("train.py", ["a b"], given)
+    plan = plan_launch(site, request)
+    step = slurm_getopt.read("srun", plan.step[plan.step.index("srun") + 1 :])
+    assert not step.error and step.program[-2:] == ["train.py", "a b"], plan.step
+    assert step.program[0] == site.runtime.kind or site.runtime.kind == "none", step.program
+    for option, _value in step.options:
+        assert option in guard.PROFILE_OPTIONS or option in (
+            "ntasks",
+            "nodes",
+            "mpi",
+            "ntasks-per-node",
+        ), option
