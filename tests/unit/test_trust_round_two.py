@@ -148,7 +148,7 @@ PROGRAMS: list[tuple[str, str, Any]] = [
 
 
 def test_each_kind_has_fifty_cases_of_its_own() -> None:
-    kinds = (RUNTIME_FLAGS, BUNDLES, VARIABLES, PROGRAMS, SHARED_PLACES)
+    kinds = (RUNTIME_FLAGS, BUNDLES, VARIABLES, PROGRAMS, SHARED_PLACES, REWRITES)
     assert min(len(k) for k in kinds) >= 50
 
 
@@ -542,3 +542,54 @@ def test_a_hostile_profile_that_loads_writes_lines_srun_reads_as_meant(
             "mpi",
             "ntasks-per-node",
         ), option
+
+
+# --- 7. --stage rewrites the runtime's image word only, never the script's arguments ----------
+
+_ARG_FORMS = ["{}", "--compare={}", "k={}", "--a=b={}", "={}", "--image={}", "x=y={}"]
+REWRITES: list[tuple[str, bool, str, bool]] = [
+    (kind, absolute, form, after_others)
+    for kind in ("apptainer", "singularity")
+    for absolute in (False, True)
+    for form in _ARG_FORMS
+    for after_others in (False, True)
+]
+
+
+@pytest.mark.parametrize(("kind", "absolute", "form", "after_others"), REWRITES)
+def test_a_staged_launch_hands_the_script_its_arguments_as_given(
+    tmp_path: Path, kind: str, absolute: bool, form: str, after_others: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The planned step runs for real under sh, with stand-ins for srun (its options left out:
+    `sh` runs, anything else prints its words) and sbcast (a copy)."""
+    import os
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.sif").write_text("IMAGE")
+    local = tmp_path / "local"
+    local.mkdir()
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(_profile(kind, "images.stage_dir", str(local))))
+    image = str(tmp_path / "x.sif") if absolute else "./x.sif"
+    args = [*(["--lr", "0.1"] if after_others else []), form.format(image), "--epochs=3"]
+    given = LaunchOptions(site=str(path), image=image, nodes="2", controller="mpi", stage=True)
+    site, request = request_from_options("train.py", args, given)
+    step = plan_launch(site, request).step
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbcast").write_text('#!/bin/sh\n[ "$1" = --force ] && shift\ncp "$1" "$2"\n')
+    (bin_dir / "srun").write_text(
+        '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\n'
+        '[ "$1" = sh ] && exec "$@"\nprintf "%s\\0" "$@"\n'
+    )
+    for tool in ("sbcast", "srun"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42"}
+    done = subprocess.run(step, capture_output=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.decode().split("\0")[:-1]
+    (copy,) = local.glob("hvd-stage-42-*/x.sif")
+    assert words[-len(args) :] == args, words  # the script's own, as given
+    assert str(copy) in words[: -len(args)], words  # the runtime runs the copy

@@ -23,13 +23,15 @@ if [ ${#nonce} -ne 16 ]; then
     echo "hvd-container stage: could not read /dev/urandom for a private folder's name" >&2; exit 1;
 fi;
 folder="$dir/hvd-stage-$SLURM_JOB_ID-$nonce";
-# each node: make it, or (nodes that share the folder's file system) find it made by this
-# user, a folder and not a link, readable by nobody else
-# shellcheck disable=SC2016 # the inner script reads its own $1
+# each node: DIR lets nobody else rename what is in it (not writable by others, or sticky as
+# /tmp is), and the folder is made there, or (nodes that share the folder's file system) found
+# made by this user, a folder and not a link, readable by nobody else
+# shellcheck disable=SC2016 # the inner script reads its own $1 and $2
 if ! srun --nodes="${SLURM_JOB_NUM_NODES:-1}" --ntasks="${SLURM_JOB_NUM_NODES:-1}" --ntasks-per-node=1 sh -c \
-    'umask 077; mkdir "$1" 2>/dev/null; [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] && [ "$(stat -c %a "$1")" = 700 ]' \
-    hvd-stage-folder "$folder"; then
-    echo "hvd-container stage: could not make the private folder $folder on every node: is $dir writable there?" >&2; exit 1;
+    'm=$(stat -L -c %a "$1") || exit 1; [ $((0$m & 022)) -eq 0 ] || [ $((0$m & 01000)) -ne 0 ] || exit 1;
+     umask 077; mkdir "$2" 2>/dev/null; [ -d "$2" ] && [ ! -L "$2" ] && [ -O "$2" ] && [ "$(stat -c %a "$2")" = 700 ]' \
+    hvd-stage-folder "$dir" "$folder"; then
+    echo "hvd-container stage: could not make the private folder $folder on every node: is $dir writable there, and either yours alone or sticky (as /tmp is)?" >&2; exit 1;
 fi;
 copy="$folder/${image##*/}";
 if ! sbcast --force "$image" "$copy"; then

@@ -71,7 +71,7 @@ def test_a_failed_copy_stops_before_the_step(tmp_path: Path, fake_sbcast: dict[s
     done = stage({**fake_sbcast, "SLURM_JOB_ID": "1"}, str(tmp_path / "no-such-dir"),
                  str(write(tmp_path / "x.sif", "")), "0", "echo", "ran")  # fmt: skip
     assert done.returncode == 1 and "ran" not in done.stdout
-    assert "could not make the private folder" in done.stderr and "writable there?" in done.stderr
+    assert "could not make the private folder" in done.stderr and "writable there" in done.stderr
 
 
 def _plan(site: str, **fields: Any) -> Any:
@@ -103,3 +103,19 @@ def test_a_launch_with_no_image_file_on_its_srun_line_refuses_stage(
     write(tmp_path / "train.py", "")
     with pytest.raises(UserError, match=message):
         _plan(site, nodes=2, **fields)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_stage_dir_others_may_rename_in_is_refused(
+    tmp_path: Path, fake_sbcast: dict[str, str], mode: int
+) -> None:
+    image = write(tmp_path / "x.sif", "IMAGE")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    done = stage({**fake_sbcast, "SLURM_JOB_ID": "1"}, str(shared), str(image), "0", "echo", "ran")
+    assert done.returncode == 1 and "ran" not in done.stdout
+    assert "either yours alone or sticky" in done.stderr and list(shared.iterdir()) == []
+    shared.chmod(mode | 0o1000)  # sticky, as /tmp: only an entry's owner renames it
+    done = stage({**fake_sbcast, "SLURM_JOB_ID": "1"}, str(shared), str(image), "0", "echo", "ran")
+    assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
