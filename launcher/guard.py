@@ -284,7 +284,8 @@ def env_allowed(name: str) -> bool:
     if family is None or name in RENDEZVOUS_VARS:
         return False
     words = set(name[len(family) :].upper().split("_")) | set(family.rstrip("_").split("_"))
-    return not words & FILE_WORDS
+    # a name ending in _LOG is a log file (HOROVOD_AUTOTUNE_LOG); _LOG_LEVEL is a level
+    return not words & FILE_WORDS and not name.upper().endswith("_LOG")
 
 
 def env_refusal(name: str) -> Refusal | None:

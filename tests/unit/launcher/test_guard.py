@@ -1,0 +1,68 @@
+"""launcher/guard.py: the allow-lists' own rules, beside the hostile cases of
+tests/unit/test_trust_round_two.py."""
+
+from __future__ import annotations
+
+import pytest
+from hvd_container.launcher import guard
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["NCCL_SOCKET_IFNAME", "NCCL_NET", "NCCL_IB_HCA", "FI_CXI_RX_MATCH_MODE", "FI_PROVIDER",
+     "UCX_TLS", "CUDA_VISIBLE_DEVICES", "HOROVOD_LOG_LEVEL", "HOROVOD_FUSION_THRESHOLD",
+     "OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include", "PMIX_MCA_gds", "MPICH_GPU_SUPPORT_ENABLED",
+     "OMP_NUM_THREADS", "GLOO_SOCKET_IFNAME", "SINGULARITYENV_NCCL_DEBUG"],
+)  # fmt: skip
+def test_tuning_variables_are_allowed(name: str) -> None:
+    assert guard.env_refusal(name) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "trustable"),
+    [("NCCL_NET_PLUGIN", True), ("HOROVOD_AUTOTUNE_LOG", True), ("OMPI_MCA_plm_rsh_agent", True),
+     ("MASTER_ADDR", False), ("APPTAINERENV_MASTER_PORT", False), ("OMPI_MCA_btlx", True)],
+)  # fmt: skip
+def test_other_variables_are_refused_and_the_rendezvous_even_when_trusted(
+    name: str, trustable: bool
+) -> None:
+    refusal = guard.env_refusal(name)
+    assert refusal is not None and refusal.trustable is trustable
+
+
+@pytest.mark.parametrize(
+    ("entry", "command", "why"),
+    [("-ED/dir", "srun", "--preserve-env"), ("-vo/x", "srun", "--output is set by the tool"),
+     ("--expo=ALL", "srun", "--export"), ("--c=1", "srun", "ambiguous"),
+     ("--mem", "srun", "takes a value"), ("-w", "sbatch", "takes a value"),
+     ("--exclusive=user", "srun", None), ("-K1", "srun", None), ("-vK", "srun", None),
+     ("--wrap=id", "srun", "has no option"), ("--mem=1G extra", "srun", None)],
+)  # fmt: skip
+def test_an_entry_is_read_whole_as_getopt_long_reads_it(
+    entry: str, command: str, why: str | None
+) -> None:
+    refusal = guard.slurm_entry_refusal(entry, command)
+    if why is None:
+        assert refusal is None, refusal
+    else:
+        assert refusal is not None and why in refusal.why, refusal
+
+
+@pytest.mark.parametrize(
+    ("dest", "refused"),
+    [("/scratch", False), ("/data/x", False), ("/home/u", False), ("/usr", True),
+     ("/usr/local/bin", True), ("/opt/venv", True), ("/etc/ld.so.preload", True), ("/", True),
+     ("//usr", True), ("/usr/../usr/bin", True), ("/optx", False), ("/lib64", True)],
+)  # fmt: skip
+def test_a_bind_may_not_cover_the_image_s_program_folders(dest: str, refused: bool) -> None:
+    assert (guard.bind_refusal("/src", dest) is not None) is refused
+
+
+@pytest.mark.parametrize(
+    ("python", "refused"),
+    [("python", False), ("python3.12", False), ("/opt/venv/bin/python", False),
+     ("/usr/bin/python3", False), ("/tmp/python", True), ("/opt/../tmp/python", True),
+     ("/usr/bin/bash", True), ("~/python", True)],
+)  # fmt: skip
+def test_runtime_python_is_the_image_s(python: str, refused: bool) -> None:
+    assert (guard.image_python_refusal(python) is not None) is refused
