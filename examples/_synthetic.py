@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -22,6 +23,34 @@ DRILL = "HVD_EXAMPLE_PAUSE_IN_CHECKPOINT"
 # bench/launch.py only: FILE,SIDE,STEPS (see Turns)
 TURNS = "HVD_EXAMPLE_TURNS"
 TURN_WAIT = 600.0  # seconds a side waits for its turn before it gives up
+# `hvd-container run --until-done`: the signal that asks for a checkpoint before the time limit
+CHECKPOINT_SIGNAL = "HVD_CHECKPOINT_SIGNAL"
+SEGMENT_EXIT = 75  # EX_TEMPFAIL: stopped at the time limit with a checkpoint; the job goes on
+
+
+class CheckpointAsked:
+    """--until-done's contract: when $HVD_CHECKPOINT_SIGNAL (USR1) arrives, the epoch under way
+    ends, its checkpoint is written and the script exits SEGMENT_EXIT; the next segment resumes
+    there. Every rank gets the signal, not at the same step: they agree at the epoch's end."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        name = os.environ.get(CHECKPOINT_SIGNAL)
+        self.watching = bool(name)
+        if name:
+            signal.signal(getattr(signal, f"SIG{name}"), self._ask)
+
+    def _ask(self, signum: int, frame: object) -> None:
+        self.asked = True
+
+    def agreed(self, mean_over_ranks: Callable[[float], float]) -> bool:
+        """Did any rank get the signal? (an allreduce, only when watching)"""
+        return self.watching and mean_over_ranks(1.0 if self.asked else 0.0) > 0
+
+
+# watching from the import on: a warning that comes while the framework starts is kept for
+# the first epoch's end, so that every segment trains at least one epoch
+ASKED = CheckpointAsked()
 
 
 class Turns:
@@ -194,11 +223,13 @@ def said_turn(turn: int, step_times: list[float], cpu_times: list[float]) -> Non
 def train_epochs(  # type: ignore[no-untyped-def]
     args, model, optimizer, loader, sampler, device, first: int, rank: int,
     mean_over_ranks: Callable[[float], float], save: Callable[[int, float], None],
-) -> None:  # fmt: skip
+) -> bool:  # fmt: skip
     """Epochs first..args.epochs. Each ends with its loss averaged over the ranks by the
     framework's allreduce (`mean_over_ranks`), then `save(epoch, mean_loss)`, which every rank
     calls (FSDP gathers its shards there; rank 0 writes). The median step time comes last, with
-    the process's CPU time per step (all its threads: the framework's own included)."""
+    the process's CPU time per step (all its threads: the framework's own included). True when
+    it stopped early, its checkpoint written, because the time limit is near (CheckpointAsked)."""
+    stopped = False
     step_times: list[float] = []
     cpu_seconds = 0.0
     turns = Turns.from_env(rank)
@@ -232,6 +263,11 @@ def train_epochs(  # type: ignore[no-untyped-def]
             flush=True,
         )
         save(epoch, mean_loss)
+        if epoch < args.epochs and ASKED.agreed(mean_over_ranks):
+            if rank == 0:
+                print(f"[rank 0] stopping after epoch {epoch}: the time limit is near", flush=True)
+            stopped = True
+            break
     if turns is not None:
         if step_times and rank == 0:
             said_turn(turns.taken, step_times[turn_start:], cpu_turn)
@@ -244,3 +280,4 @@ def train_epochs(  # type: ignore[no-untyped-def]
         f"{1000 * cpu_seconds / max(1, len(step_times)):.3f} ms",
         flush=True,
     )
+    return stopped

@@ -17,11 +17,13 @@ import argparse
 import gc
 import os
 import socket
+import sys
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from _synthetic import (  # beside it
+    SEGMENT_EXIT,
     load_checkpoint,
     parse_args,
     saver,
@@ -92,7 +94,7 @@ def mean_over_ranks(device: torch.device) -> Callable[[float], float]:
     return mean
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args(__doc__.splitlines()[0])
     device = init(args, "torch.distributed DDP")
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -114,13 +116,15 @@ def main() -> None:
     optimizer.load_state_dict(state[0])
 
     save = saver(rank, args.checkpoint, lambda: (net.state_dict(), optimizer.state_dict()))
-    train_epochs(
+    stopped = train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,
     )  # fmt: skip
     finish()
+    return SEGMENT_EXIT if stopped else 0  # the time limit came: the job goes on
 
 
 if __name__ == "__main__":
-    main()
+    status = main()
     collect_process_group()
+    sys.exit(status)

@@ -9,9 +9,12 @@ CPU, nccl on GPUs. It prints its median step time.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.distributed as dist
 from _synthetic import (
+    SEGMENT_EXIT,
     load_checkpoint,
     parse_args,
     saver,
@@ -38,7 +41,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args(__doc__.splitlines()[0])
     device = init(args, "torch.distributed FSDP")
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -68,13 +71,15 @@ def main() -> None:
         get_model_state_dict(model, options=gathered),
         get_optimizer_state_dict(model, optimizer, options=gathered),
     ))  # fmt: skip
-    train_epochs(
+    stopped = train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, rank,
         mean_over_ranks(device), save,
     )  # fmt: skip
     finish()
+    return SEGMENT_EXIT if stopped else 0  # the time limit came: the job goes on
 
 
 if __name__ == "__main__":
-    main()
+    status = main()
     collect_process_group()
+    sys.exit(status)

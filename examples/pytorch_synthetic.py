@@ -20,10 +20,12 @@ downloaded and the loss has something real to learn.  Launch with e.g.
 from __future__ import annotations
 
 import socket
+import sys
 
 import horovod.torch as hvd
 import torch
 from _synthetic import (  # beside it
+    SEGMENT_EXIT,
     load_checkpoint,
     parse_args,
     saver,
@@ -34,7 +36,7 @@ from _synthetic import (  # beside it
 )
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args(__doc__.splitlines()[0])
     hvd.init()  # 1
     use_cuda = torch.cuda.is_available() and not args.no_cuda
@@ -71,11 +73,12 @@ def main() -> None:
         return hvd.allreduce(torch.tensor(value), name="epoch_loss").item()
 
     save = saver(hvd.rank(), args.checkpoint, lambda: (model.state_dict(), optimizer.state_dict()))
-    train_epochs(
+    stopped = train_epochs(
         args, model, optimizer, loader, sampler, device, done + 1, hvd.rank(), mean_over_ranks,
         save,
     )  # fmt: skip
+    return SEGMENT_EXIT if stopped else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

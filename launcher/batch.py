@@ -11,6 +11,7 @@ import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from hvd_container.launcher import shell
 
@@ -21,6 +22,25 @@ from hvd_container.core.text import has_line_ends, is_utf8
 
 OUTPUT_PATTERN = "%x_%j.out"
 ERROR_PATTERN = "%x_%j.err"
+
+
+# what a script run --until-done reads: the signal that asks for a checkpoint and the seconds
+# left then (the contract; examples/_synthetic.py honours it)
+CHECKPOINT_SIGNAL = "HVD_CHECKPOINT_SIGNAL"
+CHECKPOINT_GRACE = "HVD_CHECKPOINT_GRACE"
+SEGMENT = "HVD_SEGMENT"  # the segment a job that depends on the last one is (0 the first)
+
+
+@dataclass(frozen=True)
+class UntilDone:
+    """--until-done: Slurm warns the script `grace` seconds before its time limit, and the job
+    goes on in a next segment, at most `max_restarts` times: `requeue` (scontrol requeue),
+    `dependency` (a new job after this one) or `program` (the program requeues its own job on
+    the signal, as Lightning does: the script only hands the signal on)."""
+
+    grace: int
+    max_restarts: int
+    how: Literal["requeue", "dependency", "program"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,7 @@ class BatchScript:
     env: dict[str, str]  # exported before the step
     step: list[str]  # the srun line
     files: dict[str, str] = field(default_factory=dict)  # written before the step: path -> text
+    until_done: UntilDone | None = None
 
 
 # characters sbatch takes as they are in an #SBATCH word; any other makes the value quoted
@@ -82,8 +103,85 @@ def script_text(script: BatchScript) -> str:
         lines.append("")
     for path, text in script.files.items():
         lines += file_lines(path, text)
-    lines += step_lines(script.step)
+    if script.until_done is None:
+        lines += step_lines(script.step)
+    else:
+        lines += segment_lines(script.step, script.until_done)
     return "\n".join(lines) + "\n"
+
+
+def until_done_options(until: UntilDone) -> list[str]:
+    """#SBATCH options of a job that goes on in segments: the warning signal to this script
+    (B:) `grace` seconds before the limit, the log kept across segments, requeue allowed."""
+    return [
+        f"--signal=B:USR1@{until.grace}",
+        "--open-mode=append",
+        "--requeue" if until.how != "dependency" else "--no-requeue",
+    ]
+
+
+def segment_lines(step: list[str], until: UntilDone) -> list[str]:
+    """The step run in the background, so that the script's trap of Slurm's warning (USR1)
+    hands it to the step's ranks (srun passes it to every task); when the step then ends
+    non-zero, the job goes on in the next segment from the script's last checkpoint."""
+    *helpers, line = step_lines(step)
+    limit = until.max_restarts
+    on_warning = (
+        'hvd_warned=1; echo "hvd-container: segment $hvd_segment: the time limit is near: '
+        'the ranks are told to write a checkpoint (SIGUSR1)" >&2; kill -USR1 "$hvd_step" 2>/dev/null'
+    )
+    if until.how == "program":  # it requeues itself: the signal goes on only while it may
+        on_warning = (
+            f'if [ "$hvd_segment" -lt {limit} ]; then {on_warning}; else echo "hvd-container: '
+            f"segment $hvd_segment: {limit} restarts (--max-restarts): the program is not told "
+            'to requeue" >&2; fi'
+        )
+    lines = [
+        "# --until-done: Slurm warns this script (USR1) before the time limit; the ranks get the",
+        f"# signal (${CHECKPOINT_SIGNAL}), write a checkpoint and exit non-zero; the job then goes",
+        f"# on from that checkpoint ({_HOW[until.how]}), at most {limit} times",
+        f"hvd_segment=${{SLURM_RESTART_COUNT:-${{{SEGMENT}:-0}}}}",
+        "hvd_warned=",
+        f"trap {shell.quote(on_warning)} USR1",
+        *helpers,
+        f"{line} &",
+        "hvd_step=$!",
+        "# a trap ends `wait` early: wait again while the step runs",
+        'while :; do wait "$hvd_step"; hvd_rc=$?; [ "$hvd_rc" -gt 128 ] && kill -0 "$hvd_step" 2>/dev/null || break; done',
+        'if [ "$hvd_rc" -eq 0 ] || [ -z "$hvd_warned" ]; then exit "$hvd_rc"; fi',
+    ]
+    if until.how == "program":
+        return [*lines, 'exit "$hvd_rc"']
+    lines += [
+        f'if [ "$hvd_segment" -ge {limit} ]; then',
+        f'    echo "hvd-container: segment $hvd_segment ended at the time limit after {limit} restarts (--max-restarts): stopping" >&2',
+        '    exit "$hvd_rc"',
+        "fi",
+    ]
+    if until.how == "requeue":
+        return [
+            *lines,
+            'echo "hvd-container: segment $hvd_segment ended at the time limit: requeued; segment $((hvd_segment + 1)) resumes from the last checkpoint" >&2',
+            'scontrol requeue "$SLURM_JOB_ID" || exit "$hvd_rc"',
+            "exit 0",
+        ]
+    return [
+        *lines,
+        "# the next segment: this script again, as a job of its own after this one (Slurm's",
+        "# variables of this job left out of its environment)",
+        "hvd_job=$SLURM_JOB_ID",
+        'hvd_next=$(for v in $(compgen -e); do case $v in SLURM_*|SBATCH_*|SRUN_*|SALLOC_*) unset "$v";; esac; done',
+        f'    {SEGMENT}=$((hvd_segment + 1)) sbatch --parsable --dependency=afterany:"$hvd_job" "$0") || exit "$hvd_rc"',
+        'echo "hvd-container: segment $hvd_segment ended at the time limit: segment $((hvd_segment + 1)) is job ${hvd_next%%;*}, from the last checkpoint" >&2',
+        "exit 0",
+    ]
+
+
+_HOW = {
+    "requeue": "this job requeued",
+    "dependency": "a new job that depends on this one",
+    "program": "the program requeues the job itself",
+}
 
 
 def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:

@@ -110,6 +110,9 @@ def submitted_job(
         yield job_id
 
 
+MAX_FOLLOWED = 1000  # segments `run --until-done` follows (--max-restarts bounds them sooner)
+
+
 def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: float = 0.5) -> int:
     """Run exactly the plan (`run --dry-run` shows it) and return its exit code.
 
@@ -138,6 +141,15 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
                 lambda: slurm.cancel(job_id),
             )  # fmt: skip
         job = slurm.follow(job_id, reporter, poll=poll, on_poll=watch.on_poll if watch else None)
+        # --until-done at a site without requeue: each segment a job of its own, followed
+        segments = 0
+        while request.until_done and job.exit_code == 0 and segments < MAX_FOLLOWED:
+            following = slurm.next_segment(job)
+            if following is None:
+                break
+            reporter.status(f"job {job.job_id} goes on as job {following} (--until-done)")
+            segments += 1
+            job = slurm.follow(following, reporter, poll=poll)
     path = slurm.output_path(job)
     if path is not None:
         reporter.status(f"job {job_id} output: {path}")

@@ -22,11 +22,15 @@ from typing import Literal
 
 from hvd_container.launcher import controllers, hang, runtimes, shell, slurm
 from hvd_container.launcher.batch import (
+    CHECKPOINT_GRACE,
+    CHECKPOINT_SIGNAL,
     ERROR_PATTERN,
     OUTPUT_PATTERN,
     BatchScript,
+    UntilDone,
     script_text,
     step_lines,
+    until_done_options,
 )
 from hvd_container.launcher.binds import Bind, expand, parse_bind, split_binds
 from hvd_container.launcher.checks import Result, refuse_on_failure, run_checks
@@ -41,7 +45,13 @@ from hvd_container.launcher.layout import (
     resolve_layout,
 )
 from hvd_container.launcher.machine import ThisMachine
-from hvd_container.launcher.request import LaunchRequest, check, run_options
+from hvd_container.launcher.request import (
+    DEFAULT_MAX_RESTARTS,
+    LaunchRequest,
+    check,
+    grace_of,
+    run_options,
+)
 from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.sites import Site, site_ref
 from hvd_container.launcher.staging import staged_step
@@ -166,6 +176,8 @@ def resolve(
     }
     if request.hang_after:  # every Python process of the step loads the stack watcher
         env.update(hang.watcher_env(hang.watch_folder(), env))
+    if request.until_done:  # the contract the ranks read: checkpoint on this signal
+        env.update({CHECKPOINT_SIGNAL: "USR1", CHECKPOINT_GRACE: str(grace_of(site, request))})
     return Launch(
         site=site,
         request=request,
@@ -244,10 +256,10 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     if request.hang_after:  # the watcher the stacks come from, where PYTHONPATH names it
         watcher = hang.watcher_files(hang.watch_folder()) if prepare_only else hang.write_watcher()
         files.update(watcher)
+    notes += prepared.notes
     done = dict(
-        launch=launch, image=invocation.image, env=env, results=results,
-        notes=[*notes, *prepared.notes], files=files,
-    )  # fmt: skip
+        launch=launch, image=invocation.image, env=env, results=results, notes=notes, files=files
+    )
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
@@ -256,6 +268,12 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         # does inside an allocation (its own steps, their files, the step on the good nodes)
         step, files, env = screening_job_step(site, request), {}, {}
         done.update(files=files, env=env)
+    until = until_done(launch)
+    if until is not None and until.how == "program" and not sched.requeue:
+        notes.append(
+            f"--until-done: controller {controller.name} requeues its own job on Slurm's warning "
+            f"(scontrol requeue), which site {site.name} is not known to allow (scheduler.requeue)"
+        )
     resources = allocation_options(site, request, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [
@@ -273,7 +291,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
                 f"--error={request.job_error or ERROR_PATTERN}",
                 # Slurm's default requeues a batch job whose node fails and runs it again from
                 # the start, its log truncated; a requeue is asked for (and then keeps the log)
-                *(["--requeue", "--open-mode=append"] if request.requeue else ["--no-requeue"]),
+                *requeue_options(request, until),
                 *runtime.sbatch_options(invocation.image, invocation.modules),
                 *sched.sbatch_options,
                 *request.sbatch_options,
@@ -285,6 +303,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             env=env,
             step=step,
             files=files,
+            until_done=until,
         )
     )
     if salloc:
@@ -330,6 +349,34 @@ def allocation_options(
         if value:
             opts.append(f"{flag}={value}")
     return opts
+
+
+def until_done(launch: Launch) -> UntilDone | None:
+    """How an --until-done job goes on past its time limit: the program's own requeue
+    (Lightning), the site's requeue, else a job that depends on this one."""
+    request, site = launch.request, launch.site
+    if not request.until_done:
+        return None
+    how: Literal["requeue", "dependency", "program"] = (
+        "program" if launch.controller.requeues_on_signal
+        else "requeue" if site.scheduler.requeue else "dependency"
+    )  # fmt: skip
+    restarts = request.max_restarts
+    return UntilDone(
+        grace=grace_of(site, request),
+        max_restarts=DEFAULT_MAX_RESTARTS if restarts is None else restarts,
+        how=how,
+    )
+
+
+def requeue_options(request: LaunchRequest, until: UntilDone | None) -> list[str]:
+    """Slurm's default requeues a batch job whose node fails and runs it again from the start,
+    its log truncated; a requeue is asked for (and then keeps the log), or a job that goes on
+    in segments asks for what its segments need."""
+    if until is not None:
+        options = until_done_options(until)
+        return ["--requeue" if o == "--no-requeue" and request.requeue else o for o in options]
+    return ["--requeue", "--open-mode=append"] if request.requeue else ["--no-requeue"]
 
 
 def parsed_binds(site: Site, request: LaunchRequest) -> tuple[Bind, ...]:

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 from hvd_container.launcher import controllers, guard, runtimes
 from hvd_container.launcher.hang import parse_duration
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
+from hvd_container.launcher.slurm import slurm_seconds
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
@@ -59,6 +60,11 @@ class LaunchRequest:
     binds: list[str] = field(default_factory=list)
     workdir: str | None = None
     requeue: bool = False  # a job a node failure or preemption ends is queued again
+    until_done: bool = (
+        False  # the job goes on in segments past its time limit until the script exits 0
+    )
+    max_restarts: int | None = None  # segments after the first, at most (--until-done)
+    grace: int | None = None  # seconds between Slurm's warning and the time limit (--until-done)
     stage: bool = False  # the image file copied to each node's local storage (sbcast) first
     hang_after: int | None = None  # seconds without output after which `run` calls it a hang
     cancel_on_hang: bool = False  # `run` ends a job it found hung
@@ -119,6 +125,9 @@ OPTIONS: dict[str, Option] = {
     "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
     "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
+    "until_done": Option(("--until-done",), "flag", "Go on past the time limit until the script exits 0: Slurm warns the job --grace before its limit, the ranks get SIGUSR1 (HVD_CHECKPOINT_SIGNAL names it: write a checkpoint, exit non-zero), and the job goes on from that checkpoint in a next segment: requeued where the site allows it (scheduler.requeue), else a job that depends on this one.", SCHEDULER),
+    "max_restarts": Option(("--max-restarts",), "int", "With --until-done: segments after the first, at most (default 10).", SCHEDULER),
+    "grace": Option(("--grace",), "str", "With --until-done: how long before the time limit the ranks are told to checkpoint (90s, 5m; default: the site's, else 2m).", SCHEDULER),
     "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
     "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
     "cancel_on_hang": Option(("--cancel-on-hang",), "flag", "With --hang-after: then end the job; run exits 124.", LAUNCH),
@@ -137,7 +146,7 @@ def run_options(request: LaunchRequest, site: str) -> list[str]:
         value: Any = getattr(request, name) if name != "site" else None
         if name == "env":
             value = [f"{key}={text}" for key, text in request.env.items()]
-        elif name == "hang_after" and value is not None:
+        elif name in ("hang_after", "grace") and value is not None:
             value = f"{value}s"
         flag = option.flags[-1]  # the long one
         if option.type == "flag":
@@ -220,6 +229,9 @@ class LaunchOptions:
     job_output: str | None = None
     job_error: str | None = None
     requeue: bool | None = None
+    until_done: bool | None = None
+    max_restarts: int | str | None = None
+    grace: str | None = None
     stage: bool | None = None
     hang_after: str | None = None
     cancel_on_hang: bool | None = None
@@ -246,6 +258,9 @@ def request_from_options(
             values[name] = plain_count(values[name], name)
     values["env"] = parse_env(values.get("env"))
     values["requeue"] = bool(values.get("requeue"))
+    values["until_done"] = bool(values.get("until_done"))
+    if values.get("grace") is not None:
+        values["grace"] = parse_duration(values["grace"], "--grace")
     values["stage"] = bool(values.get("stage"))
     values["cancel_on_hang"] = bool(values.get("cancel_on_hang"))
     values["screen"] = bool(values.get("screen"))
@@ -334,6 +349,54 @@ def passthrough_refusal(option: str, flag: str) -> str | None:
     return f"{flag} {refused.why}" if refused is not None else None
 
 
+DEFAULT_GRACE = 120  # seconds: Slurm may warn up to 60 s early; a checkpoint needs the rest
+MIN_GRACE = 10
+DEFAULT_MAX_RESTARTS = 10
+MAX_RESTARTS = 1000
+
+
+def grace_of(site: Site, request: LaunchRequest) -> int:
+    """The warning before the time limit an --until-done job asks for: --grace, else 2
+    minutes, or the site's longest if that is shorter."""
+    if request.grace is not None:
+        return request.grace
+    return min(DEFAULT_GRACE, site.scheduler.max_grace or DEFAULT_GRACE)
+
+
+def check_until_done(site: Site, request: LaunchRequest) -> None:
+    """--until-done and its two options, each checked once (UserError naming the flag)."""
+    if not request.until_done:
+        given = [f for f, v in (("--max-restarts", request.max_restarts), ("--grace", request.grace)) if v is not None]  # fmt: skip
+        if given:
+            raise UserError(f"{' and '.join(given)} go with --until-done")
+        return
+    if request.inside_allocation:
+        raise UserError(
+            "--until-done: the job goes on in segments of its own, which an allocation cannot "
+            "give: run it outside salloc or a job (run or batch submit it)"
+        )
+    if request.screen:
+        raise UserError(
+            "--until-done and --screen: not together yet (screen, then run --until-done)"
+        )
+    if request.max_restarts is not None and not 0 <= request.max_restarts <= MAX_RESTARTS:
+        raise UserError(f"--max-restarts: must be 0 to {MAX_RESTARTS} (got {request.max_restarts})")
+    grace, longest = grace_of(site, request), site.scheduler.max_grace
+    if grace < MIN_GRACE:
+        raise UserError(
+            f"--grace: {grace}s is too short to write a checkpoint (at least {MIN_GRACE}s)"
+        )
+    if longest is not None and grace > longest:
+        raise UserError(
+            f"--grace: {grace}s is longer than site {site.name} lets a job ask for ({longest}s)"
+        )
+    time = request.time or site.scheduler.time
+    if time and valid_slurm_time(time) and grace >= slurm_seconds(time):
+        raise UserError(
+            f"--grace: {grace}s is not shorter than the time limit {time}: the job would be told to stop at once"
+        )
+
+
 def check(site: Site, request: LaunchRequest) -> None:
     """Raise UserError for the first thing in request that site cannot run as asked."""
     for flag, given in (
@@ -355,6 +418,7 @@ def check(site: Site, request: LaunchRequest) -> None:
         )
     if request.screen_policy != "fail" and not request.screen:
         raise UserError("--screen-policy goes with --screen")
+    check_until_done(site, request)
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(
             f"--mpi: {request.mpi!r} is not allowed (allowed: {', '.join(MPI_PLUGINS)})"

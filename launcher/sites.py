@@ -400,6 +400,19 @@ class Scheduler(Strict):
         description="The longest job of each QOS (--qos, or qos: above), where a site limits "
         "them by QOS (NERSC).",
     )
+    requeue: bool = Field(
+        default=False,
+        description="A running batch job may requeue itself (`scontrol requeue`): --until-done "
+        "goes on in the same job; false: in a new job that depends on it (say where that comes "
+        "from in sources).",
+    )
+    max_grace: int | None = Field(
+        default=None,
+        ge=10,
+        le=7 * 24 * 3600,
+        description="Seconds: the longest warning before its time limit a job may ask for "
+        "(--until-done's --grace), where the site limits it.",
+    )
     srun_options: Annotated[list[Line], AfterValidator(_options_ok("srun"))] = Field(
         default_factory=list
     )

@@ -391,6 +391,29 @@ def output_path(job: Job) -> Path | None:
     return _absolute(job.stdout, job)
 
 
+# what an --until-done job's script says when it hands over to a job of its own
+# (launcher/batch.py, segment_lines)
+_NEXT_SEGMENT = re.compile(
+    r"^hvd-container: segment \d+ ended at the time limit: segment \d+ is job (\d+),", re.M
+)
+_TAIL_BYTES = 1 << 16
+
+
+def next_segment(job: Job) -> str | None:
+    """The job an --until-done job handed over to, as its log's last lines say; None."""
+    for path in reversed(log_paths(job)):
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(max(0, fh.seek(0, os.SEEK_END) - _TAIL_BYTES))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        found = _NEXT_SEGMENT.findall(text)
+        if found:
+            return str(found[-1])
+    return None
+
+
 def log_paths(job: Job) -> list[Path]:
     """The job's stdout file, then its stderr file when that is another file."""
     paths = [_absolute(job.stdout, job), _absolute(job.stderr, job)]

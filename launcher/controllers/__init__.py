@@ -63,6 +63,9 @@ class Controller:
     # the program reads srun's own SLURM_*/PMI_* (MPI, Lightning); False where wrap_task hands
     # it all it needs as task_env, so a runtime that drops the host's variables may still run it
     reads_srun_env: ClassVar[bool] = True
+    # the program requeues its own job when Slurm's warning (SIGUSR1) reaches it (Lightning's
+    # SLURMEnvironment, auto_requeue): --until-done then only hands the signal on
+    requeues_on_signal: ClassVar[bool] = False
 
     def __init__(self, reason: str | None = None, why: str = "") -> None:
         self.reason = reason  # why it was chosen, when it was not asked for by name

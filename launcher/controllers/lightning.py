@@ -36,6 +36,7 @@ def scan_script(script: str | Path) -> bool | None:
 
 class Lightning(Controller):
     name = "lightning"
+    requeues_on_signal = True  # SLURMEnvironment(auto_requeue=True), its default
     about = "PyTorch Lightning's own: it reads srun's variables (-N and --ntasks-per-node)"
 
     @classmethod

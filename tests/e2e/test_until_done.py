@@ -1,0 +1,72 @@
+"""--until-done on the local cluster: a Horovod training (the example, fixed seed, CPU) whose
+job's time limit (1 minute) is far shorter than the training goes on in chained segments,
+each a job that depends on the last (the local profile does not requeue), with no command
+typed after the first; its final weights equal, bit for bit, those of the same training run
+at once without a limit (CPU, fixed seed, the data order set by the epoch: deterministic)."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.sif_fixtures import ROOT
+from tests.e2e.slurm_fixtures import (  # noqa: F401
+    charliecloud_runtime,
+    cli,
+    cpu_sif,
+    job_dir,
+    slurm_cluster,
+)
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+# about a minute and a half of training on two nodes of this machine: more than the limit
+TRAIN = ["--epochs", "12", "--samples", "16384", "--seed", "7"]
+
+
+def _tensors(checkpoint: Path) -> dict[str, bytes]:
+    """The tensors' bytes of a torch checkpoint (its zip archive's data/ records); the
+    archive's serialization id differs from save to save, the tensors do not."""
+    with zipfile.ZipFile(checkpoint) as archive:
+        return {
+            name.split("/", 1)[1]: archive.read(name)
+            for name in archive.namelist()
+            if "/data/" in name or name.endswith("/data.pkl")
+        }
+
+
+def test_a_training_past_its_time_limit_finishes_in_segments_with_the_same_weights(
+    cpu_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+) -> None:
+    launch = ["run", "--site", "local", "--image", str(cpu_sif), "-N", "2",
+              "--ntasks-per-node", "1"]  # fmt: skip
+    segmented = job_dir / "segments" / "model.pt"
+    result = cli(
+        *launch, "--until-done", "--time", "1", "--grace", "20s", "--max-restarts", "20",
+        str(EXAMPLE), *TRAIN, "--checkpoint", str(segmented), cwd=job_dir, timeout=1500,
+    )  # fmt: skip
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    handed = re.findall(r"goes on as job (\d+) \(--until-done\)", said)
+    assert handed, said  # at least two segments
+    assert len(
+        re.findall(r"\[rank 0\] stopping after epoch \d+: the time limit is near", said)
+    ) == len(handed)
+    resumed = [int(e) for e in re.findall(r"\[rank 0\] resumed from \S+ after epoch (\d+)", said)]
+    assert len(resumed) == len(handed) and resumed == sorted(resumed), said
+    assert re.search(r"^\[rank 0\] epoch 12 loss ", said, re.M), said
+
+    reference = job_dir / "reference" / "model.pt"
+    once = cli(*launch, str(EXAMPLE), *TRAIN, "--checkpoint", str(reference), cwd=job_dir,
+               timeout=900)  # fmt: skip
+    assert once.returncode == 0, once.stdout + once.stderr
+    mine, theirs = _tensors(segmented), _tensors(reference)
+    assert mine.keys() == theirs.keys() and len(mine) > 2
+    assert mine == theirs  # bit for bit

@@ -1,0 +1,180 @@
+"""--until-done: the batch script of a job that goes on past its time limit in segments.
+
+The script runs here under bash, as Slurm runs it, with STAND-INS for srun (its options left
+out, the program run here), scontrol and sbatch (each records its arguments and environment);
+the test sends the script Slurm's warning (USR1) as `--signal=B:USR1@GRACE` would.
+tests/e2e/test_until_done.py runs a training past a real partition's time limit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from _launch_helpers import isolated, plan_launch  # noqa: F401
+from hvd_container.launcher.request import LaunchOptions, request_from_options
+
+from hvd_container.core.errors import UserError
+
+# the step's program: says it started, then waits; on USR1 it exits as the contract asks (75),
+# unless told to finish first; FINISH: exit 0 after that many seconds; FAIL: exit 3 at once
+PROGRAM = """
+import os, signal, sys, time
+open(os.environ["STARTED"], "w").close()
+if os.environ.get("FAIL"):
+    sys.exit(3)
+signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75))
+time.sleep(float(os.environ.get("FINISH", "30")))
+"""
+
+
+def _script(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any) -> str:
+    site = tmp_path / "t.yaml"
+    site.write_text(
+        yaml.safe_dump(
+            {"name": "t", "runtime": {"kind": "none"}, "scheduler": {"requeue": requeue}}
+        )
+    )
+    (tmp_path / "t.py").write_text(PROGRAM)
+    given = LaunchOptions(
+        site=str(site), nodes="1", controller=controller, until_done=True, time="10",
+        grace="60s", **more,
+    )  # fmt: skip
+    site_, request = request_from_options("t.py", [], given)
+    plan = plan_launch(site_, request)
+    assert plan.script is not None
+    return str(plan.script)
+
+
+def _run(
+    tmp_path: Path, script: str, *, warn: bool, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, list[str]], str]:
+    """Run the script; with `warn`, send it USR1 once its step started. Returns its exit
+    status, what each stand-in was called with (and sbatch's HVD_SEGMENT and SLURM_JOB_ID),
+    and its standard error."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(exist_ok=True)
+    calls.mkdir(exist_ok=True)
+    stand_ins = {
+        # srun's options (with their values) left out: the program is python
+        "srun": '#!/bin/sh\nwhile [ "$1" != python ]; do shift; done\nexec "$@"\n',
+        "scontrol": f'#!/bin/sh\necho "$@" > {calls}/scontrol\n',
+        "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
+    }
+    for name, text in stand_ins.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    started = tmp_path / "started"
+    started.unlink(missing_ok=True)
+    full = {
+        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "123",
+        "STARTED": str(started), **(env or {}),
+    }  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", str(path)], cwd=tmp_path, env=full, stderr=subprocess.PIPE, text=True
+    )
+    if warn:
+        deadline = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=60)
+    found = {p.name: p.read_text().split() for p in calls.iterdir()}
+    return proc.returncode, found, err
+
+
+def test_the_script_asks_slurm_for_the_warning_and_names_the_contract(tmp_path: Path) -> None:
+    script = _script(tmp_path, requeue=True)
+    assert "#SBATCH --signal=B:USR1@60" in script and "#SBATCH --open-mode=append" in script
+    assert "#SBATCH --requeue" in script and "#SBATCH --no-requeue" not in script
+    assert "export HVD_CHECKPOINT_SIGNAL=USR1" in script
+    assert "export HVD_CHECKPOINT_GRACE=60" in script
+    assert "#SBATCH --no-requeue" in _script(tmp_path, requeue=False)
+
+
+def test_a_warned_step_that_checkpointed_is_requeued_where_the_site_allows(tmp_path: Path) -> None:
+    code, calls, err = _run(tmp_path, _script(tmp_path, requeue=True), warn=True)
+    assert code == 0, err
+    assert calls == {"scontrol": ["requeue", "123"]}, calls
+    assert "segment 0: the time limit is near" in err and "requeued; segment 1 resumes" in err
+
+
+def test_elsewhere_the_next_segment_is_a_job_that_depends_on_this_one(tmp_path: Path) -> None:
+    code, calls, err = _run(
+        tmp_path, _script(tmp_path, requeue=False), warn=True,
+        env={"HVD_SEGMENT": "2", "SLURM_NODELIST": "node1"},
+    )  # fmt: skip
+    assert code == 0, err
+    words = calls["sbatch"]
+    assert words[:2] == ["--parsable", "--dependency=afterany:123"], words
+    assert words[2] == str(tmp_path / "job.sh")  # this script again
+    assert words[3:] == ["HVD_SEGMENT=3", "SLURM_JOB_ID="], words  # none of this job's
+    assert "segment 3 is job 124" in err and "scontrol" not in calls
+
+
+def test_a_step_that_ends_without_the_warning_ends_the_job_with_its_status(
+    tmp_path: Path,
+) -> None:
+    script = _script(tmp_path, requeue=True)
+    code, calls, _ = _run(tmp_path, script, warn=False, env={"FINISH": "0.1"})
+    assert (code, calls) == (0, {})  # done
+    code, calls, _ = _run(tmp_path, script, warn=False, env={"FAIL": "1"})
+    assert (code, calls) == (3, {})  # a script error is not a time limit
+
+
+def test_max_restarts_bounds_the_segments(tmp_path: Path) -> None:
+    script = _script(tmp_path, requeue=True, max_restarts="2")
+    code, calls, err = _run(tmp_path, script, warn=True, env={"SLURM_RESTART_COUNT": "2"})
+    assert (code, calls) == (75, {}), err
+    assert "after 2 restarts (--max-restarts): stopping" in err
+
+
+def test_a_lightning_program_requeues_itself_and_is_only_handed_the_signal(
+    tmp_path: Path,
+) -> None:
+    script = _script(tmp_path, requeue=True, controller="lightning")
+    code, calls, err = _run(tmp_path, script, warn=True)
+    assert (code, calls) == (75, {}), err  # no scontrol from the script: Lightning's own
+    assert "the ranks are told to write a checkpoint" in err
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({"max_restarts": "2", "until_done": None}, "--max-restarts go with --until-done"),
+        ({"grace": "5s"}, "--grace: 5s is too short"),
+        ({"grace": "10m"}, "is not shorter than the time limit 10"),
+        ({"max_restarts": "1001"}, "--max-restarts: must be 0 to 1000"),
+    ],
+)
+def test_until_done_s_options_are_checked_once(
+    tmp_path: Path, more: dict[str, Any], message: str
+) -> None:
+    site = tmp_path / "t.yaml"
+    site.write_text(yaml.safe_dump({"name": "t", "runtime": {"kind": "none"}}))
+    values = {"site": str(site), "nodes": "1", "until_done": True, "time": "10", **more}
+    given = LaunchOptions(**values)
+    site_, request = request_from_options("t.py", [], given)
+    with pytest.raises(UserError, match=message):
+        plan_launch(site_, request)
+
+
+def test_inside_an_allocation_until_done_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    site = tmp_path / "t.yaml"
+    site.write_text(yaml.safe_dump({"name": "t", "runtime": {"kind": "none"}}))
+    site_, request = request_from_options(
+        "t.py", [], LaunchOptions(site=str(site), until_done=True)
+    )
+    with pytest.raises(UserError, match="--until-done: the job goes on in segments of its own"):
+        plan_launch(site_, request)
