@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -346,37 +347,49 @@ class Flag(NamedTuple):
 def runtime_flags_refusal(flags: list[str], known: dict[str, Flag], runtime: str) -> Refusal | None:
     """Why a runtime's `flags:` are refused, or None: each is one of the runtime's own known
     options, spelled in full (a bundle or an abbreviation is refused, whatever the runtime
-    would make of it), and a bind's value is judged as a bind."""
+    would make of it), and a bind's value is judged as a bind. Every flag is judged: what no
+    trust allows (a word that is no option, a value missing) wins over what trust may allow."""
+    found = list(_flag_refusals(flags, known, runtime))
+    return next((r for r in found if not r.trustable), found[0] if found else None)
+
+
+def _flag_refusals(flags: list[str], known: dict[str, Flag], runtime: str) -> Iterator[Refusal]:
     by_short = {f.short: (name, f) for name, f in known.items() if f.short}
     allowed = ", ".join(sorted(known)) or "none"
     i = 0
     while i < len(flags):
         word = flags[i]
         name, eq, value = word.partition("=")
+        i += 1
+        if not word.startswith("-") or word.strip("-") == "":
+            yield Refusal(
+                f"{word!r}: not an option (flags hold options only; an option this tool does "
+                "not know gives its value after =)",
+                False,
+            )
+            continue
         spec = known.get(name) if word.startswith("--") else None
         if spec is None and not word.startswith("--") and len(name) == 2 and name in by_short:
             name, spec = by_short[name]
         if spec is None:
-            return Refusal(
+            yield Refusal(
                 f"{word!r}: not an option of {runtime} this tool knows (allowed: {allowed}; "
                 f"{TRUST_HINT})"
             )
+            continue
         if spec.takes == "none":
             if eq:
-                return Refusal(f"{word!r}: {name} takes no value", False)
-            i += 1
+                yield Refusal(f"{word!r}: {name} takes no value", False)
             continue
         if not eq:
-            if i + 1 >= len(flags):
-                return Refusal(f"{word!r}: {name} needs a value", False)
-            value, i = flags[i + 1], i + 2
-        else:
-            i += 1
+            if i >= len(flags):
+                yield Refusal(f"{word!r}: {name} needs a value", False)
+                continue
+            value, i = flags[i], i + 1
         if spec.takes == "bind":
             why = _bind_value_refusal(value)
             if why is not None:
-                return Refusal(f"{word!r} {value!r}: {why.why}", why.trustable)
-    return None
+                yield Refusal(f"{word!r} {value!r}: {why.why}", why.trustable)
 
 
 def _bind_value_refusal(value: str) -> Refusal | None:

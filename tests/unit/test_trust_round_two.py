@@ -188,7 +188,7 @@ def test_a_runtime_takes_its_own_known_flags_only(
     tmp_path: Path, kind: str, flags: list[str]
 ) -> None:
     message = _refused(tmp_path, _profile(kind, "runtime.flags", flags))
-    assert "runtime.flags" in message and repr(flags[0]) in message, message
+    assert "runtime.flags" in message and any(repr(f) in message for f in flags), message
 
 
 @pytest.mark.parametrize(("at", "value"), BUNDLES, ids=lambda v: repr(v))

@@ -66,3 +66,20 @@ def test_a_bind_may_not_cover_the_image_s_program_folders(dest: str, refused: bo
 )  # fmt: skip
 def test_runtime_python_is_the_image_s(python: str, refused: bool) -> None:
     assert (guard.image_python_refusal(python) is not None) is refused
+
+
+@pytest.mark.parametrize(
+    ("flags", "trustable", "why"),
+    [(["--overlay=/x.img"], True, "not an option of apptainer"),
+     (["--overlay", "/x.img"], False, "'/x.img': not an option"),
+     (["--unknown", "--bind"], False, "--bind needs a value"),
+     (["--unknown", "--bind", "/x:/usr"], True, "not an option of apptainer"),
+     (["--nv", "image.sif"], False, "'image.sif': not an option")],
+)  # fmt: skip
+def test_every_runtime_flag_is_judged_and_what_no_trust_allows_wins(
+    flags: list[str], trustable: bool, why: str
+) -> None:
+    from hvd_container.launcher.runtimes.apptainer import ApptainerProfile
+
+    refusal = guard.runtime_flags_refusal(flags, ApptainerProfile.known_flags, "apptainer")
+    assert refusal is not None and refusal.trustable is trustable and why in refusal.why, refusal
