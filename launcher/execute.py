@@ -142,14 +142,19 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
             )  # fmt: skip
         job = slurm.follow(job_id, reporter, poll=poll, on_poll=watch.on_poll if watch else None)
         # --until-done at a site without requeue: each segment a job of its own, followed
-        segments = 0
-        while request.until_done and job.exit_code == 0 and segments < MAX_FOLLOWED:
+        jobs = [job_id]
+        while request.until_done and job.exit_code == 0 and len(jobs) <= MAX_FOLLOWED:
             following = slurm.next_segment(job)
             if following is None:
                 break
             reporter.status(f"job {job.job_id} goes on as job {following} (--until-done)")
-            segments += 1
+            jobs.append(following)
             job = slurm.follow(following, reporter, poll=poll)
+        if len(jobs) > 1:
+            reporter.status(
+                f"--until-done: {len(jobs)} segments, jobs {', '.join(jobs)}: the last "
+                f"{job.state.lower()}"
+            )
     path = slurm.output_path(job)
     if path is not None:
         reporter.status(f"job {job_id} output: {path}")

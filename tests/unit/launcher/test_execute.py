@@ -402,3 +402,34 @@ def test_podman_hpc_gets_the_working_directory_and_a_user(
     podman = planned.step[words(planned).index("podman-hpc") :]
     assert f"{cwd}:{cwd}" in podman and podman[podman.index("-w") + 1] == cwd
     assert planned.env["USER"] and "USER" in podman
+
+
+def test_run_until_done_follows_each_segment_a_job_of_its_own(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    slurm_stub: Recorder,
+    tmp_path: Path,
+) -> None:
+    """At a site without requeue each segment is a job that depends on the last: `run` follows
+    the one each job's log names (slurm.next_segment reads it), then says what it took."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    followed: list[str] = []
+    logs = {"4242": "4243", "4243": "4244", "4244": None}
+
+    def follow(job_id: str, reporter: Any, **options: Any) -> Job:
+        followed.append(job_id)
+        return Job(job_id, "x", "COMPLETED", 0, 0, stdout=str(tmp_path / f"{job_id}.out"))
+
+    for job_id, following in logs.items():
+        said = "hvd-container: segment 0 ended at the time limit: segment 1 is job "
+        (tmp_path / f"{job_id}.out").write_text(
+            f"{said}{following}, from the last checkpoint\n" if following else "done\n"
+        )
+    monkeypatch.setattr(slurm, "follow", follow)
+    image = image_dir(tmp_path / "img")
+    code = main(["run", *GLOO_ARGS, "--until-done", "--time", "10", "--image", str(image), "t.py"])
+    assert code == 0 and followed == ["4242", "4243", "4244"]
+    err = capsys.readouterr().err
+    assert "job 4242 goes on as job 4243 (--until-done)" in err
+    assert "--until-done: 3 segments, jobs 4242, 4243, 4244: the last completed" in err
