@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests._json_records import check, records
-from tests.e2e.sif_fixtures import ROOT, run_testbed
+from tests.e2e.sif_fixtures import ROOT, run_testbed, sif_tools  # noqa: F401
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
@@ -133,7 +133,10 @@ def test_the_index_in_the_registry_gives_each_platform_its_image(
 
 @pytest.fixture(scope="module")
 def pair_sifs(
-    pair_built: list[dict], pair_recipe: Path, tmp_path_factory: pytest.TempPathFactory
+    pair_built: list[dict],
+    pair_recipe: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    sif_tools: None,  # noqa: F811 - tar2sqfs: this module runs first on a fresh machine
 ) -> Path:
     """A SIF an architecture, in the folder the runs start in: where the local profiles'
     images.template ({name}_{version}.sif) finds them."""
