@@ -10,6 +10,7 @@ import codecs
 import contextlib
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -31,12 +32,18 @@ from hvd_container.core.errors import UserError
 
 def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
     """Run srun/salloc with its output streaming through; Ctrl-C ends the step."""
-    proc = subprocess.Popen(argv, env={**os.environ, **env})
+    proc = subprocess.Popen(argv, executable=_found(argv), env={**os.environ, **env})
     try:
         return proc.wait()
     except KeyboardInterrupt:
         _end(proc)
         raise
+
+
+def _found(argv: list[str]) -> str:
+    """srun/salloc as this shell's PATH finds it: the step's own variables (a PATH given with
+    -e) are the step's, not where the tool looks for Slurm."""
+    return shutil.which(argv[0]) or argv[0]
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -61,8 +68,9 @@ def _run_watched(
     """_run_foreground with the step's output watched for a hang (--hang-after): it passes
     through here, and the watcher ends the step (--cancel-on-hang) as Ctrl-C does."""
     proc = subprocess.Popen(
-        argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+        argv, executable=_found(argv), env={**os.environ, **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None and request.hang_after
     came: queue.Queue[str] = queue.Queue()
     copies = [

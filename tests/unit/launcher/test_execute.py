@@ -4,6 +4,7 @@ local image directory, binds, $USER, preflight of the image the launch really us
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from _launch_helpers import isolated, words, write  # noqa: F401
 from _shell import bash_words, snippet_words
 from hvd_container.launcher import execute, machine, slurm
 from hvd_container.launcher.plan import SCRIPT_END
+from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.runtimes import charliecloud
 from hvd_container.launcher.slurm import Job
 
@@ -433,3 +435,23 @@ def test_run_until_done_follows_each_segment_a_job_of_its_own(
     err = capsys.readouterr().err
     assert "job 4242 goes on as job 4243 (--until-done)" in err
     assert "--until-done: 3 segments, jobs 4242, 4243, 4244: the last completed" in err
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_a_path_given_to_the_step_is_not_where_the_tool_finds_srun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watched: bool
+) -> None:
+    """`-e PATH=1` inside an allocation: the step's PATH, not this shell's (it was a
+    traceback: FileNotFoundError for srun)."""
+    from hvd_container.launcher.request import LaunchRequest
+
+    bin_dir = tmp_path / "bin"
+    write(bin_dir / "srun", f'#!/bin/sh\necho "$PATH" > {tmp_path}/ran\n')
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    if watched:
+        request = LaunchRequest(script="t.py", hang_after=60)
+        code = execute._run_watched(["srun", "x"], {"PATH": "1"}, request, Reporter(), 0.05)
+    else:
+        code = execute._run_foreground(["srun", "x"], {"PATH": "1"})
+    assert code == 0 and (tmp_path / "ran").read_text() == "1\n"  # the step's own PATH
