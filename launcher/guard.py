@@ -1,5 +1,5 @@
-"""The one guard: what a value from a site profile, a recipe or a pass-through flag may be where
-it crosses into an srun/sbatch/salloc line, a step's environment, a bind or a runtime's command
+"""The one guard: what a value from a site profile or a pass-through flag may be where it
+crosses into an srun/sbatch/salloc line, a step's environment, a bind or a runtime's command
 line. `sites validate`, `doctor`, `run` and `batch` all ask these rules.
 
 Each rule allows what is known and returns a Refusal (why, naming what is allowed) for anything

@@ -594,3 +594,10 @@ def test_a_staged_launch_hands_the_script_its_arguments_as_given(
     (copy,) = local.glob("hvd-stage-42-*/x.sif")
     assert words[-len(args) :] == args, words  # the script's own, as given
     assert str(copy) in words[: -len(args)], words  # the runtime runs the copy
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_a_built_in_profile_sets_nothing_outside_the_allow_list(name: str) -> None:
+    """So that a profile of the user's that extends it loads without being trusted."""
+    files, found = sites.outside_allow_list(sites.BUILTIN_DIR / f"{name}.yaml")
+    assert (files, found) == ([], [])
