@@ -3,7 +3,7 @@
 The script runs here under bash, as Slurm runs it, with STAND-INS for srun (its options left
 out, the program run here), scontrol and sbatch (each records its arguments and environment);
 the test sends the script Slurm's warning (USR1) as `--signal=B:USR1@GRACE` would.
-tests/e2e/test_until_done.py runs a training past a real partition's time limit."""
+tests/e2e/test_until_done.py runs a training past a real job's time limit."""
 
 from __future__ import annotations
 
