@@ -351,6 +351,7 @@ def passthrough_refusal(option: str, flag: str) -> str | None:
 
 DEFAULT_GRACE = 120  # seconds: Slurm may warn up to 60 s early; a checkpoint needs the rest
 MIN_GRACE = 10
+MAX_GRACE = 65535  # sbatch --signal's warning time is a 16-bit number of seconds
 DEFAULT_MAX_RESTARTS = 10
 MAX_RESTARTS = 1000
 
@@ -368,7 +369,8 @@ def check_until_done(site: Site, request: LaunchRequest) -> None:
     if not request.until_done:
         given = [f for f, v in (("--max-restarts", request.max_restarts), ("--grace", request.grace)) if v is not None]  # fmt: skip
         if given:
-            raise UserError(f"{' and '.join(given)} go with --until-done")
+            verb = "go" if len(given) > 1 else "goes"
+            raise UserError(f"{' and '.join(given)} {verb} with --until-done")
         return
     if request.inside_allocation:
         raise UserError(
@@ -386,6 +388,8 @@ def check_until_done(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--grace: {grace}s is too short to write a checkpoint (at least {MIN_GRACE}s)"
         )
+    if grace > MAX_GRACE:
+        raise UserError(f"--grace: {grace}s is more than Slurm's --signal takes ({MAX_GRACE}s)")
     if longest is not None and grace > longest:
         raise UserError(
             f"--grace: {grace}s is longer than site {site.name} lets a job ask for ({longest}s)"

@@ -149,7 +149,12 @@ def test_a_lightning_program_requeues_itself_and_is_only_handed_the_signal(
 @pytest.mark.parametrize(
     ("more", "message"),
     [
-        ({"max_restarts": "2", "until_done": None}, "--max-restarts go with --until-done"),
+        ({"max_restarts": "2", "until_done": None}, "--max-restarts goes with --until-done"),
+        (
+            {"grace": "1m", "max_restarts": "2", "until_done": None},
+            "--max-restarts and --grace go with",
+        ),
+        ({"grace": "19h", "time": "1-0"}, "more than Slurm's --signal takes"),
         ({"grace": "5s"}, "--grace: 5s is too short"),
         ({"grace": "10m"}, "is not shorter than the time limit 10"),
         ({"max_restarts": "1001"}, "--max-restarts: must be 0 to 1000"),
