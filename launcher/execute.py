@@ -193,6 +193,11 @@ def run_plan(
             "runs here and cannot detach; run from a login shell, or use "
             "`hvd-container batch --submit --detach`"
         )
+    if salloc and request.until_done:
+        raise UserError(
+            "--until-done and --salloc exclude each other: a job goes on in segments as a batch "
+            "job (leave --salloc out)"
+        )
     if salloc or batch:
         request = replace(request, inside_allocation=False)
     machine = None if dry_run else ThisMachine()

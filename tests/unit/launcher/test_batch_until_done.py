@@ -183,3 +183,15 @@ def test_inside_an_allocation_until_done_is_refused(
     )
     with pytest.raises(UserError, match="--until-done: the job goes on in segments of its own"):
         plan_launch(site_, request)
+
+
+def test_salloc_cannot_go_on_in_segments(tmp_path: Path) -> None:
+    from hvd_container.launcher.execute import run_plan
+
+    site = tmp_path / "t.yaml"
+    site.write_text(yaml.safe_dump({"name": "t", "runtime": {"kind": "none"}}))
+    site_, request = request_from_options(
+        "t.py", [], LaunchOptions(site=str(site), until_done=True, time="10")
+    )
+    with pytest.raises(UserError, match="--until-done and --salloc exclude each other"):
+        run_plan(site_, request, salloc=True, dry_run=True)
