@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 from hvd_container.launcher import doctor as doctor_checks
-from hvd_container.launcher import guard
 from hvd_container.launcher import jupyter as jupyter_job
 from hvd_container.launcher import screen as screening
 from hvd_container.launcher.batch import write_batch_script
@@ -20,6 +19,7 @@ from hvd_container.launcher.sites import Site, record_expected_busbw
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.text import ascii_digits
 
 
 def _request(
@@ -129,10 +129,7 @@ def doctor(
         report.screen = found
         doctor_checks.add_screen(report, found)
         if found.bad:
-            job = os.environ.get("SLURM_JOB_ID", "job")
-            if guard.file_name_refusal(job) is not None:  # it names a file: a plain name only
-                job = "job"
-            path = exclude_file or f"hvd-screen-{job}.exclude"
+            path = exclude_file or exclude_file_name(os.environ.get("SLURM_JOB_ID"))
             write_text(path, "".join(f"{v.node}\n" for v in found.bad))
             report.add("screen", "fail", f"exclude list: {path} (srun --exclude=./{path})")
         if record and found.reference is not None:
@@ -167,3 +164,9 @@ def jupyter_dry_run(reporter: Reporter, options: LaunchOptions) -> Plan:
     )
     reporter.warn(launch.warnings)
     return launch
+
+
+def exclude_file_name(job_id: str | None) -> str:
+    """doctor --screen's exclude list: hvd-screen-JOBID.exclude, the id a job id as this tool
+    takes them (ASCII digits), else `job`: the variable names a file, never a path."""
+    return f"hvd-screen-{job_id if job_id and ascii_digits(job_id) else 'job'}.exclude"

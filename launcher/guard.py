@@ -403,17 +403,6 @@ def _bind_value_refusal(value: str) -> Refusal | None:
     return None
 
 
-_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
-
-
-def file_name_refusal(name: str) -> str | None:
-    """Why `name` may not be one part of a file name the tool writes (a job id, a node's
-    name), or None: letters, digits, . _ - only, never . or .."""
-    if not _SAFE_NAME.fullmatch(name) or name in (".", ".."):
-        return f"{name!r} is not a plain name (letters, digits, . _ -)"
-    return None
-
-
 # --- environment modules ----------------------------------------------------------------
 
 _MODULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+@-]*)*")

@@ -625,11 +625,14 @@ def user_sites_dir() -> Path:
     return user_config_dir() / "sites"
 
 
-def parse_site(doc: yamlconf.Document) -> Site:
+def parse_site(doc: yamlconf.Document, findings: list[str] | None = None) -> Site:
     """Validate a parsed profile document (every error a line naming FILE:LINE); `arch: host`
-    becomes this machine's architecture."""
+    becomes this machine's architecture. `findings`: judge it as trusted, and collect there
+    what only a trusted profile may set (`sites trust`)."""
     names = [c.name for c in _check_registry()]
-    context = {CHECK_NAMES: names, guard.TRUSTED: trusted(doc)}
+    context: dict[str, Any] = {CHECK_NAMES: names, guard.TRUSTED: trusted(doc)}
+    if findings is not None:
+        context.update({guard.TRUSTED: True, guard.FINDINGS: findings})
     try:
         site = yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
     except UserError as exc:  # the fix names this file
@@ -653,10 +656,15 @@ def trust_store() -> trust.TrustStore:
     return trust.TrustStore(user_config_dir())
 
 
+def own_files(doc: yamlconf.Document) -> list[Path]:
+    """The files a profile is made of that are not built in."""
+    docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
+    return [Path(d.source) for d in docs if not is_builtin(d.source)]
+
+
 def trusted(doc: yamlconf.Document) -> bool:
     """Every file the profile is made of is built in or trusted (`sites trust FILE`)."""
-    docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
-    mine = [Path(d.source) for d in docs if not is_builtin(d.source)]
+    mine = own_files(doc)
     if not mine:
         return True
     store = trust_store()
@@ -669,11 +677,8 @@ def outside_allow_list(path: Path) -> tuple[list[Path], list[str]]:
     merge: each line names the key)."""
     doc = _load(path)
     found: list[str] = []
-    names = [c.name for c in _check_registry()]
-    context = {CHECK_NAMES: names, guard.TRUSTED: True, guard.FINDINGS: found}
-    yamlconf.validate(Site, doc, doc.data, words=PATTERN_WORDS, context=context)
-    docs = doc.docs if isinstance(doc, yamlconf.Layered) else [doc]
-    return [Path(d.source) for d in docs if not is_builtin(d.source)], found
+    parse_site(doc, found)
+    return own_files(doc), found
 
 
 def trust_profile(

@@ -509,7 +509,10 @@ def test_each_kind_of_traceback_has_fifty_cases() -> None:
 
 @pytest.mark.parametrize("job", ["../escape", "..", ".", "a/b", "x\n", ""])
 def test_a_job_id_that_is_not_a_plain_name_names_no_file(job: str) -> None:
-    assert guard.file_name_refusal(job) is not None
+    from hvd_container.launcher.commands import exclude_file_name
+
+    assert exclude_file_name(job) == "hvd-screen-job.exclude"
+    assert exclude_file_name("4242") == "hvd-screen-4242.exclude"
 
 
 # --- round one's hostile profiles that still load, read back as Slurm reads them ----------
