@@ -194,6 +194,15 @@ def load_checkpoint(path: str) -> dict | None:
     return checkpoint
 
 
+def said_progress(path: str, epoch: int) -> None:
+    """A line in $HVD_PROGRESS once a checkpoint is whole: a run that restarts (--until-done,
+    --max-restarts) restarts a failed step only after progress, and says what it resumed from."""
+    record = os.environ.get("HVD_PROGRESS")
+    if record:
+        with open(record, "a") as fh:
+            fh.write(f"{os.path.abspath(path)} epoch {epoch}\n")
+
+
 def saver(
     rank: int, path: str, state: Callable[[], tuple[dict, dict]]
 ) -> Callable[[int, float], None]:
@@ -207,6 +216,7 @@ def saver(
             save_checkpoint(
                 {"epoch": epoch, "model": model, "optimizer": optimizer, "loss": mean_loss}, path
             )
+            said_progress(path, epoch)
 
     return save
 

@@ -14,8 +14,15 @@ from hvd_container.launcher.batch import write_batch_script
 from hvd_container.launcher.execute import execute, run_plan
 from hvd_container.launcher.plan import Plan, plan
 from hvd_container.launcher.report import Reporter
-from hvd_container.launcher.request import LaunchOptions, LaunchRequest, request_from_options
+from hvd_container.launcher.request import (
+    LaunchOptions,
+    LaunchRequest,
+    check,
+    request_from_options,
+    restarting,
+)
 from hvd_container.launcher.sites import Site, record_expected_busbw
+from hvd_container.launcher.step_loop import run_restarting
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
@@ -43,6 +50,14 @@ def dry_run(
     site, request = _request(reporter, script, args, options)
     launch = run_plan(site, request, salloc=salloc, dry_run=True)
     reporter.warn(launch.warnings)
+    if restarting(request) and request.inside_allocation:
+        reporter.warn(
+            [
+                "--max-restarts: this step runs on -N of the allocation's nodes (--nodelist), "
+                "and starts again on good ones after a hang, a lost node or a script error "
+                "after progress"
+            ]
+        )
     if request.screen and request.inside_allocation:  # outside one the job's line shows it
         reporter.warn(
             [
@@ -67,6 +82,9 @@ def run(
     site, request = _request(reporter, script, args, options)
     if request.screen and request.inside_allocation:  # outside one, the job screens itself
         request = screening.screened(site, request, reporter)
+    if restarting(request) and request.inside_allocation:  # outside one, the job restarts
+        check(site, request)
+        return run_restarting(site, request, reporter)
     return execute(run_plan(site, request, salloc=salloc, detach=detach), reporter, detach=detach)
 
 

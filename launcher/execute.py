@@ -32,28 +32,28 @@ from hvd_container.core.errors import UserError
 
 def _run_foreground(argv: list[str], env: dict[str, str]) -> int:
     """Run srun/salloc with its output streaming through; Ctrl-C ends the step."""
-    proc = subprocess.Popen(argv, executable=_found(argv), env={**os.environ, **env})
+    proc = subprocess.Popen(argv, executable=found_program(argv), env={**os.environ, **env})
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        _end(proc)
+        end_step(proc)
         raise
 
 
-def _found(argv: list[str]) -> str:
+def found_program(argv: list[str]) -> str:
     """srun/salloc as this shell's PATH finds it: the step's own variables (a PATH given with
     -e) are the step's, not where the tool looks for Slurm."""
     return shutil.which(argv[0]) or argv[0]
 
 
-def _end(proc: subprocess.Popen) -> None:
+def end_step(proc: subprocess.Popen) -> None:
     # srun ends the step on SIGTERM (a lone SIGINT only prints the tasks' state)
     proc.terminate()
     with contextlib.suppress(KeyboardInterrupt, subprocess.TimeoutExpired):
         proc.wait(timeout=30)
 
 
-def _copy(stream: IO[bytes], out: IO[bytes], came: queue.Queue[str]) -> None:
+def copy_output(stream: IO[bytes], out: IO[bytes], came: queue.Queue[str]) -> None:
     """Pass a pipe through to `out` as it comes, and hand its text to the watcher."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while chunk := os.read(stream.fileno(), 65536):
@@ -68,13 +68,13 @@ def _run_watched(
     """_run_foreground with the step's output watched for a hang (--hang-after): it passes
     through here, and the watcher ends the step (--cancel-on-hang) as Ctrl-C does."""
     proc = subprocess.Popen(
-        argv, executable=_found(argv), env={**os.environ, **env},
+        argv, executable=found_program(argv), env={**os.environ, **env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None and request.hang_after
     came: queue.Queue[str] = queue.Queue()
     copies = [
-        threading.Thread(target=_copy, args=(pipe, out.buffer, came), daemon=True)
+        threading.Thread(target=copy_output, args=(pipe, out.buffer, came), daemon=True)
         for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
     ]
     for copy in copies:
@@ -87,17 +87,17 @@ def _run_watched(
     try:
         while proc.poll() is None:
             time.sleep(poll)
-            text = "".join(_drained(came))
+            text = "".join(drained(came))
             watch.seen(text, running=True, job_id=job_id)
         for copy in copies:
             copy.join(timeout=10)
     except KeyboardInterrupt:
-        _end(proc)
+        end_step(proc)
         raise
     return HANG_EXIT if watch.cancelled else proc.returncode
 
 
-def _drained(came: queue.Queue[str]) -> Iterator[str]:
+def drained(came: queue.Queue[str]) -> Iterator[str]:
     """What the queue holds now."""
     while True:
         try:

@@ -126,8 +126,10 @@ class HangWatch:
         end: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
         grace: float | None = None,
+        ending: str = "--cancel-on-hang",
     ) -> None:
         self.after, self.cancel, self.folder = after, cancel, folder
+        self.ending = ending  # why the watch ends the job, in the line that says so
         self.reporter, self.end, self.clock = reporter, end, clock
         self.grace = GRACE if grace is None else grace
         self.last = clock()
@@ -154,10 +156,17 @@ class HangWatch:
 
     @classmethod
     def for_launch(
-        cls, after: int, cancel: bool, reporter: Reporter, end: Callable[[], None]
+        cls,
+        after: int,
+        cancel: bool,
+        reporter: Reporter,
+        end: Callable[[], None],
+        ending: str = "--cancel-on-hang",
     ) -> HangWatch:
         """The watch of a launch made here: its watcher lies in this working directory."""
-        return cls(after, cancel=cancel, folder=watch_folder(), reporter=reporter, end=end)
+        return cls(
+            after, cancel=cancel, folder=watch_folder(), reporter=reporter, end=end, ending=ending
+        )
 
     def on_poll(self, job: Job, text: str) -> None:
         """slurm.follow's hook: a batch job's output, each poll."""
@@ -195,7 +204,7 @@ class HangWatch:
             )
         who = f"job {job_id}" if job_id else "the step"
         if self.cancel:
-            self.reporter.status(f"ending {who} (--cancel-on-hang)")
+            self.reporter.status(f"ending {who} ({self.ending})")
             self.cancelled = True
             self.end()
             return

@@ -11,7 +11,7 @@ GPUs on a node is a warning and more CPUs than a node gives is refused by a chec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hvd_container.launcher.controllers import Controller
 from hvd_container.launcher.request import LaunchRequest
@@ -136,6 +136,18 @@ def gpu_flags(style: str, gpus: int) -> list[str]:
     if gpus <= 0 or style == "none":
         return []
     return [f"--gres=gpu:{gpus}"] if style == "gres" else [f"--gpus-per-node={gpus}"]
+
+
+def with_spares(layout: Layout, spares: int | None) -> Layout:
+    """The layout an allocation with `spares` nodes beyond the training's asks for: the same
+    ranks on each node, on more nodes (the steps still ask for the training's)."""
+    if not spares or layout.nodes is None:
+        return layout
+    nodes = layout.nodes + spares
+    ntasks = layout.ntasks
+    if ntasks is not None and ntasks % layout.nodes == 0:
+        ntasks = ntasks // layout.nodes * nodes
+    return replace(layout, nodes=nodes, ntasks=ntasks)
 
 
 def allocation_tasks(layout: Layout, ranks_per_node_as: str) -> list[str]:

@@ -43,6 +43,7 @@ from hvd_container.launcher.layout import (
     gpu_flags,
     layout_options,
     resolve_layout,
+    with_spares,
 )
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.request import (
@@ -263,12 +264,13 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
-    if request.screen:
-        # the job screens its nodes first: this tool runs in it and does what `run --screen`
-        # does inside an allocation (its own steps, their files, the step on the good nodes)
-        step, files, env = screening_job_step(site, request), {}, {}
-        done.update(files=files, env=env)
     until = until_done(launch)
+    if request.screen or until is not None:
+        # the job screens its nodes first, or restarts its step: this tool runs in it and does
+        # what `run --screen` or `run --max-restarts` does inside an allocation (its own steps,
+        # their files, the step on the good nodes)
+        step, files, env = job_step(site, request, until), {}, {}
+        done.update(files=files, env=env)
     if until is not None and until.how == "program" and not sched.requeue:
         notes.append(
             f"--until-done: controller {controller.name} requeues its own job on Slurm's warning "
@@ -278,10 +280,11 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [
         f"--job-name={job_name}",
-        *allocation_tasks(layout, sched.ranks_per_node_as),
+        *allocation_tasks(with_spares(layout, request.spare_nodes), sched.ranks_per_node_as),
         *gpus, *cpu_opts, *resources,
-        # a node the screen finds down must not end the job: its steps run without it
-        *(["--no-kill"] if request.screen else []),
+        # a node the screen finds down, or one lost mid-run, must not end the job: its steps
+        # run without it
+        *(["--no-kill"] if request.screen or until is not None else []),
     ]  # fmt: skip
     script = script_text(
         BatchScript(
@@ -317,11 +320,20 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     return Plan(argv=argv, allocation=allocation, step=step, script=script, how=how, **done)  # type: ignore[arg-type]
 
 
-def screening_job_step(site: Site, request: LaunchRequest) -> list[str]:
-    """The line of a batch job that screens its nodes: this tool's `run --screen`, run by the
-    Python it runs in now (the job's nodes see the same file system as this one, as they see
-    the image), with the options that make this request again."""
-    options = run_options(replace(request, sbatch_options=[]), site_ref(site))  # #SBATCH here
+def job_step(site: Site, request: LaunchRequest, until: UntilDone | None) -> list[str]:
+    """The line of a batch job that screens its nodes or restarts its step: this tool's `run
+    --screen` or `run --max-restarts`, run by the Python it runs in now (the job's nodes see
+    the same file system as this one, as they see the image), with the options that make this
+    request again. A job that goes on past its time limit hands its ranks the contract they
+    read (HVD_CHECKPOINT_SIGNAL, HVD_CHECKPOINT_GRACE) as --env values."""
+    inner = replace(request, sbatch_options=[])  # #SBATCH lines here
+    if until is not None:
+        contract = {CHECKPOINT_SIGNAL: "USR1", CHECKPOINT_GRACE: str(until.grace)}
+        inner = replace(
+            inner, until_done=False, grace=None, max_restarts=until.max_restarts,
+            env={**request.env, **contract},
+        )  # fmt: skip
+    options = run_options(inner, site_ref(site))
     return [sys.executable, "-m", "hvd_container", "run", *options, "--", request.script,
             *request.args]  # fmt: skip
 

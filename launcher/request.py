@@ -63,7 +63,8 @@ class LaunchRequest:
     until_done: bool = (
         False  # the job goes on in segments past its time limit until the script exits 0
     )
-    max_restarts: int | None = None  # segments after the first, at most (--until-done)
+    max_restarts: int | None = None  # restarts of the step and segments after the first, at most
+    spare_nodes: int | None = None  # nodes the allocation holds beyond -N, for a lost node's ranks
     grace: int | None = None  # seconds between Slurm's warning and the time limit (--until-done)
     stage: bool = False  # the image file copied to each node's local storage (sbcast) first
     hang_after: int | None = None  # seconds without output after which `run` calls it a hang
@@ -126,7 +127,8 @@ OPTIONS: dict[str, Option] = {
     "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
     "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
     "until_done": Option(("--until-done",), "flag", "Go on past the time limit until the script exits 0: Slurm warns the job --grace before its limit, the ranks get SIGUSR1 (HVD_CHECKPOINT_SIGNAL names it: write a checkpoint, exit non-zero), and the job goes on from that checkpoint in a next segment: requeued where the site allows it (scheduler.requeue), else a job that depends on this one.", SCHEDULER),
-    "max_restarts": Option(("--max-restarts",), "int", "With --until-done: segments after the first, at most (default 10).", SCHEDULER),
+    "max_restarts": Option(("--max-restarts",), "int", "With --until-done, or inside an allocation: restarts at most (default 10), the next segments and the step's own: the step starts again from the last checkpoint after a hang (--hang-after), a lost node, or a script error after progress (a line in $HVD_PROGRESS); a SyntaxError, a missing module or file, out of memory, or the same error twice are not retried.", SCHEDULER),
+    "spare_nodes": Option(("--spare-nodes",), "int", "With --until-done, or --max-restarts inside an allocation: the allocation holds this many nodes beyond -N; when a node is lost the nodes are screened (as --screen does) and the step starts again on -N good ones (fewer only with --screen-policy shrink).", RESOURCES),
     "grace": Option(("--grace",), "str", "With --until-done: how long before the time limit the ranks are told to checkpoint (90s, 5m; default: the site's, else 2m).", SCHEDULER),
     "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
     "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
@@ -231,6 +233,7 @@ class LaunchOptions:
     requeue: bool | None = None
     until_done: bool | None = None
     max_restarts: int | str | None = None
+    spare_nodes: int | str | None = None
     grace: str | None = None
     stage: bool | None = None
     hang_after: str | None = None
@@ -364,25 +367,53 @@ def grace_of(site: Site, request: LaunchRequest) -> int:
     return min(DEFAULT_GRACE, site.scheduler.max_grace or DEFAULT_GRACE)
 
 
+def restarting(request: LaunchRequest) -> bool:
+    """Whether the step starts again after a hang, a lost node or a script error: the loop
+    of --until-done's job, or --max-restarts inside an allocation."""
+    return request.until_done or (request.inside_allocation and request.max_restarts is not None)
+
+
 def check_until_done(site: Site, request: LaunchRequest) -> None:
-    """--until-done and its two options, each checked once (UserError naming the flag)."""
+    """--until-done, --max-restarts, --spare-nodes and --grace, each checked once (UserError
+    naming the flag)."""
+    if request.grace is not None and not request.until_done:
+        raise UserError("--grace goes with --until-done")
+    if request.max_restarts is not None and not restarting(request):
+        raise UserError(
+            "--max-restarts goes with --until-done (or inside an allocation, where it restarts "
+            "the step)"
+        )
+    if request.spare_nodes is not None:
+        if not restarting(request):
+            raise UserError(
+                "--spare-nodes goes with --until-done (or --max-restarts inside an allocation)"
+            )
+        if not 1 <= request.spare_nodes <= MAX_COUNT:
+            raise UserError(f"--spare-nodes: must be 1 or more (got {request.spare_nodes})")
+        if request.nodes is None:
+            raise UserError("--spare-nodes goes with -N/--nodes: the nodes the training runs on")
+    if request.max_restarts is not None and not 0 <= request.max_restarts <= MAX_RESTARTS:
+        raise UserError(f"--max-restarts: must be 0 to {MAX_RESTARTS} (got {request.max_restarts})")
+    if not restarting(request):
+        return
+    if request.screen:
+        raise UserError(
+            "--screen and a run that restarts (--until-done, --max-restarts): not together yet; "
+            "a lost node is screened for and excluded by the restart itself (--spare-nodes)"
+        )
+    if request.cancel_on_hang:
+        raise UserError(
+            "--cancel-on-hang: a run that restarts (--until-done, --max-restarts) restarts a hung "
+            "step instead of ending it; leave --cancel-on-hang out"
+        )
     if not request.until_done:
-        given = [f for f, v in (("--max-restarts", request.max_restarts), ("--grace", request.grace)) if v is not None]  # fmt: skip
-        if given:
-            verb = "go" if len(given) > 1 else "goes"
-            raise UserError(f"{' and '.join(given)} {verb} with --until-done")
         return
     if request.inside_allocation:
         raise UserError(
             "--until-done: the job goes on in segments of its own, which an allocation cannot "
-            "give: run it outside salloc or a job (run or batch submit it)"
+            "give: run it outside salloc or a job (run or batch submit it), or use --max-restarts "
+            "here"
         )
-    if request.screen:
-        raise UserError(
-            "--until-done and --screen: not together yet (screen, then run --until-done)"
-        )
-    if request.max_restarts is not None and not 0 <= request.max_restarts <= MAX_RESTARTS:
-        raise UserError(f"--max-restarts: must be 0 to {MAX_RESTARTS} (got {request.max_restarts})")
     grace, longest = grace_of(site, request), site.scheduler.max_grace
     if grace < MIN_GRACE:
         raise UserError(
@@ -420,8 +451,8 @@ def check(site: Site, request: LaunchRequest) -> None:
             f"--screen-policy: {request.screen_policy!r} is not allowed (allowed: "
             f"{', '.join(SCREEN_POLICIES)})"
         )
-    if request.screen_policy != "fail" and not request.screen:
-        raise UserError("--screen-policy goes with --screen")
+    if request.screen_policy != "fail" and not (request.screen or request.spare_nodes):
+        raise UserError("--screen-policy goes with --screen or --spare-nodes")
     check_until_done(site, request)
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(

@@ -8,6 +8,7 @@ tests/e2e/test_until_done.py runs a training past a real job's time limit."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -33,14 +34,14 @@ time.sleep(float(os.environ.get("FINISH", "30")))
 """
 
 
-def _script(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any) -> str:
+def _planned(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any) -> str:
+    """The batch script the plan writes for an --until-done launch on a site of runtime none."""
     site = tmp_path / "t.yaml"
     site.write_text(
         yaml.safe_dump(
             {"name": "t", "runtime": {"kind": "none"}, "scheduler": {"requeue": requeue}}
         )
     )
-    (tmp_path / "t.py").write_text(PROGRAM)
     given = LaunchOptions(
         site=str(site), nodes="1", controller=controller, until_done=True, time="10",
         grace="60s", **more,
@@ -49,6 +50,17 @@ def _script(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any)
     plan = plan_launch(site_, request)
     assert plan.script is not None
     return str(plan.script)
+
+
+def _script(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any) -> str:
+    """The plan's script with its step line (this tool's `run --max-restarts`, tested in
+    test_step_loop.py) made the srun of PROGRAM: what runs here is the script's own lines."""
+    (tmp_path / "t.py").write_text(PROGRAM)
+    lines = _planned(tmp_path, requeue, controller, **more).split("\n")
+    at = next(i for i, line in enumerate(lines) if " -m hvd_container run " in line)
+    assert lines[at].endswith(" &"), lines[at]
+    lines[at] = "srun -N1 python t.py &"
+    return "\n".join(lines)
 
 
 def _run(
@@ -92,12 +104,21 @@ def _run(
 
 
 def test_the_script_asks_slurm_for_the_warning_and_names_the_contract(tmp_path: Path) -> None:
-    script = _script(tmp_path, requeue=True)
+    script = _planned(tmp_path, requeue=True, spare_nodes="1", max_restarts="4")
     assert "#SBATCH --signal=B:USR1@60" in script and "#SBATCH --open-mode=append" in script
     assert "#SBATCH --requeue" in script and "#SBATCH --no-requeue" not in script
-    assert "export HVD_CHECKPOINT_SIGNAL=USR1" in script
-    assert "export HVD_CHECKPOINT_GRACE=60" in script
-    assert "#SBATCH --no-requeue" in _script(tmp_path, requeue=False)
+    # a lost node must not end the job; the allocation holds the spare
+    assert "#SBATCH --no-kill" in script and "#SBATCH --nodes=2" in script
+    step = next(line for line in script.split("\n") if " -m hvd_container run " in line)
+    words = shlex.split(step.removesuffix(" &"))
+    assert words[1:4] == ["-m", "hvd_container", "run"]
+    # the job's line is this tool's loop: the training's nodes, the restarts, the contract
+    for word in ("--nodes=1", "--spare-nodes=1", "--max-restarts=4",
+                 "--env=HVD_CHECKPOINT_SIGNAL=USR1", "--env=HVD_CHECKPOINT_GRACE=60"):  # fmt: skip
+        assert word in words, words
+    assert not any(w.startswith(("--until-done", "--grace")) for w in words), words
+    assert words[-2:] == ["--", "t.py"]
+    assert "#SBATCH --no-requeue" in _planned(tmp_path, requeue=False)
 
 
 def test_a_warned_step_that_checkpointed_is_requeued_where_the_site_allows(tmp_path: Path) -> None:
@@ -150,10 +171,12 @@ def test_a_lightning_program_requeues_itself_and_is_only_handed_the_signal(
     ("more", "message"),
     [
         ({"max_restarts": "2", "until_done": None}, "--max-restarts goes with --until-done"),
-        (
-            {"grace": "1m", "max_restarts": "2", "until_done": None},
-            "--max-restarts and --grace go with",
-        ),
+        ({"grace": "1m", "max_restarts": "2", "until_done": None}, "--grace goes with"),
+        ({"spare_nodes": "1", "until_done": None}, "--spare-nodes goes with --until-done"),
+        ({"spare_nodes": "0"}, "--spare-nodes: must be 1 or more"),
+        ({"spare_nodes": "1", "nodes": None}, "--spare-nodes goes with -N/--nodes"),
+        ({"screen_policy": "shrink"}, "--screen-policy goes with --screen or --spare-nodes"),
+        ({"hang_after": "1m", "cancel_on_hang": True}, "--cancel-on-hang: a run that restarts"),
         ({"grace": "19h", "time": "1-0"}, "more than Slurm's --signal takes"),
         ({"grace": "5s"}, "--grace: 5s is too short"),
         ({"grace": "10m"}, "is not shorter than the time limit 10"),
