@@ -143,7 +143,7 @@ def execute(launch: Plan, reporter: Reporter, *, detach: bool = False, poll: flo
             )
             return 0
         watch = None
-        if request.hang_after:
+        if request.hang_after and not request.until_done:  # the job's own loop watches it
             watch = HangWatch.for_launch(
                 request.hang_after, request.cancel_on_hang, reporter,
                 lambda: slurm.cancel(job_id),

@@ -32,7 +32,14 @@ from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import DEFAULT_MAX_RESTARTS, LaunchRequest
-from hvd_container.launcher.restarts import PROGRESS, StepEnd, decide, error_line, lost_time
+from hvd_container.launcher.restarts import (
+    PROGRESS,
+    StepEnd,
+    decide,
+    error_line,
+    for_good,
+    lost_time,
+)
 from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site
 
@@ -214,6 +221,8 @@ def _why(
         return StepEnd(why="time", **common)  # type: ignore[arg-type]
     if ran.hung:
         return StepEnd(why="hang", detail="no output for --hang-after", **common)  # type: ignore[arg-type]
+    if for_good(ran.last_lines):  # the script's own, whatever the nodes: no screen needed
+        return StepEnd(why="script", detail=error_line(ran.last_lines), **common)  # type: ignore[arg-type]
     reporter.status(f"the step failed (exit {ran.exit_code}): screening its nodes for a fault")
     try:
         found = screening.screen(
