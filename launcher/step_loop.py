@@ -46,6 +46,11 @@ from hvd_container.launcher.sites import Site
 from hvd_container.core.errors import UserError
 
 TAIL = 40  # the step's last lines kept: the error quoted, the rules' evidence
+ALLOCATION_TASKS = ("SLURM_NTASKS", "SLURM_NPROCS")  # srun reads either as its -n
+# a step whose node was lost keeps its CPUs in Slurm's books until the job ends when its srun
+# left first (22.05: "unable to update job's core use information due to job resizing"): the
+# loop's steps, one at a time on a node, share them
+OVERLAP = ("--overlap",)
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,11 @@ def run_step(
 ) -> StepRun:  # fmt: skip
     """Run one srun step, its output passing through; SIGUSR1 to this process goes on to the
     step (srun hands it to every task); --hang-after's watch ends a step that went silent."""
+    # the allocation's task count is srun's -n unless given: a step on fewer nodes than the
+    # allocation would ask for more tasks than its nodes hold
+    inherited = {k: v for k, v in os.environ.items() if k not in ALLOCATION_TASKS}
     proc = subprocess.Popen(
-        argv, executable=found_program(argv), env={**os.environ, **env},
+        argv, executable=found_program(argv), env={**inherited, **env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
@@ -200,7 +208,7 @@ def _on_nodes(request: LaunchRequest, good: list[str], wanted: int) -> LaunchReq
         ntasks = max(nodes, ntasks * nodes // wanted)
     listed = f"--nodelist={','.join(good[:nodes])}"
     return replace(
-        request, nodes=nodes, ntasks=ntasks, srun_options=[*request.srun_options, listed]
+        request, nodes=nodes, ntasks=ntasks, srun_options=[*request.srun_options, *OVERLAP, listed]
     )
 
 
@@ -225,9 +233,11 @@ def _why(
         return StepEnd(why="script", detail=error_line(ran.last_lines), **common)  # type: ignore[arg-type]
     reporter.status(f"the step failed (exit {ran.exit_code}): screening its nodes for a fault")
     try:
-        found = screening.screen(
-            site, replace(request, spare_nodes=None, max_restarts=None), reporter, nodes=used
-        )
+        asked = replace(
+            request, spare_nodes=None, max_restarts=None,
+            srun_options=[*request.srun_options, *OVERLAP],
+        )  # fmt: skip
+        found = screening.screen(site, asked, reporter, nodes=used)
     except UserError as exc:
         reporter.warn(
             [f"the nodes could not be screened ({exc}): the failure counts as the script's"]

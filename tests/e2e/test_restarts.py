@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
+    cpu_sif,
     job_dir,
     slurm_cluster,
     torch_sif,
@@ -121,13 +121,16 @@ def four_nodes(slurm_cluster: str) -> Iterator[None]:  # noqa: F811
 def test_a_node_lost_mid_run_is_replaced_by_the_spare_with_the_same_weights(
     four_nodes: None,
     charliecloud_runtime: None,  # noqa: F811
-    torch_sif: Path,  # noqa: F811
+    cpu_sif: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    example = str(ROOT / "examples" / "ddp_synthetic.py")
+    """The Horovod example (deterministic on the CPU, as test_until_done.py shows; DDP's is
+    not bit for bit across a resume: its first step after one allreduces in its first bucket
+    order, not the order it rebuilt, and the sums' order differs)."""
+    example = str(ROOT / "examples" / "pytorch_synthetic.py")
     train = ["--epochs", "6", "--samples", "6144", "--seed", "3"]
     launch = [sys.executable, "-m", "hvd_container", "run", "--site", "local", "--image",
-              str(torch_sif), "--controller", "torch", "-N", "3", "--ntasks-per-node", "1"]  # fmt: skip
+              str(cpu_sif), "-N", "3", "--ntasks-per-node", "1"]  # fmt: skip
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")},
         "PYTHONPATH": str(ROOT),
@@ -171,9 +174,7 @@ def test_a_node_lost_mid_run_is_replaced_by_the_spare_with_the_same_weights(
     assert re.search(r"\[rank 0\] resumed from \S+ after epoch [12]", said), said
     assert re.search(r"run done: 2 steps, 1 restarts \(1 node\), \d+", said), said
 
-    # the same training without the fault: the same weights, bit for bit
-    time.sleep(1)
-    run_testbed("slurm.sh", "up", "--nodes", str(NODES))  # the crashed node back
+    # the same training without the fault (on the three nodes left): the same weights
     once = subprocess.run(
         [*launch, example, *train, "--checkpoint", str(job_dir / "reference" / "model.pt")],
         cwd=job_dir, env=env, capture_output=True, text=True, timeout=900,
