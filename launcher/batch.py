@@ -29,6 +29,7 @@ ERROR_PATTERN = "%x_%j.err"
 CHECKPOINT_SIGNAL = "HVD_CHECKPOINT_SIGNAL"
 CHECKPOINT_GRACE = "HVD_CHECKPOINT_GRACE"
 SEGMENT = "HVD_SEGMENT"  # the segment a job that depends on the last one is (0 the first)
+PREVIOUS_JOB = "HVD_PREVIOUS_JOB"  # the job of the segment before it (jobs show links them)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
         "# variables of this job left out of its environment)",
         "hvd_job=$SLURM_JOB_ID",
         'hvd_next=$(for v in $(compgen -e); do case $v in SLURM_*|SBATCH_*|SRUN_*|SALLOC_*) unset "$v";; esac; done',
-        f'    {SEGMENT}=$((hvd_segment + 1)) sbatch --parsable --dependency=afterany:"$hvd_job" "$0") || exit "$hvd_rc"',
+        f'    {SEGMENT}=$((hvd_segment + 1)) {PREVIOUS_JOB}="$hvd_job" sbatch --parsable --dependency=afterany:"$hvd_job" "$0") || exit "$hvd_rc"',
         'echo "hvd-container: segment $hvd_segment ended at the time limit: segment $((hvd_segment + 1)) is job ${hvd_next%%;*}, from the last checkpoint" >&2',
         "exit 0",
     ]

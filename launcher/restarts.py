@@ -67,6 +67,7 @@ class StepEnd:
             "lost": list(self.lost),
             "detail": self.detail,
             "checkpoint": self.resumable_from,
+            "progress_at": self.progress_at,
         }
 
 

@@ -40,6 +40,7 @@ from hvd_container.launcher.restarts import (
     for_good,
     lost_time,
 )
+from hvd_container.launcher.run_record import RUNS_FOLDER, write_record
 from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site
 
@@ -160,16 +161,20 @@ def run_restarting(
             f"-N/--nodes {wanted}: the allocation has {len(nodes)} nodes ({', '.join(nodes)})"
         )
     limit = DEFAULT_MAX_RESTARTS if request.max_restarts is None else request.max_restarts
-    budget = max(0, limit - segment_now())  # the segments so far count as restarts
+    segment = segment_now()
+    budget = max(0, limit - segment)  # the segments so far count as restarts
     folder = tool_folder("the run's progress files") / "progress"
     folder.mkdir(mode=0o700, exist_ok=True)
+    runs = folder.parent / RUNS_FOLDER
+    runs.mkdir(mode=0o700, exist_ok=True)
+    job = job_id_here() or str(os.getpid())
     lost: list[str] = []
     ends: list[StepEnd] = []
     while True:
         good = [n for n in nodes if n not in lost]
         step_request = _on_nodes(request, good, wanted)
         used = good[: step_request.nodes or wanted]
-        progress = folder / f"{job_id_here() or os.getpid()}-{len(ends)}"
+        progress = folder / f"{job}-{segment}-{len(ends)}"
         progress.unlink(missing_ok=True)
         step_request = replace(step_request, env={**step_request.env, PROGRESS: str(progress)})
         launch = plan(site, step_request, "run", machine=ThisMachine())
@@ -181,6 +186,7 @@ def run_restarting(
         ended = time.time()
         end = _why(site, request, ran, used, started, ended, progress, reporter)
         ends.append(end)
+        write_record(runs, job, segment, ends)
         decision = decide(ends, budget)
         lost += [n for n in end.lost if n not in lost]
         reporter.status(f"step {len(ends)} ended: {_ended_words(end)}; {decision.why}")

@@ -242,6 +242,13 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
     "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
+    "jobs-show": _result(
+        {
+            "job": _STR,
+            "steps": {"type": "array", "items": {"type": "object"}},
+            "lost_seconds": {"type": "number"},
+        }
+    ),
     "cache-list": _result(
         {
             "dir": _STR,

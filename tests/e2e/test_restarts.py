@@ -173,6 +173,17 @@ def test_a_node_lost_mid_run_is_replaced_by_the_spare_with_the_same_weights(
     assert step_2 and lost not in step_2.groups() and len(set(step_2.groups())) == 3, said
     assert re.search(r"\[rank 0\] resumed from \S+ after epoch [12]", said), said
     assert re.search(r"run done: 2 steps, 1 restarts \(1 node\), \d+", said), said
+    # what it cost, from the job's record
+    job = re.search(r"submitted batch job (\d+)", said)
+    assert job, said
+    shown = cli("jobs", "show", job[1], cwd=job_dir)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    first, second, total = shown.stdout.splitlines()
+    assert f"node lost: {lost}; lost " in first and "resumed from " in second, shown.stdout
+    assert second.endswith(
+        ", done; resumed from " + str(job_dir / "faulted" / "model.pt") + " epoch 2"
+    ) or (" epoch 1" in second), shown.stdout
+    assert re.fullmatch(r"2 steps, 1 restarts, (\d+m )?\d+s lost; the last: done", total), total
 
     # the same training without the fault (on the three nodes left): the same weights
     once = subprocess.run(

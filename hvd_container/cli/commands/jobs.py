@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -11,10 +12,14 @@ from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
-from hvd_container.launcher import hang, slurm
+from hvd_container.launcher import hang, run_record, slurm
+
+jobs_app = typer.Typer(invoke_without_command=True)  # its help: the callback's
 
 
+@jobs_app.callback()
 def jobs(
+    ctx: typer.Context,
     user: Annotated[
         str | None, typer.Option("-u", "--user", help="Whose jobs (default: you).")
     ] = None,
@@ -25,6 +30,8 @@ def jobs(
 ) -> None:
     """List your Slurm jobs, recently finished ones included."""
 
+    if ctx.invoked_subcommand is not None:
+        return
     with json_errors(json_output):
         who = user or slurm.current_user()
         rows = slurm.list_jobs(who, finished=not active)
@@ -49,6 +56,41 @@ def jobs(
         typer.echo(
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1]
         )
+
+
+@jobs_app.command("show")
+def show(
+    job_id: Annotated[str, typer.Argument(help="A job of the run (any of its segments).")],
+    json_output: JsonOpt = False,
+) -> None:
+    """A run that restarts (--until-done, --max-restarts), from the folder it started in:
+    each step with its job, nodes, start and end, why it ended, the checkpoint it resumed
+    from and the time the fault cost; then the run's total."""
+
+    with json_errors(json_output):
+        steps = run_record.run_of(job_id, run_record.runs_folder())
+    lost = sum(s.lost for s in steps)
+    if json_output:
+        emit(
+            {"job": job_id, "steps": [s.to_record() for s in steps], "lost_seconds": round(lost, 1)}
+        )
+        return
+    for s in steps:
+        typer.echo(
+            f"job {s.job} step {s.step} (segment {s.segment}) on {','.join(s.nodes) or '?'}: "
+            f"{_clock(s.started)} to {_clock(s.ended)}, {run_record.why_words(s)}"
+            + (f"; resumed from {s.resumed_from}" if s.resumed_from else "")
+            + (f"; lost {hang.duration_text(s.lost)}" if s.lost else "")
+        )
+    restarts = len(steps) - 1
+    typer.echo(
+        f"{len(steps)} steps, {restarts} restarts, {hang.duration_text(lost)} lost; the last: "
+        f"{run_record.why_words(steps[-1])}"
+    )
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
 
 
 def _where(job: slurm.Job) -> str:
@@ -102,5 +144,5 @@ def logs(
 
 def register(app: typer.Typer) -> None:
     """Add `jobs` and `logs` to the app."""
-    app.command("jobs")(jobs)
+    app.add_typer(jobs_app, name="jobs")
     app.command("logs")(logs)

@@ -76,7 +76,7 @@ def _run(
         # srun's options (with their values) left out: the program is python
         "srun": '#!/bin/sh\nwhile [ "$1" != python ]; do shift; done\nexec "$@"\n',
         "scontrol": f'#!/bin/sh\necho "$@" > {calls}/scontrol\n',
-        "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
+        "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT HVD_PREVIOUS_JOB=$HVD_PREVIOUS_JOB SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
     }
     for name, text in stand_ins.items():
         (bin_dir / name).write_text(text)
@@ -137,7 +137,9 @@ def test_elsewhere_the_next_segment_is_a_job_that_depends_on_this_one(tmp_path: 
     words = calls["sbatch"]
     assert words[:2] == ["--parsable", "--dependency=afterany:123"], words
     assert words[2] == str(tmp_path / "job.sh")  # this script again
-    assert words[3:] == ["HVD_SEGMENT=3", "SLURM_JOB_ID="], words  # none of this job's
+    assert words[3:] == ["HVD_SEGMENT=3", "HVD_PREVIOUS_JOB=123", "SLURM_JOB_ID="], (
+        words
+    )  # none of this job's
     assert "segment 3 is job 124" in err and "scontrol" not in calls
 
 
