@@ -3,7 +3,7 @@
 For each fault, at each node count N (the cluster brought up with N + 1 nodes: N training, one
 spare): the Horovod example (CPU, fixed seed) runs `--until-done --spare-nodes 1`, and once rank
 0 said its second epoch the fault is made: `node`, the last rank's node crashed (every process
-of it killed, slurmd too: `testbed/slurm.sh crash`); `hang`, the last rank stopped inside its
+of it killed, slurmd too: `testbed/slurm.sh crash`) half an epoch later; `hang`, the last rank stopped inside its
 checkpoint write of epoch 3 (the example's drill, once) and `--hang-after 20s`. Printed: the
 seconds from the fault to the restarted step's start and to the first line of training after it
 (its "resumed from" line, as the run's output shows it), and the work lost (from the last whole
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,12 +46,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def one_fault(image: Path, nodes: int, fault: str, work: Path) -> dict[str, float | str]:
     """Run the example with `fault` made after rank 0's epoch 2; the figures of it."""
     work.mkdir(parents=True)
-    script = [str(EXAMPLE)]
+    for name in (EXAMPLE.name, "_synthetic.py"):  # beside the wrapper: the container sees them
+        shutil.copy(EXAMPLE.parent / name, work / name)
+    script = [EXAMPLE.name]
     extra: list[str] = []
     if fault == "hang":
         (work / "hang_once.py").write_text(HANG_ONCE)
-        script = [str(work / "hang_once.py"), str(EXAMPLE)]
-        extra = ["--hang-after", HANG_AFTER]
+        script = ["hang_once.py", EXAMPLE.name]
+        extra = ["--hang-after", HANG_AFTER, "--controller", "mpi"]
     argv = [*hvd(), "run", "--site", "local", "--image", str(image), "-N", str(nodes),
             "--ntasks-per-node", "1", "--until-done", "--time", "30", "--spare-nodes", "1",
             *extra, *script, *TRAIN, "--checkpoint", str(work / "model.pt")]  # fmt: skip
@@ -63,6 +66,10 @@ def one_fault(image: Path, nodes: int, fault: str, work: Path) -> dict[str, floa
     lines: list[str] = []
     hosts: dict[int, str] = {}
 
+    def crash(node: str) -> None:
+        sh("sh", str(ROOT / "testbed" / "slurm.sh"), "crash", node)
+        seen["fault"] = time.time()
+
     def watch() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -70,10 +77,15 @@ def one_fault(image: Path, nodes: int, fault: str, work: Path) -> dict[str, floa
             found = re.match(r"\[rank (\d+)\] .*initialised: .* host (node\d+)", line)
             if found:
                 hosts[int(found[1])] = found[2]
+            if line.startswith("[rank 0] epoch 1 loss"):
+                seen["epoch 1"] = time.time()
             if "fault" not in seen and line.startswith("[rank 0] epoch 2 loss"):
-                if fault == "node":
-                    sh("sh", str(ROOT / "testbed" / "slurm.sh"), "crash", hosts[max(hosts)])
-                seen["fault"] = time.time()
+                if fault == "node":  # in the middle of epoch 3
+                    half = (time.time() - seen.get("epoch 1", time.time())) / 2
+                    threading.Timer(half, crash, args=(hosts[max(hosts)],)).start()
+                    seen["fault"] = time.time() + half
+                else:
+                    seen["fault"] = time.time()
             if fault == "hang" and "hang" not in seen and "drill: checkpoint of epoch 3" in line:
                 seen["hang"] = time.time()
             if "fault" in seen and "resumed" not in seen and "[rank 0] resumed from" in line:
@@ -135,7 +147,9 @@ def main() -> int:
                     print(rows[-1], flush=True)
     finally:
         sh("sh", str(ROOT / "testbed" / "slurm.sh"), "up")  # the 2-node cluster
-    print("| fault | nodes (+1 spare) | fault to restarted step (s) | fault to training again (s) | work lost (s) | recorded as lost (s) |")
+    print(
+        "| fault | nodes (+1 spare) | fault to restarted step (s) | fault to training again (s) | work lost (s) | recorded as lost (s) |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['fault']} | {r['nodes']} | {r['to_step']:.1f} | {r['to_training']:.1f} | "
