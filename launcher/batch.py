@@ -30,6 +30,9 @@ CHECKPOINT_SIGNAL = "HVD_CHECKPOINT_SIGNAL"
 CHECKPOINT_GRACE = "HVD_CHECKPOINT_GRACE"
 SEGMENT = "HVD_SEGMENT"  # the segment a job that depends on the last one is (0 the first)
 PREVIOUS_JOB = "HVD_PREVIOUS_JOB"  # the job of the segment before it (jobs show links them)
+EXCLUDED = "HVD_EXCLUDED"  # the nodes the run lost so far, left out of its next segments
+# the step loop's exit when it lost nodes it could not spare (launcher/restarts.py says it)
+NODES_LOST_EXIT = 79
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,8 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
     lines = [
         "# --until-done: Slurm warns this script (USR1) before the time limit; the ranks get the",
         f"# signal (${CHECKPOINT_SIGNAL}), write a checkpoint and exit non-zero; the job then goes",
-        f"# on from that checkpoint ({_HOW[until.how]}), at most {limit} times",
+        f"# on from that checkpoint ({_HOW[until.how]}), at most {limit} times; a job that lost",
+        f"# nodes it could not spare (the step loop exits {NODES_LOST_EXIT}) goes on as a job of its own without them",
         f"hvd_segment=${{SLURM_RESTART_COUNT:-${{{SEGMENT}:-0}}}}",
         "hvd_warned=",
         f"trap {shell.quote(on_warning)} USR1",
@@ -149,31 +153,39 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
         "hvd_step=$!",
         "# a trap ends `wait` early: wait again while the step runs",
         'while :; do wait "$hvd_step"; hvd_rc=$?; [ "$hvd_rc" -gt 128 ] && kill -0 "$hvd_step" 2>/dev/null || break; done',
-        'if [ "$hvd_rc" -eq 0 ] || [ -z "$hvd_warned" ]; then exit "$hvd_rc"; fi',
+        'hvd_lost_file=.hvd-container/runs/"$SLURM_JOB_ID".lost',
+        "hvd_lost=",
+        f'if [ "$hvd_rc" -eq {NODES_LOST_EXIT} ] && [ -s "$hvd_lost_file" ]; then hvd_lost=$(cat "$hvd_lost_file"); fi',
+        'if [ "$hvd_rc" -eq 0 ] || { [ -z "$hvd_warned" ] && [ -z "$hvd_lost" ]; }; then exit "$hvd_rc"; fi',
     ]
-    if until.how == "program":
-        return [*lines, 'exit "$hvd_rc"']
+    if until.how == "program":  # the program requeued its job itself, unless nodes were lost
+        lines.append('if [ -z "$hvd_lost" ]; then exit "$hvd_rc"; fi')
     lines += [
         f'if [ "$hvd_segment" -ge {limit} ]; then',
-        f'    echo "hvd-container: segment $hvd_segment ended at the time limit after {limit} restarts (--max-restarts): stopping" >&2',
+        f'    echo "hvd-container: segment $hvd_segment ended after {limit} restarts (--max-restarts): stopping" >&2',
         '    exit "$hvd_rc"',
         "fi",
     ]
     if until.how == "requeue":
-        return [
-            *lines,
-            'echo "hvd-container: segment $hvd_segment ended at the time limit: requeued; segment $((hvd_segment + 1)) resumes from the last checkpoint" >&2',
-            'scontrol requeue "$SLURM_JOB_ID" || exit "$hvd_rc"',
-            "exit 0",
+        lines += [
+            'if [ -z "$hvd_lost" ]; then',
+            '    echo "hvd-container: segment $hvd_segment ended at the time limit: requeued; segment $((hvd_segment + 1)) resumes from the last checkpoint" >&2',
+            '    scontrol requeue "$SLURM_JOB_ID" || exit "$hvd_rc"',
+            "    exit 0",
+            "fi",
         ]
     return [
         *lines,
         "# the next segment: this script again, as a job of its own after this one (Slurm's",
-        "# variables of this job left out of its environment)",
+        "# variables of this job left out of its environment), without the nodes lost so far",
         "hvd_job=$SLURM_JOB_ID",
+        f"hvd_excluded=${{{EXCLUDED}:-}}",
+        'if [ -n "$hvd_lost" ]; then hvd_excluded=${hvd_excluded:+$hvd_excluded,}$hvd_lost; fi',
+        'hvd_exclude=(); if [ -n "$hvd_excluded" ]; then hvd_exclude=(--exclude="$hvd_excluded"); fi',
         'hvd_next=$(for v in $(compgen -e); do case $v in SLURM_*|SBATCH_*|SRUN_*|SALLOC_*) unset "$v";; esac; done',
-        f'    {SEGMENT}=$((hvd_segment + 1)) {PREVIOUS_JOB}="$hvd_job" sbatch --parsable --dependency=afterany:"$hvd_job" "$0") || exit "$hvd_rc"',
-        'echo "hvd-container: segment $hvd_segment ended at the time limit: segment $((hvd_segment + 1)) is job ${hvd_next%%;*}, from the last checkpoint" >&2',
+        f'    {SEGMENT}=$((hvd_segment + 1)) {PREVIOUS_JOB}="$hvd_job" {EXCLUDED}="$hvd_excluded" sbatch --parsable "${{hvd_exclude[@]}}" --dependency=afterany:"$hvd_job" "$0") || exit "$hvd_rc"',
+        'hvd_why="at the time limit"; if [ -n "$hvd_lost" ]; then hvd_why="with nodes lost ($hvd_lost)"; fi',
+        'echo "hvd-container: segment $hvd_segment ended $hvd_why: segment $((hvd_segment + 1)) is job ${hvd_next%%;*}, from the last checkpoint${hvd_excluded:+, without $hvd_excluded}" >&2',
         "exit 0",
     ]
 

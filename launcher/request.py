@@ -134,7 +134,7 @@ OPTIONS: dict[str, Option] = {
     "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
     "cancel_on_hang": Option(("--cancel-on-hang",), "flag", "With --hang-after: then end the job; run exits 124.", LAUNCH),
     "screen": Option(("--screen",), "flag", "Inside an allocation: first screen its nodes with short steps of the image's smoke program (each node alone, then pairs over the network: the container starts, the all-reduce is right and not slow), then run on the good ones (srun --exclude the others); see --screen-policy.", LAUNCH),
-    "screen_policy": Option(("--screen-policy",), "str", "When --screen leaves fewer good nodes than asked: fail (default) or shrink (run on those, fewer ranks, with a warning).", LAUNCH),
+    "screen_policy": Option(("--screen-policy",), "str", "When --screen, or a lost node with --spare-nodes, leaves fewer good nodes than asked: fail (default: stop), shrink (run on those, fewer ranks, with a warning) or, with --until-done, requeue (the job goes on in a next segment, a job of its own without the lost nodes: sbatch --exclude).", LAUNCH),
     "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
     "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
@@ -335,7 +335,7 @@ _ONE_LINE = (
     "constraint", "comment", "workdir", "job_output", "job_error", "controller",
 )  # fmt: skip
 
-SCREEN_POLICIES = ("fail", "shrink")
+SCREEN_POLICIES = ("fail", "shrink", "requeue")
 
 COUNTS = ("ntasks", "nodes", "ntasks_per_node", "gpus_per_node", "gpus_per_task", "cpus_per_task")
 
@@ -451,8 +451,16 @@ def check(site: Site, request: LaunchRequest) -> None:
             f"--screen-policy: {request.screen_policy!r} is not allowed (allowed: "
             f"{', '.join(SCREEN_POLICIES)})"
         )
-    if request.screen_policy != "fail" and not (request.screen or request.spare_nodes):
-        raise UserError("--screen-policy goes with --screen or --spare-nodes")
+    if request.screen_policy != "fail" and not (request.screen or restarting(request)):
+        raise UserError(
+            "--screen-policy goes with --screen or a run that restarts (--until-done, "
+            "--max-restarts)"
+        )
+    if request.screen_policy == "requeue" and not restarting(request):
+        raise UserError(
+            "--screen-policy requeue: the job goes on in a next segment without the lost nodes, "
+            "which only --until-done's job has (use fail or shrink here)"
+        )
     check_until_done(site, request)
     if request.mpi is not None and request.mpi not in MPI_PLUGINS:
         raise UserError(

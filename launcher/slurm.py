@@ -394,7 +394,9 @@ def output_path(job: Job) -> Path | None:
 # what an --until-done job's script says when it hands over to a job of its own
 # (launcher/batch.py, segment_lines)
 _NEXT_SEGMENT = re.compile(
-    r"^hvd-container: segment \d+ ended at the time limit: segment \d+ is job (\d+),", re.M
+    r"^hvd-container: segment \d+ ended (?:at the time limit|with nodes lost \([^)\n]*\)): "
+    r"segment \d+ is job (\d+),",
+    re.M,
 )
 _TAIL_BYTES = 1 << 16
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 
 from hvd_container.launcher import screen as screening
+from hvd_container.launcher.batch import NODES_LOST_EXIT
 from hvd_container.launcher.execute import copy_output, drained, end_step, found_program
 from hvd_container.launcher.hang import HANG_EXIT, HangWatch, duration_text, job_id_here
 from hvd_container.launcher.machine import ThisMachine
@@ -44,6 +45,7 @@ from hvd_container.launcher.run_record import RUNS_FOLDER, write_record
 from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site
 
+from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 
 TAIL = 40  # the step's last lines kept: the error quoted, the rules' evidence
@@ -88,10 +90,14 @@ def run_step(
             proc.send_signal(signal.SIGUSR1)
 
     before = signal.signal(signal.SIGUSR1, hand_on)
-    came: queue.Queue[str] = queue.Queue()
+    # a queue each: a line is whole within its own stream only
+    came: list[queue.Queue[str]] = [queue.Queue(), queue.Queue()]
     copies = [
-        threading.Thread(target=copy_output, args=(pipe, out.buffer, came), daemon=True)
-        for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+        threading.Thread(target=copy_output, args=(pipe, out.buffer, into), daemon=True)
+        for pipe, out, into in (
+            (proc.stdout, sys.stdout, came[0]),
+            (proc.stderr, sys.stderr, came[1]),
+        )
     ]
     for copy in copies:
         copy.start()
@@ -101,7 +107,7 @@ def run_step(
             hang_after, True, reporter, proc.terminate, ending="--hang-after: it starts again"
         )
     tail: collections.deque[str] = collections.deque(maxlen=TAIL)
-    partial = ""
+    partial = ["", ""]
     job_id = job_id_here()
     try:
         while True:
@@ -109,9 +115,12 @@ def run_step(
             if not running:
                 for copy in copies:
                     copy.join(timeout=10)
-            text = "".join(drained(came))
-            *whole, partial = (partial + text).split("\n")
-            tail.extend(whole)
+            text = ""
+            for i, stream in enumerate(came):
+                got = "".join(drained(stream))
+                *whole, partial[i] = (partial[i] + got).split("\n")
+                tail.extend(whole)
+                text += got
             if watch is not None and running:
                 watch.seen(text, running=True, job_id=job_id)
             if not running:
@@ -122,8 +131,7 @@ def run_step(
         raise
     finally:
         signal.signal(signal.SIGUSR1, before)
-    if partial:
-        tail.append(partial)
+    tail.extend(rest for rest in partial if rest)
     hung = watch is not None and watch.cancelled
     return StepRun(proc.returncode, hung, warned, tuple(tail))
 
@@ -192,10 +200,21 @@ def run_restarting(
         reporter.status(f"step {len(ends)} ended: {_ended_words(end)}; {decision.why}")
         if not decision.restart:
             break
-        if len([n for n in nodes if n not in lost]) < wanted and request.screen_policy != "shrink":
+        short = len([n for n in nodes if n not in lost]) < wanted
+        if short and request.screen_policy == "requeue":
+            write_text(runs / f"{job}.lost", ",".join(lost) + "\n", mode=0o600)
+            reporter.status(
+                f"{len(nodes) - len(lost)} good nodes are left of {len(nodes)}, {wanted} needed: "
+                f"the job goes on in a next segment without {', '.join(lost)} "
+                "(--screen-policy requeue)"
+            )
+            reporter.status(summary(ends))
+            return NODES_LOST_EXIT
+        if short and request.screen_policy != "shrink":
             reporter.status(
                 f"stopping: {len(nodes) - len(lost)} good nodes are left of {len(nodes)}, "
-                f"{wanted} needed (--spare-nodes more, or --screen-policy shrink to run on fewer)"
+                f"{wanted} needed (--spare-nodes more, --screen-policy shrink to run on fewer, "
+                "or requeue to go on elsewhere)"
             )
             break
     reporter.status(summary(ends))

@@ -23,12 +23,16 @@ from hvd_container.launcher.request import LaunchOptions, request_from_options
 from hvd_container.core.errors import UserError
 
 # the step's program: says it started, then waits; on USR1 it exits as the contract asks (75),
-# unless told to finish first; FINISH: exit 0 after that many seconds; FAIL: exit 3 at once
+# unless told to finish first; FINISH: exit 0 after that many seconds; FAIL: exit with that
+# code at once (79 as the step loop does when it lost nodes it could not spare, LOST its file)
 PROGRAM = """
 import os, signal, sys, time
 open(os.environ["STARTED"], "w").close()
+if os.environ.get("LOST"):
+    os.makedirs(".hvd-container/runs", exist_ok=True)
+    open(".hvd-container/runs/123.lost", "w").write(os.environ["LOST"] + "\\n")
 if os.environ.get("FAIL"):
-    sys.exit(3)
+    sys.exit(int(os.environ["FAIL"]))
 signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75))
 time.sleep(float(os.environ.get("FINISH", "30")))
 """
@@ -76,7 +80,7 @@ def _run(
         # srun's options (with their values) left out: the program is python
         "srun": '#!/bin/sh\nwhile [ "$1" != python ]; do shift; done\nexec "$@"\n',
         "scontrol": f'#!/bin/sh\necho "$@" > {calls}/scontrol\n',
-        "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT HVD_PREVIOUS_JOB=$HVD_PREVIOUS_JOB SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
+        "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT HVD_PREVIOUS_JOB=$HVD_PREVIOUS_JOB HVD_EXCLUDED=$HVD_EXCLUDED SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
     }
     for name, text in stand_ins.items():
         (bin_dir / name).write_text(text)
@@ -137,9 +141,12 @@ def test_elsewhere_the_next_segment_is_a_job_that_depends_on_this_one(tmp_path: 
     words = calls["sbatch"]
     assert words[:2] == ["--parsable", "--dependency=afterany:123"], words
     assert words[2] == str(tmp_path / "job.sh")  # this script again
-    assert words[3:] == ["HVD_SEGMENT=3", "HVD_PREVIOUS_JOB=123", "SLURM_JOB_ID="], (
-        words
-    )  # none of this job's
+    assert words[3:] == [
+        "HVD_SEGMENT=3",
+        "HVD_PREVIOUS_JOB=123",
+        "HVD_EXCLUDED=",
+        "SLURM_JOB_ID=",
+    ], words  # none of this job's
     assert "segment 3 is job 124" in err and "scontrol" not in calls
 
 
@@ -149,8 +156,34 @@ def test_a_step_that_ends_without_the_warning_ends_the_job_with_its_status(
     script = _script(tmp_path, requeue=True)
     code, calls, _ = _run(tmp_path, script, warn=False, env={"FINISH": "0.1"})
     assert (code, calls) == (0, {})  # done
-    code, calls, _ = _run(tmp_path, script, warn=False, env={"FAIL": "1"})
+    code, calls, _ = _run(tmp_path, script, warn=False, env={"FAIL": "3"})
     assert (code, calls) == (3, {})  # a script error is not a time limit
+    code, calls, _ = _run(tmp_path, script, warn=False, env={"FAIL": "79"})
+    assert (code, calls) == (79, {})  # without the step loop's file of lost nodes: its status
+
+
+@pytest.mark.parametrize("requeue", [True, False])
+def test_a_job_that_lost_nodes_it_could_not_spare_goes_on_without_them(
+    tmp_path: Path, requeue: bool
+) -> None:
+    """The step loop exits 79 and names the lost nodes: the next segment is a job of its own
+    (even where the site requeues: a requeued job keeps its nodes) that excludes them, and
+    those lost before (HVD_EXCLUDED)."""
+    script = _script(tmp_path, requeue=requeue)
+    code, calls, err = _run(
+        tmp_path, script, warn=False,
+        env={"FAIL": "79", "LOST": "node3", "HVD_EXCLUDED": "node7", "HVD_SEGMENT": "1"},
+    )  # fmt: skip
+    assert code == 0, err
+    assert "scontrol" not in calls
+    words = calls["sbatch"]
+    assert words[:3] == ["--parsable", "--exclude=node7,node3", "--dependency=afterany:123"], words
+    assert words[4:] == ["HVD_SEGMENT=2", "HVD_PREVIOUS_JOB=123", "HVD_EXCLUDED=node7,node3",
+                         "SLURM_JOB_ID="], words  # fmt: skip
+    assert (
+        "segment 1 ended with nodes lost (node3): segment 2 is job 124, from the last "
+        "checkpoint, without node7,node3"
+    ) in err
 
 
 def test_max_restarts_bounds_the_segments(tmp_path: Path) -> None:
@@ -177,7 +210,14 @@ def test_a_lightning_program_requeues_itself_and_is_only_handed_the_signal(
         ({"spare_nodes": "1", "until_done": None}, "--spare-nodes goes with --until-done"),
         ({"spare_nodes": "0"}, "--spare-nodes: must be 1 or more"),
         ({"spare_nodes": "1", "nodes": None}, "--spare-nodes goes with -N/--nodes"),
-        ({"screen_policy": "shrink"}, "--screen-policy goes with --screen or --spare-nodes"),
+        (
+            {"screen_policy": "shrink", "until_done": None},
+            "--screen-policy goes with --screen or a run",
+        ),
+        (
+            {"screen_policy": "requeue", "until_done": None, "screen": True},
+            "--screen-policy requeue: the job goes on",
+        ),
         ({"hang_after": "1m", "cancel_on_hang": True}, "--cancel-on-hang: a run that restarts"),
         ({"grace": "19h", "time": "1-0"}, "more than Slurm's --signal takes"),
         ({"grace": "5s"}, "--grace: 5s is too short"),

@@ -189,3 +189,17 @@ def test_the_step_s_last_lines_are_kept(tmp_path: Path) -> None:
     ran = step_loop.run_step([sys.executable, "-c", program], {}, None, Reporter(), poll=0.05)
     assert ran.exit_code == 4 and not ran.warned
     assert len(ran.last_lines) == step_loop.TAIL and "end" in ran.last_lines
+    assert "" not in ran.last_lines and "99" in ran.last_lines  # whole lines of each stream
+
+
+def test_under_policy_requeue_a_job_short_of_nodes_hands_them_to_its_script(
+    loop: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No spare left: the loop names the lost nodes in runs/JOB.lost and exits 79, which the
+    job script of --until-done takes as "go on without them" (test_batch_until_done.py)."""
+    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda: ["n1", "n2"])
+    loop.down = ["n2"]
+    code, said = _run(tmp_path, monkeypatch, "1;0", screen_policy="requeue")
+    assert code == 79 and _attempts(tmp_path) == ["n1,n2"]
+    assert (tmp_path / ".hvd-container" / "runs" / "77.lost").read_text() == "n2\n"
+    assert "goes on in a next segment without n2 (--screen-policy requeue)" in said.lines[-2]
