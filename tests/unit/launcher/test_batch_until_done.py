@@ -18,8 +18,12 @@ from typing import Any
 import pytest
 import yaml
 from _launch_helpers import isolated, plan_launch  # noqa: F401
-from hvd_container.launcher.request import LaunchOptions, request_from_options
+from hvd_container.launcher import commands
+from hvd_container.launcher.request import LaunchOptions, LaunchRequest, request_from_options
+from hvd_container.launcher.sites import load_site
+from test_batch import CASES
 
+from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
 
 # the step's program: says it started, then waits; on USR1 it exits as the contract asks (75),
@@ -260,3 +264,48 @@ def test_salloc_cannot_go_on_in_segments(tmp_path: Path) -> None:
     )
     with pytest.raises(UserError, match="--until-done and --salloc exclude each other"):
         run_plan(site_, request, salloc=True, dry_run=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_runtime_s_job_runs_the_same_step_in_the_loop(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loop lives in the job script and this tool's step loop, not in a runtime: for every
+    shipped site (Apptainer, Singularity, Shifter, Charliecloud, the Container Engine), the
+    --until-done job's line, read back by the CLI inside the allocation, plans the very step a
+    plain run there plans (the loop adds only --overlap and --nodelist: test_step_loop.py)."""
+    site_name, fields = CASES[name]
+    values = {**fields, "script": fields.get("script", "train.py"), "until_done": True,
+              "time": fields.get("time") or "1:00:00", "grace": 60}  # fmt: skip
+    if values.get("nodes"):
+        values["spare_nodes"] = 1
+    if not values.get("image"):  # the local case plans from a recipe's facts: a line needs a file
+        values.update(image="cpu.sqfs", facts=None)
+    script = plan_launch(load_site(site_name), LaunchRequest(**values), "batch").script
+    assert "#SBATCH --no-kill" in script and "#SBATCH --signal=B:USR1@60" in script
+    line = next(x for x in script.split("\n") if " -m hvd_container run " in x)
+    words = shlex.split(line.removesuffix(" &"))[4:]  # after python -m hvd_container run
+    assert "--max-restarts=10" in words, words
+    monkeypatch.setenv("SLURM_JOB_ID", "9")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-3]")
+    plain = [w for w in words if not w.startswith(("--max-restarts=", "--spare-nodes=",
+                                                    "--screen-policy="))]  # fmt: skip
+    asked: list[LaunchRequest] = []
+    planned = commands.run_plan
+
+    def run_plan(site: Any, request: LaunchRequest, **options: Any) -> Any:
+        asked.append(request)
+        return planned(site, request, **options)
+
+    monkeypatch.setattr(commands, "run_plan", run_plan)
+    lines = []
+    for argv in (words, plain):
+        assert main(["run", "--dry-run", *argv]) == 0
+        lines.append(capsys.readouterr().out)
+    assert lines[0] == lines[1] and " srun " in f" {lines[0]}", lines
+    # the line asks for the request again: each value the user gave, and the contract
+    for key, value in values.items():
+        if key not in ("until_done", "grace", "facts", "env"):
+            assert getattr(asked[0], key) == value, key
+    contract = {"HVD_CHECKPOINT_SIGNAL": "USR1", "HVD_CHECKPOINT_GRACE": "60"}
+    assert asked[0].env == {**fields.get("env", {}), **contract}
