@@ -266,15 +266,27 @@ def test_salloc_cannot_go_on_in_segments(tmp_path: Path) -> None:
         run_plan(site_, request, salloc=True, dry_run=True)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# the runtimes no shipped site uses, each in a profile of its own
+RUNTIME_ONLY = {kind: ({"name": "t", "runtime": {"kind": kind}}, {"image": "u/img:1", "nodes": 2})
+                for kind in ("pyxis", "podman-hpc")}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*sorted(CASES), *sorted(RUNTIME_ONLY)])
 def test_every_runtime_s_job_runs_the_same_step_in_the_loop(
-    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:  # fmt: skip
     """The loop lives in the job script and this tool's step loop, not in a runtime: for every
-    shipped site (Apptainer, Singularity, Shifter, Charliecloud, the Container Engine), the
+    shipped site (Apptainer, Singularity, Shifter, Charliecloud, the Container Engine) and a
+    profile of Pyxis and of podman-hpc, the
     --until-done job's line, read back by the CLI inside the allocation, plans the very step a
     plain run there plans (the loop adds only --overlap and --nodelist: test_step_loop.py)."""
-    site_name, fields = CASES[name]
+    if name in RUNTIME_ONLY:
+        profile, fields = RUNTIME_ONLY[name]
+        site_name = str(tmp_path / "t.yaml")
+        Path(site_name).write_text(yaml.safe_dump(profile))
+    else:
+        site_name, fields = CASES[name]
     values = {**fields, "script": fields.get("script", "train.py"), "until_done": True,
               "time": fields.get("time") or "1:00:00", "grace": 60}  # fmt: skip
     if values.get("nodes"):
