@@ -271,10 +271,18 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         # their files, the step on the good nodes)
         step, files, env = job_step(site, request, until), {}, {}
         done.update(files=files, env=env)
-    if until is not None and until.how == "program" and not sched.requeue:
+    if until is not None and until.how == "program":
+        # Lightning runs `scontrol requeue` from rank 0, inside the container: where that fails
+        # it says so in the log and trains on until the time limit ends the job
         notes.append(
             f"--until-done: controller {controller.name} requeues its own job on Slurm's warning "
-            f"(scontrol requeue), which site {site.name} is not known to allow (scheduler.requeue)"
+            "with `scontrol requeue` from rank 0, inside the container: the image needs scontrol "
+            "and the site's Slurm configuration there (look for 'Requeued SLURM job' in the log)"
+            + (
+                ""
+                if sched.requeue
+                else f"; site {site.name} is not known to allow requeue (scheduler.requeue)"
+            )
         )
     resources = allocation_options(site, request, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)

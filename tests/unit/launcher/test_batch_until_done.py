@@ -321,3 +321,13 @@ def test_every_runtime_s_job_runs_the_same_step_in_the_loop(
             assert getattr(asked[0], key) == value, key
     contract = {"HVD_CHECKPOINT_SIGNAL": "USR1", "HVD_CHECKPOINT_GRACE": "60"}
     assert asked[0].env == {**fields.get("env", {}), **contract}
+
+
+def test_a_lightning_job_is_told_what_its_own_requeue_needs(tmp_path: Path) -> None:
+    site = tmp_path / "t.yaml"
+    site.write_text(yaml.safe_dump({"name": "t", "runtime": {"kind": "none"}}))
+    given = LaunchOptions(site=str(site), nodes="1", controller="lightning", until_done=True,
+                          time="10")  # fmt: skip
+    site_, request = request_from_options("t.py", [], given)
+    said = " ".join(plan_launch(site_, request).warnings)
+    assert "the image needs scontrol" in said and "site t is not known to allow requeue" in said

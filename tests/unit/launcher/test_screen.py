@@ -266,7 +266,8 @@ def test_a_step_that_cannot_be_planned_is_one_error_not_a_thread_traceback(
 def test_the_policy_is_checked_with_the_other_parameters() -> None:
     site = load_site("local")
     with pytest.raises(
-        UserError, match=r"--screen-policy: 'maybe' is not allowed \(allowed: fail, shrink, requeue\)"
+        UserError,
+        match=r"--screen-policy: 'maybe' is not allowed \(allowed: fail, shrink, requeue\)",
     ):
         check(site, LaunchRequest(script="t.py", screen=True, screen_policy="maybe"))
     with pytest.raises(UserError, match="--screen-policy goes with --screen"):
