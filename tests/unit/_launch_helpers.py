@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hvd_container.launcher.report import Reporter
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "launch"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -69,3 +70,14 @@ def words(launch: Any) -> list[str]:
     """The words of the launch: the allocation's options and the srun step (outside an
     allocation these are the script's #SBATCH options and its srun line; inside one, the step)."""
     return [*launch.allocation, *launch.step]
+
+
+class Said(Reporter):
+    """A reporter that keeps the status lines it was given, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def status(self, line: str) -> None:
+        self.lines.append(line)

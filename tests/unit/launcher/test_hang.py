@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _launch_helpers import plan_launch
+from _launch_helpers import Said, plan_launch
 from hvd_container.launcher.hang import (
     HEADER,
     WATCHER,
@@ -20,7 +20,6 @@ from hvd_container.launcher.hang import (
     watcher_env,
     watcher_files,
 )
-from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
@@ -48,15 +47,6 @@ def test_the_watcher_goes_first_on_the_path_and_keeps_a_given_one(tmp_path: Path
         "PYTHONUNBUFFERED": "1",
     }
     assert "PYTHONUNBUFFERED" not in watcher_env(tmp_path, {"PYTHONUNBUFFERED": "0"})
-
-
-class Said(Reporter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def status(self, line: str) -> None:
-        self.lines.append(line)
 
 
 class Clock:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _launch_helpers import Said
 from hvd_container.launcher import step_loop
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchOptions, request_from_options
@@ -39,15 +40,6 @@ if code:
     print(os.environ.get("ERROR", f"RuntimeError: failure {n}"), file=sys.stderr)
 sys.exit(code)
 """
-
-
-class Said(Reporter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def status(self, line: str) -> None:
-        self.lines.append(line)
 
 
 @pytest.fixture()
