@@ -208,7 +208,7 @@ def run_restarting(
                 f"the job goes on in a next segment without {', '.join(lost)} "
                 "(--screen-policy requeue)"
             )
-            reporter.status(summary(ends))
+            reporter.status(summary(ends, going_on=True))
             return NODES_LOST_EXIT
         if short and request.screen_policy != "shrink":
             reporter.status(
@@ -288,18 +288,18 @@ def _ended_words(end: StepEnd) -> str:
     return f"the script failed after {took} (exit {end.exit_code}: {end.detail})"
 
 
-def summary(ends: list[StepEnd]) -> str:
-    """The run's one line: its steps, what each restart was for, and the time the faults cost."""
+def summary(ends: list[StepEnd], *, going_on: bool = False) -> str:
+    """The run's one line: its steps, what each restart was for, and the time the faults cost
+    (`going_on`: the job's next segment goes on without the nodes it lost)."""
     restarts = collections.Counter(e.why for e in ends[:-1])
     said = ", ".join(f"{n} {why}" for why, n in restarts.items())
     last = ends[-1]
     out = (
-        "done"
-        if last.why == "done"
-        else "went on at the time limit"
-        if last.why == "time"
+        "done" if last.why == "done"
+        else "went on at the time limit" if last.why == "time"
+        else "goes on in a next segment" if going_on
         else "stopped"
-    )
+    )  # fmt: skip
     text = f"run {out}: {len(ends)} step{'s' if len(ends) > 1 else ''}"
     if restarts:
         text += (

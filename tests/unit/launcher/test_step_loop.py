@@ -195,3 +195,4 @@ def test_under_policy_requeue_a_job_short_of_nodes_hands_them_to_its_script(
     assert code == 79 and _attempts(tmp_path) == ["n1,n2"]
     assert (tmp_path / ".hvd-container" / "runs" / "77.lost").read_text() == "n2\n"
     assert "goes on in a next segment without n2 (--screen-policy requeue)" in said.lines[-2]
+    assert said.lines[-1] == "run goes on in a next segment: 1 step"
