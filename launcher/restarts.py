@@ -34,7 +34,7 @@ _FOR_GOOD = re.compile(
 _ERROR_LINE = re.compile(
     r"^(?:\[rank \d+\] )?(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt))\b:?.*$"
 )
-_RANK_PREFIX = re.compile(r"^\d+: ")  # srun --label's
+_RANK_PREFIX = re.compile(r"^(?:\d+: |\[rank\d+\]: )")  # srun --label's, torch's own
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def test_a_script_error_after_progress_restarts_and_a_new_one_again() -> None:
     [
         (('  File "t.py", line 1', "SyntaxError: invalid syntax"), "SyntaxError: invalid syntax"),
         (("1: ModuleNotFoundError: No module named 'x'",), "ModuleNotFoundError"),
+        (("[rank1]: ImportError: libcuda.so.1: cannot open",), "ImportError: libcuda.so.1"),
         (("torch.OutOfMemoryError: CUDA out of memory. Tried",), "OutOfMemoryError"),
         (("FileNotFoundError: [Errno 2] data.npy",), "FileNotFoundError"),
     ],
