@@ -145,7 +145,7 @@ def test_a_hostile_site_profile_is_refused_or_gives_a_well_formed_launch(
 LAUNCH_OPTIONS = [
     "-n", "-N", "--ntasks-per-node", "-c", "--partition", "--account", "--comment", "--qos",
     "--constraint", "-t", "-J", "--mpi", "--controller", "--module", "-e", "-B", "--image",
-    "--workdir", "--runtime",
+    "--workdir", "--runtime", "--spare-nodes", "--max-restarts", "--grace", "--screen-policy",
 ]  # fmt: skip
 
 

@@ -331,3 +331,27 @@ def test_a_lightning_job_is_told_what_its_own_requeue_needs(tmp_path: Path) -> N
     site_, request = request_from_options("t.py", [], given)
     said = " ".join(plan_launch(site_, request).warnings)
     assert "the image needs scontrol" in said and "site t is not known to allow requeue" in said
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({"spare_nodes": "1;id"}, "--spare-nodes: '1;id' is not a valid int"),
+        ({"spare_nodes": "\u0663"}, "--spare-nodes: '\u0663' is not a valid int"),
+        ({"max_restarts": "$(id)"}, "--max-restarts: '\\$\\(id\\)' is not a valid int"),
+        ({"grace": "1m\n#SBATCH --uid=0"}, "--grace: .* is not a duration"),
+        (
+            {"screen_policy": "requeue;id", "spare_nodes": "1"},
+            "--screen-policy: 'requeue;id' is not allowed",
+        ),
+    ],
+)
+def test_hostile_values_of_the_restart_options_are_one_line(
+    tmp_path: Path, more: dict[str, Any], message: str
+) -> None:
+    site = tmp_path / "t.yaml"
+    site.write_text(yaml.safe_dump({"name": "t", "runtime": {"kind": "none"}}))
+    given = LaunchOptions(site=str(site), nodes="1", until_done=True, time="10", **more)
+    with pytest.raises(UserError, match=message):
+        site_, request = request_from_options("t.py", [], given)
+        plan_launch(site_, request)
