@@ -139,12 +139,19 @@ def _script_refusal(ends: list[StepEnd]) -> str | None:
     return None
 
 
+def step_lost(
+    why: str, started: float, ended: float, progress_at: float, next_started: float
+) -> float:
+    """Seconds one restarted step cost: from its last checkpoint (its start where it wrote
+    none; its end at the time limit, where the checkpoint is written last) to its end, and from
+    its end to the next step's start."""
+    since = ended if why == "time" else max(started, progress_at)
+    return max(0.0, ended - since) + max(0.0, next_started - ended)
+
+
 def lost_time(ends: list[StepEnd]) -> float:
-    """Seconds the faults cost: from each restarted step's last checkpoint (its start where it
-    wrote none) to its end, and from its end to the next step's start."""
-    total = 0.0
-    for end, after in zip(ends, ends[1:], strict=False):
-        total += max(0.0, after.started - end.ended) + max(
-            0.0, end.ended - max(end.started, end.progress_at)
-        )
-    return total
+    """Seconds the faults cost over the run's steps (step_lost of each but the last)."""
+    return sum(
+        step_lost(end.why, end.started, end.ended, end.progress_at, after.started)
+        for end, after in zip(ends, ends[1:], strict=False)
+    )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvd_container.launcher.batch import PREVIOUS_JOB
-from hvd_container.launcher.restarts import StepEnd
+from hvd_container.launcher.restarts import StepEnd, step_lost
 from hvd_container.launcher.runtimes import TOOL_FOLDER, working_directory
 
 from hvd_container.core.atomic import write_text
@@ -110,12 +110,10 @@ def run_of(job: str, folder: Path) -> list[Segment]:
         started, ended = float(step.get("started", 0)), float(step.get("ended", 0))
         lost = 0.0
         if following_step is not None:
-            # at the time limit the checkpoint is written at the end: only the wait is lost
-            at = float(step.get("progress_at") or 0)
-            since = ended if step.get("why") == "time" else max(started, at)
-            lost = max(0.0, ended - since) + max(
-                0.0, float(following_step.get("started", 0)) - ended
-            )
+            lost = step_lost(
+                str(step.get("why")), started, ended, float(step.get("progress_at") or 0),
+                float(following_step.get("started", 0)),
+            )  # fmt: skip
         out.append(
             Segment(
                 job=name, step=n, segment=int(step.get("segment", 0)),
