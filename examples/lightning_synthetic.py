@@ -9,6 +9,10 @@ Slurm), and pass the same numbers here:
 The data-parallel steps match the Horovod scripts: one process per device, the learning rate
 scaled by the world size, gradients averaged across processes (DDP), the same initial weights
 everywhere, and only rank 0 writes the checkpoint.  Nothing is downloaded.
+
+Past a time limit (`hvd-container run --until-done`) Lightning does it all: on Slurm's warning
+(SIGUSR1) its SLURM environment writes hpc_ckpt_N.ckpt in the working directory and requeues
+the job; a job started under Slurm resumes from the newest of those by itself.
 """
 
 from __future__ import annotations
@@ -64,6 +68,14 @@ class Classifier(pl.LightningModule):
         loss = F.cross_entropy(self.net(x), y)
         self.epoch_losses.append(loss.detach())
         return loss
+
+    def on_train_start(self) -> None:
+        if self.global_step:  # Lightning restored an hpc_ckpt_N.ckpt: a later segment
+            print(
+                f"[rank {self.global_rank}] resumed at epoch {self.current_epoch + 1}, "
+                f"step {self.global_step}",
+                flush=True,
+            )
 
     def on_train_epoch_end(self) -> None:
         local = torch.stack(self.epoch_losses).mean()

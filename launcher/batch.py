@@ -130,6 +130,7 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
     non-zero, the job goes on in the next segment from the script's last checkpoint."""
     *helpers, line = step_lines(step)
     limit = until.max_restarts
+    given = checkpoint_time(until.grace)
     on_warning = (
         'hvd_warned=1; echo "hvd-container: segment $hvd_segment: the time limit is near: '
         'the ranks are told to write a checkpoint (SIGUSR1)" >&2; kill -USR1 "$hvd_step" 2>/dev/null'
@@ -145,21 +146,50 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
         f"# signal (${CHECKPOINT_SIGNAL}), write a checkpoint and exit non-zero; the job then goes",
         f"# on from that checkpoint ({_HOW[until.how]}), at most {limit} times; a job that lost",
         f"# nodes it could not spare (the step loop exits {NODES_LOST_EXIT}) goes on as a job of its own without them",
-        f"hvd_segment=${{SLURM_RESTART_COUNT:-${{{SEGMENT}:-0}}}}",
+        # a job of a later segment may be requeued too: the two counts add up
+        f"hvd_segment=$(( ${{SLURM_RESTART_COUNT:-0}} + ${{{SEGMENT}:-0}} ))",
         "hvd_warned=",
         f"trap {shell.quote(on_warning)} USR1",
         *helpers,
         f"{line} &",
         "hvd_step=$!",
-        "# a trap ends `wait` early: wait again while the step runs",
-        'while :; do wait "$hvd_step"; hvd_rc=$?; [ "$hvd_rc" -gt 128 ] && kill -0 "$hvd_step" 2>/dev/null || break; done',
+        "# a trap ends `wait` early: wait again while the step runs; warned, the step has",
+        f"# {given} s to write its checkpoint and end{_OWN_REQUEUE.get(until.how, '')}, then this script ends it",
+        "hvd_ended= hvd_cut=",
+        "while :; do",
+        '    wait "$hvd_step"; hvd_rc=$?',
+        '    [ "$hvd_rc" -gt 128 ] && kill -0 "$hvd_step" 2>/dev/null || break',
+        '    if [ -n "$hvd_warned" ] && [ -z "$hvd_ended" ]; then',
+        f"        hvd_ended=$((SECONDS + {given}))",
+        '        while kill -0 "$hvd_step" 2>/dev/null && [ "$SECONDS" -lt "$hvd_ended" ]; do sleep 1; done',
+        '        if kill -0 "$hvd_step" 2>/dev/null; then',
+        f'            echo "hvd-container: segment $hvd_segment: the step still runs {given} s after the warning: it is ended" >&2',
+        '            hvd_cut=1; kill -TERM "$hvd_step"',
+        "        fi",
+        "    fi",
+        "done",
+        "# a step this script ended is not done, whatever its program's exit (Lightning's is 0)",
+        'if [ -n "$hvd_cut" ] && [ "$hvd_rc" -eq 0 ]; then hvd_rc=143; fi',
         'hvd_lost_file=.hvd-container/runs/"$SLURM_JOB_ID".lost',
         "hvd_lost=",
         f'if [ "$hvd_rc" -eq {NODES_LOST_EXIT} ] && [ -s "$hvd_lost_file" ]; then hvd_lost=$(cat "$hvd_lost_file"); fi',
         'if [ "$hvd_rc" -eq 0 ] || { [ -z "$hvd_warned" ] && [ -z "$hvd_lost" ]; }; then exit "$hvd_rc"; fi',
     ]
-    if until.how == "program":  # the program requeued its job itself, unless nodes were lost
-        lines.append('if [ -z "$hvd_lost" ]; then exit "$hvd_rc"; fi')
+    if until.how == "program":
+        lines += [
+            "# the program requeues its job itself (Slurm then ends this script); where it could",
+            "# not (no scontrol in the container), this script goes on with a job of its own",
+            'if [ -z "$hvd_lost" ]; then',
+            '    hvd_state=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null) || {',
+            '        echo "hvd-container: segment $hvd_segment: scontrol show job failed: whether the program requeued its job is not known: stopping" >&2',
+            '        exit "$hvd_rc"',
+            "    }",
+            "    case $hvd_state in",
+            '    *"JobState=RUNNING"*"Restarts=${SLURM_RESTART_COUNT:-0} "*) echo "hvd-container: segment $hvd_segment: the program did not requeue its job: this script goes on" >&2 ;;',
+            '    *) exit "$hvd_rc" ;;',
+            "    esac",
+            "fi",
+        ]
     lines += [
         f'if [ "$hvd_segment" -ge {limit} ]; then',
         f'    echo "hvd-container: segment $hvd_segment ended after {limit} restarts (--max-restarts): stopping" >&2',
@@ -190,10 +220,19 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
     ]
 
 
+def checkpoint_time(grace: int) -> int:
+    """The seconds a warned step has to write its checkpoint and end: the grace less the time
+    this script needs to end the step and queue the next segment (10 s, or a quarter)."""
+    return max(1, grace - max(10, grace // 4))
+
+
+# what a program that requeues itself may do within that time
+_OWN_REQUEUE = {"program": " (or requeue the job)"}
+
 _HOW = {
     "requeue": "this job requeued",
     "dependency": "a new job that depends on this one",
-    "program": "the program requeues the job itself",
+    "program": "the program requeues the job itself, else a new job that depends on this one",
 }
 
 

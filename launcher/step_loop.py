@@ -46,7 +46,7 @@ from hvd_container.launcher.runtimes import tool_folder
 from hvd_container.launcher.sites import Site
 
 from hvd_container.core.atomic import write_text
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import Terminated, UserError
 
 TAIL = 40  # the step's last lines kept: the error quoted, the rules' evidence
 ALLOCATION_TASKS = ("SLURM_NTASKS", "SLURM_NPROCS")  # srun reads either as its -n
@@ -54,6 +54,8 @@ ALLOCATION_TASKS = ("SLURM_NTASKS", "SLURM_NPROCS")  # srun reads either as its 
 # left first (22.05: "unable to update job's core use information due to job resizing"): the
 # loop's steps, one at a time on a node, share them
 OVERLAP = ("--overlap",)
+# a step the job script ended after Slurm's warning (SIGTERM): never 'done'
+TERMINATED_EXIT = 128 + signal.SIGTERM
 
 
 @dataclass(frozen=True)
@@ -126,9 +128,19 @@ def run_step(
             if not running:
                 break
             time.sleep(poll)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         end_step(proc)
-        raise
+        if not (warned and isinstance(exc, Terminated)):
+            raise
+        # the job script ends a step that did not end within its grace after the warning:
+        # the time limit's end, whatever the program's own exit (Lightning's is 0)
+        for copy in copies:
+            copy.join(timeout=5)
+        for i, stream in enumerate(came):
+            tail.extend(
+                line for line in (partial[i] + "".join(drained(stream))).split("\n") if line
+            )
+        return StepRun(TERMINATED_EXIT, False, True, tuple(tail))
     finally:
         signal.signal(signal.SIGUSR1, before)
     tail.extend(rest for rest in partial if rest)
@@ -148,12 +160,14 @@ def read_progress(path: Path) -> tuple[tuple[str, ...], float]:
 
 
 def segment_now() -> int:
-    """The segment of an --until-done run this job is (0 the first, or outside one)."""
+    """The segment of an --until-done run this job is (0 the first, or outside one): a job of
+    a later segment (HVD_SEGMENT) may have been requeued too (SLURM_RESTART_COUNT)."""
+    total = 0
     for name in ("SLURM_RESTART_COUNT", "HVD_SEGMENT"):
         value = os.environ.get(name, "")
         if value.isascii() and value.isdigit():
-            return int(value)
-    return 0
+            total += int(value)
+    return total
 
 
 def run_restarting(

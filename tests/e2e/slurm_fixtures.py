@@ -142,3 +142,23 @@ def torch_sif(request: pytest.FixtureRequest) -> Path:
 def tf_sif(request: pytest.FixtureRequest) -> Path:
     """The TensorFlow + PyTorch CPU image (recipe cpu-bookworm-tf-pt) as a SIF."""
     return sif_of(request.getfixturevalue("tf_image"))
+
+
+@pytest.fixture(scope="session")
+def lightning_packages() -> Path:
+    """Lightning for the CPU image (which has torch but not Lightning), bound in at run time."""
+    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "lightning-site-2.6.6"
+    if not target.is_dir():
+        partial = target.with_name(target.name + ".part")
+        shutil.rmtree(partial, ignore_errors=True)
+        # Pinned: --no-deps takes no resolver's word, so the set must be known to fit together.
+        packages = ["lightning==2.6.6", "lightning-utilities==0.15.3", "torchmetrics==1.9.0",
+                    "fsspec==2026.9.0", "tqdm==4.70.1", "pyyaml==6.0.3", "packaging==26.3",
+                    "typing-extensions==4.16.0"]  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+             str(partial), *packages],
+            check=True,
+        )  # fmt: skip
+        os.replace(partial, target)
+    return target

@@ -20,6 +20,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cli,
     cpu_sif,
     job_dir,
+    lightning_packages,
     slurm_cluster,
     tf_sif,
 )
@@ -170,35 +171,10 @@ def test_a_killed_training_resumes_from_its_last_whole_checkpoint(
     assert not list(checkpoint.parent.glob("model.pt.tmp-*"))
 
 
-@pytest.fixture(scope="session")
-def lightning_packages() -> Path:
-    """Lightning for the CPU image (which has torch but not Lightning), bound in at run time."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "lightning-site-2.6.6"
-    if not target.is_dir():
-        partial = target.with_name(target.name + ".part")
-        shutil.rmtree(partial, ignore_errors=True)
-        # Pinned: --no-deps takes no resolver's word, so the set must be known to fit together.
-        packages = ["lightning==2.6.6", "lightning-utilities==0.15.3", "torchmetrics==1.9.0",
-                    "fsspec==2026.9.0", "tqdm==4.70.1", "pyyaml==6.0.3", "packaging==26.3",
-                    "typing-extensions==4.16.0"]  # fmt: skip
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-             str(partial), *packages],
-            check=True,
-        )  # fmt: skip
-        os.replace(partial, target)
-    return target
-
-
 def test_two_node_lightning_training(
     cluster: None,
     cpu_sif: Path,  # noqa: F811
-    lightning_packages: Path,
+    lightning_packages: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
     checkpoint = job_dir / "lightning.ckpt"

@@ -2,7 +2,9 @@
 job's time limit (1 minute) is far shorter than the training goes on in chained segments,
 each a job that depends on the last (the local profile does not requeue), with no command
 typed after the first; its final weights equal, bit for bit, those of the same training run
-at once without a limit (CPU, fixed seed, the data order set by the epoch: deterministic)."""
+at once without a limit (CPU, fixed seed, the data order set by the epoch: deterministic).
+A Lightning training goes on the same way, its job requeued once per segment: Lightning's own
+`scontrol requeue` fails inside the container (no scontrol there), so the job script does it."""
 
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cli,
     cpu_sif,
     job_dir,
+    lightning_packages,
     slurm_cluster,
 )
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
+LIGHTNING = ROOT / "examples" / "lightning_synthetic.py"
 # about a minute and a half of training on two nodes of this machine: more than the limit
 TRAIN = ["--epochs", "12", "--samples", "16384", "--seed", "7"]
 
@@ -70,3 +74,40 @@ def test_a_training_past_its_time_limit_finishes_in_segments_with_the_same_weigh
     mine, theirs = _tensors(segmented), _tensors(reference)
     assert mine.keys() == theirs.keys() and len(mine) > 2
     assert mine == theirs  # bit for bit
+
+
+def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
+    cpu_sif: Path,  # noqa: F811
+    lightning_packages: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    slurm_cluster: str,  # noqa: F811
+    charliecloud_runtime: None,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "lightning.ckpt"
+    result = cli(
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+        "--until-done", "--time", "1", "--grace", "20s", "--max-restarts", "8",
+        str(LIGHTNING), "--epochs", "10", "--samples", "16384", "--checkpoint", str(checkpoint),
+        cwd=job_dir, timeout=1500,
+    )  # fmt: skip
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    handed = re.findall(r"goes on as job (\d+) \(--until-done\)", said)
+    assert handed, said  # at least two segments
+    assert len(set(handed)) == len(handed), handed  # each segment one next job
+    # each segment: Lightning took the warning, wrote its hpc checkpoint and tried its own
+    # requeue, which failed in the container; the script went on once, a job of its own
+    for line in (
+        r"Handling auto-requeue signal",
+        r"Requeuing SLURM job \d+ failed",
+        r"the program did not requeue its job: this script goes on",
+        r"\[rank 0\] resumed at epoch \d+",
+    ):
+        assert len(re.findall(line, said)) == len(handed), (line, said)
+    assert not re.search(r"Requeued SLURM job", said), said
+    assert re.search(r"^\[rank 0\] epoch 10 loss ", said, re.M), said
+    assert f"[rank 0] checkpoint written to {checkpoint}" in said and checkpoint.is_file()
+    assert sorted(p.name for p in job_dir.glob("hpc_ckpt_*.ckpt"))[-1] == (
+        f"hpc_ckpt_{len(handed)}.ckpt"
+    )

@@ -28,7 +28,9 @@ from hvd_container.core.errors import UserError
 
 # the step's program: says it started, then waits; on USR1 it exits as the contract asks (75),
 # unless told to finish first; FINISH: exit 0 after that many seconds; FAIL: exit with that
-# code at once (79 as the step loop does when it lost nodes it could not spare, LOST its file)
+# code at once (79 as the step loop does when it lost nodes it could not spare, LOST its file);
+# TRAINS_ON: USR1 changes nothing (Lightning whose own requeue failed) and SIGTERM ends it with
+# exit 0, as Lightning's does
 PROGRAM = """
 import os, signal, sys, time
 open(os.environ["STARTED"], "w").close()
@@ -37,12 +39,18 @@ if os.environ.get("LOST"):
     open(".hvd-container/runs/123.lost", "w").write(os.environ["LOST"] + "\\n")
 if os.environ.get("FAIL"):
     sys.exit(int(os.environ["FAIL"]))
-signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75))
+if os.environ.get("TRAINS_ON"):
+    signal.signal(signal.SIGUSR1, lambda *a: None)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+else:
+    signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75))
 time.sleep(float(os.environ.get("FINISH", "30")))
 """
 
 
-def _planned(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any) -> str:
+def _planned(
+    tmp_path: Path, requeue: bool, controller: str = "mpi", grace: str = "60s", **more: Any
+) -> str:
     """The batch script the plan writes for an --until-done launch on a site of runtime none."""
     site = tmp_path / "t.yaml"
     site.write_text(
@@ -52,7 +60,7 @@ def _planned(tmp_path: Path, requeue: bool, controller: str = "mpi", **more: Any
     )
     given = LaunchOptions(
         site=str(site), nodes="1", controller=controller, until_done=True, time="10",
-        grace="60s", **more,
+        grace=grace, **more,
     )  # fmt: skip
     site_, request = request_from_options("t.py", [], given)
     plan = plan_launch(site_, request)
@@ -83,7 +91,13 @@ def _run(
     stand_ins = {
         # srun's options (with their values) left out: the program is python
         "srun": '#!/bin/sh\nwhile [ "$1" != python ]; do shift; done\nexec "$@"\n',
-        "scontrol": f'#!/bin/sh\necho "$@" > {calls}/scontrol\n',
+        # `show job`: the job's state as JOB_STATE says (RUNNING, not requeued, by default)
+        "scontrol": (
+            f'#!/bin/sh\nif [ "$1" = show ]; then [ -z "$SHOW_FAILS" ] || exit 1; '
+            'echo "JobId=123 JobState=${JOB_STATE:-RUNNING} Reason=None"; '
+            'echo "   Requeue=1 Restarts=${JOB_RESTARTS:-0} BatchFlag=1"; exit 0; fi\n'
+            f'echo "$@" > {calls}/scontrol\n'
+        ),
         "sbatch": f'#!/bin/sh\necho "$@ HVD_SEGMENT=$HVD_SEGMENT HVD_PREVIOUS_JOB=$HVD_PREVIOUS_JOB HVD_EXCLUDED=$HVD_EXCLUDED SLURM_JOB_ID=${{SLURM_JOB_ID:-}}" > {calls}/sbatch\necho 124\n',
     }
     for name, text in stand_ins.items():
@@ -197,13 +211,60 @@ def test_max_restarts_bounds_the_segments(tmp_path: Path) -> None:
     assert "after 2 restarts (--max-restarts): stopping" in err
 
 
-def test_a_lightning_program_requeues_itself_and_is_only_handed_the_signal(
+def test_a_lightning_program_that_requeued_its_job_is_not_requeued_again(tmp_path: Path) -> None:
+    script = _script(tmp_path, requeue=True, controller="lightning")
+    for state, restarts in (("REQUEUED", "1"), ("PENDING", "1"), ("RUNNING", "1")):
+        code, calls, err = _run(
+            tmp_path, script, warn=True, env={"JOB_STATE": state, "JOB_RESTARTS": restarts}
+        )
+        assert (code, calls) == (75, {}), err  # no requeue, no job from the script
+        assert "the ranks are told to write a checkpoint" in err
+
+
+def test_where_lightning_could_not_requeue_the_script_goes_on_once(tmp_path: Path) -> None:
+    """Lightning's `scontrol requeue` inside the container failed (no scontrol there): it trains
+    on; the script ends the step once its checkpoint time is over and queues the next segment
+    itself, a job that depends on this one."""
+    script = _script(tmp_path, requeue=True, controller="lightning", grace="12s")
+    started = time.monotonic()
+    code, calls, err = _run(tmp_path, script, warn=True, env={"TRAINS_ON": "1"})
+    assert code == 0, err
+    assert 2 <= time.monotonic() - started < 20  # 12 s of grace: 2 s for the checkpoint
+    assert "the step still runs 2 s after the warning: it is ended" in err
+    assert "the program did not requeue its job: this script goes on" in err
+    assert list(calls) == ["sbatch"] and "--dependency=afterany:123" in calls["sbatch"], calls
+    assert "segment 1 is job 124" in err
+
+
+def test_where_it_is_not_known_whether_lightning_requeued_the_run_stops(tmp_path: Path) -> None:
+    script = _script(tmp_path, requeue=True, controller="lightning", grace="12s")
+    code, calls, err = _run(tmp_path, script, warn=True, env={"SHOW_FAILS": "1"})
+    assert (code, calls) == (75, {}), err
+    assert "whether the program requeued its job is not known: stopping" in err
+
+
+def test_a_step_that_trains_on_after_the_warning_is_ended_and_the_job_goes_on(
     tmp_path: Path,
 ) -> None:
-    script = _script(tmp_path, requeue=True, controller="lightning")
-    code, calls, err = _run(tmp_path, script, warn=True)
-    assert (code, calls) == (75, {}), err  # no scontrol from the script: Lightning's own
-    assert "the ranks are told to write a checkpoint" in err
+    script = _script(tmp_path, requeue=True, grace="12s")
+    code, calls, err = _run(tmp_path, script, warn=True, env={"TRAINS_ON": "1"})
+    # its exit 0 after SIGTERM is not "done": the script ended it at the time limit
+    assert code == 0 and calls == {"scontrol": ["requeue", "123"]}, err
+    assert "the step still runs 2 s after the warning: it is ended" in err
+
+
+def test_a_requeued_job_of_a_later_segment_counts_both(tmp_path: Path) -> None:
+    script = _script(tmp_path, requeue=False, max_restarts="3")
+    env = {"HVD_SEGMENT": "2", "SLURM_RESTART_COUNT": "1"}
+    code, calls, err = _run(tmp_path, script, warn=True, env=env)
+    assert (code, calls) == (75, {}), err
+    assert "segment 3 ended after 3 restarts (--max-restarts): stopping" in err
+
+
+def test_the_checkpoint_time_leaves_the_script_time_to_go_on() -> None:
+    from hvd_container.launcher.batch import checkpoint_time
+
+    assert [checkpoint_time(g) for g in (5, 12, 20, 60, 120, 600)] == [1, 2, 10, 45, 90, 450]
 
 
 @pytest.mark.parametrize(

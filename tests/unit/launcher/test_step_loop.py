@@ -196,3 +196,70 @@ def test_under_policy_requeue_a_job_short_of_nodes_hands_them_to_its_script(
     assert (tmp_path / ".hvd-container" / "runs" / "77.lost").read_text() == "n2\n"
     assert "goes on in a next segment without n2 (--screen-policy requeue)" in said.lines[-2]
     assert said.lines[-1] == "run goes on in a next segment: 1 step"
+
+
+def test_a_warned_step_the_job_script_ends_is_at_the_time_limit_not_done(tmp_path: Path) -> None:
+    """The job script ends a step still running after its checkpoint time (SIGTERM to this
+    process, raised as the CLI raises it): srun is ended, and whatever the program's exit
+    (Lightning's is 0), the step ended at the time limit."""
+    from hvd_container.core.errors import Terminated
+
+    ready = tmp_path / "ready"
+    program = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: print('checkpoint written', flush=True))\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(30)\n"
+    )
+
+    def raise_terminated(*_: Any) -> None:
+        raise Terminated()
+
+    def warn_then_end() -> None:
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        threading.Thread(target=warn_then_end, daemon=True).start()
+        ran = step_loop.run_step([sys.executable, "-c", program], {}, None, Reporter(), 0.05)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert (ran.exit_code, ran.warned) == (step_loop.TERMINATED_EXIT, True)
+    assert "checkpoint written" in ran.last_lines
+    end = step_loop._why(None, None, ran, ["n1"], 0.0, 1.0, tmp_path / "none", Reporter())  # type: ignore[arg-type]
+    assert end.why == "time"
+
+
+def test_without_the_warning_sigterm_ends_the_loop_as_before(tmp_path: Path) -> None:
+    from hvd_container.core.errors import Terminated
+
+    def raise_terminated(*_: Any) -> None:
+        raise Terminated()
+
+    def end_soon() -> None:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        threading.Thread(target=end_soon, daemon=True).start()
+        with pytest.raises(Terminated):
+            step_loop.run_step(
+                [sys.executable, "-c", "import time; time.sleep(30)"], {}, None, Reporter(), 0.05
+            )
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_requeued_job_of_a_later_segment_is_both_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HVD_SEGMENT", "2")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert step_loop.segment_now() == 3
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "x")
+    assert step_loop.segment_now() == 2
