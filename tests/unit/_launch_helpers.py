@@ -18,12 +18,14 @@ _VARS = ("HVD_CONTAINER_SITE", "SLURM_CLUSTER_NAME", "SLURM_JOB_ID", "XDG_CONFIG
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """XDG dirs in tmp_path, no site env vars, a slurm.conf that does not exist."""
+    """XDG dirs in tmp_path, no site env vars, a slurm.conf that names no cluster (empty: a
+    Slurm tool installed here then fails at once; a missing one it retries for 60 s)."""
     for var in _VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm.conf"))
+    (tmp_path / "empty-slurm.conf").write_text("")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "empty-slurm.conf"))
     monkeypatch.setattr("hvd_container.launcher.sites.SLURM_CONF_PATHS", ())
     yield tmp_path
 
