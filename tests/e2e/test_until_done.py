@@ -106,6 +106,12 @@ def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
     ):
         assert len(re.findall(line, said)) == len(handed), (line, said)
     assert not re.search(r"Requeued SLURM job", said), said
+    for rank in (0, 1):  # Lightning's own world from Slurm's variables, and it trained
+        assert f"[rank {rank}] lightning world size 2" in said, said
+        losses = [
+            float(x) for x in re.findall(rf"^\[rank {rank}\] epoch \d+ loss ([0-9.]+)", said, re.M)
+        ]
+        assert len(losses) >= 10 and losses[-1] < losses[0] * 0.8, losses
     assert re.search(r"^\[rank 0\] epoch 10 loss ", said, re.M), said
     assert f"[rank 0] checkpoint written to {checkpoint}" in said and checkpoint.is_file()
     assert sorted(p.name for p in job_dir.glob("hpc_ckpt_*.ckpt"))[-1] == (
