@@ -222,8 +222,8 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
 
 def checkpoint_time(grace: int) -> int:
     """The seconds a warned step has to write its checkpoint and end: the grace less the time
-    this script needs to end the step and queue the next segment (10 s, or a quarter)."""
-    return max(1, grace - max(10, grace // 4))
+    this script needs to end the step and queue the next segment (5 s, or a quarter)."""
+    return max(1, grace - max(5, grace // 4))
 
 
 # what a program that requeues itself may do within that time
