@@ -43,12 +43,15 @@ from hvd_container.launcher.binds import dest_of, split_binds
 from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
+    TOOL_FOLDER,
     Invocation,
     Prepared,
     Runtime,
     RuntimeProfile,
     Wrapped,
     bind_working_directory,
+    tool_folder,
+    working_directory,
 )
 from hvd_container.launcher.slurm import current_user
 
@@ -114,6 +117,8 @@ class Charliecloud(Runtime):
                 ready = prepare_image(image, mount_points=mount_points, site_dir=cache)
             if ready is not None:
                 image, flags, notes = str(ready.root), ready.ch_run_flags(), list(ready.warnings)
+            else:  # a SquashFS file, which ch-run mounts
+                flags = ["-m", squashfs_mount_point(dry_run=dry_run)]
         return Prepared(
             image, flags=flags, env=env, binds=where.binds, workdir=where.workdir,
             script=where.script, notes=notes,
@@ -131,6 +136,24 @@ class Charliecloud(Runtime):
         argv += [*self.profile.flags, *inv.flags]
         argv += [inv.image or "", "--"]
         return Wrapped([], argv + inv.program)
+
+
+MOUNT_FOLDER = "ch-mnt"  # in the working directory's .hvd-container
+
+
+def squashfs_mount_point(*, dry_run: bool) -> str:
+    """Where ch-run mounts a SquashFS image: a folder made before the ranks start. Left to
+    itself each ch-run makes /var/tmp/$USER.ch/mnt, and two starting at once on a node race
+    (Charliecloud 0.31: `can't mkdir: /var/tmp/USER.ch/mnt: File exists`). Each ch-run mounts
+    in its own mount namespace, so the ranks of every node share this one folder."""
+    if dry_run:
+        return str(Path(working_directory()) / TOOL_FOLDER / MOUNT_FOLDER)
+    folder = tool_folder("ch-run's SquashFS mount point") / MOUNT_FOLDER
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    if folder.is_symlink() or not folder.is_dir():
+        raise UserError(f"{folder}: ch-run's SquashFS mount point is not a folder of its own")
+    return str(folder)
 
 
 # ------------------------------------------------------------------------ the image cache

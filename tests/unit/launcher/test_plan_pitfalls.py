@@ -958,3 +958,23 @@ def test_a_reserved_comment_cannot_be_required_or_have_a_default(
         match="reserved: a comment the site keeps for itself cannot be required or have a default",
     ):
         load_site(str(path))
+
+
+def test_ch_run_mounts_a_squashfs_image_on_a_folder_made_before_the_ranks_start(
+    tmp_path: Path,
+) -> None:
+    """Left to itself each ch-run makes /var/tmp/$USER.ch/mnt, and two ranks of a node
+    starting at once race on it (`can't mkdir: ... File exists`): the launch names a folder
+    of its own; a dry run only names it, the launch makes it."""
+    from hvd_container.launcher.plan import plan as real_plan
+
+    folder = tmp_path / "job" / ".hvd-container" / "ch-mnt"
+    step = plan("local", image="i.sqfs", nodes=2, ntasks_per_node=2).step
+    at = step.index("ch-run")
+    assert step[step.index("-m", at) + 1] == str(folder)
+    assert not folder.exists()
+    launched = real_plan(
+        load_site("local"), LaunchRequest(script="train.py", image="i.sqfs", nodes=2), "run"
+    )
+    assert str(folder) in launched.step and folder.is_dir()
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
