@@ -32,10 +32,10 @@ test-fast:  ## the inner loop: seconds, no engines
 test-e2e: install  ## only the real end-to-end suite (starts dockerd, registry, Slurm)
 	$(PYTHON) -m pytest -m e2e
 
-test-heavy: install  ## CPU builds too long for CI: the Horovod recipes' definition files executed as Apptainer builds them, cpu-bookworm-tf-pt (Horovod against TensorFlow and PyTorch) and its trainings, Horovod without MPI (doctor), against the MPICH wheel, with GCC 14, podman-hpc's own build, cpu-bookworm built by rootless podman and trained over MPI
+test-heavy: install  ## CPU builds too long for CI: the Horovod recipes' definition files executed as Apptainer builds them, cpu-bookworm-tf-pt (Horovod against TensorFlow and PyTorch) and its trainings, Horovod without MPI (doctor), against the MPICH wheel, with GCC 14, podman-hpc's own build, rootless podman's builds (cpu-bookworm-torch verified, converted and trained; a failing step; cpu-bookworm trained over MPI)
 	$(PYTHON) -m pytest -m heavy
 
-test-arm64: install  ## the arm64 torch twin (cpu-bookworm-torch-arm64) built under emulation, verified, SIF, DDP on two nodes
+test-arm64: install  ## under emulation: one recipe's amd64/arm64 pair (built, pushed as one index, SIFs, run on both nodes) and the arm64 torch twin (cpu-bookworm-torch-arm64: verified, SIF, DDP on two nodes)
 	$(PYTHON) -m pytest -m arm64
 
 test-gpu: install  ## the NCCL images: build gpu-bookworm (~45 min cold), gpu-bookworm-torch and its CUDA 12 twin, verify, SIF, 2-node training; both Grace Hopper halves built under emulation (~1 h more)

@@ -30,7 +30,8 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     slurm_cluster,
 )
 
-pytestmark = pytest.mark.e2e
+# under emulation: about 9 minutes of a cold .ci/run's 2 cores, so `make test-arm64` (-m arm64)
+pytestmark = [pytest.mark.e2e, pytest.mark.arm64]
 
 NAME = "hvd-test-arm64-mini"
 RECIPE = f"""extends: cpu-bookworm

@@ -32,7 +32,9 @@ from tests.e2e.test_run_torch import EXAMPLES, check_torch_training
 from tests.e2e.test_run_training import _check_training as check_horovod_training
 from tests.e2e.test_run_training import _train as train_horovod
 
-pytestmark = pytest.mark.e2e
+# a cold build in the unprivileged user's own store: about 6 minutes of a cold .ci/run's 2
+# cores, so `make test-heavy` (-m heavy)
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy]
 
 USER = "hvdbuild"
 RECIPE = "cpu-bookworm-torch"
