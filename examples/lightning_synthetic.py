@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 
 import torch
@@ -94,6 +95,9 @@ class Classifier(pl.LightningModule):
 
 def main() -> None:
     args = parse_args()
+    # Lightning's SLURM environment answers Slurm's warning itself (hpc_ckpt_N.ckpt, requeue),
+    # but sets its handler only where the script has none: _synthetic's watcher steps aside
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     pl.seed_everything(args.seed, workers=True)  # same initial weights on every rank
     use_gpu = torch.cuda.is_available()
     trainer = pl.Trainer(

