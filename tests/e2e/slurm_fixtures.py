@@ -162,3 +162,12 @@ def lightning_packages() -> Path:
         )  # fmt: skip
         os.replace(partial, target)
     return target
+
+
+def lightning_run(image: Path, packages: Path, nodes: int) -> list[str]:
+    """`run` of the CPU image on the local cluster, one rank a node, lightning_packages bound
+    into the job's containers."""
+    return [
+        "run", "--site", "local", "--image", str(image), "-N", str(nodes), "--ntasks-per-node",
+        "1", "--bind", f"{packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+    ]  # fmt: skip

@@ -22,6 +22,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cpu_sif,
     job_dir,
     lightning_packages,
+    lightning_run,
     slurm_cluster,
     tf_sif,
 )
@@ -180,8 +181,7 @@ def test_two_node_lightning_training(
 ) -> None:
     checkpoint = job_dir / "lightning.ckpt"
     result = cli(
-        "run", "--site", "local", "--image", str(cpu_sif), "-N", "2", "--ntasks-per-node", "1",
-        "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+        *lightning_run(cpu_sif, lightning_packages, nodes=2),
         str(ROOT / "examples" / "lightning_synthetic.py"), "--epochs", "4",
         "--checkpoint", str(checkpoint), cwd=job_dir, timeout=900,
     )  # fmt: skip

@@ -25,6 +25,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     cpu_sif,
     job_dir,
     lightning_packages,
+    lightning_run,
     slurm_cluster,
 )
 
@@ -89,8 +90,7 @@ def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
 ) -> None:
     checkpoint = job_dir / "lightning.ckpt"
     result = cli(
-        "run", "--site", "local", "--image", str(cpu_sif), "-N", "1", "--ntasks-per-node", "1",
-        "--bind", f"{lightning_packages}:/opt/lightning", "--env", "PYTHONPATH=/opt/lightning",
+        *lightning_run(cpu_sif, lightning_packages, nodes=1),
         "--until-done", "--time", "1", "--grace", "20s", "--max-restarts", "8",
         str(LIGHTNING), "--epochs", "40", "--samples", "65536", "--checkpoint", str(checkpoint),
         cwd=job_dir, timeout=1500,
