@@ -60,10 +60,12 @@ def watcher_files(folder: Path) -> dict[str, str]:
     return {str(folder / "sitecustomize.py"): WATCHER}
 
 
-def watcher_env(folder: Path, env: dict[str, str]) -> dict[str, str]:
+def watcher_env(folder: Path, env: dict[str, str], exported: str | None = None) -> dict[str, str]:
     """The variables that load the watcher in every Python process of the step, added to the
-    launch's `env` (a PYTHONPATH given with -e stays, after the watcher's folder)."""
-    given = env.get("PYTHONPATH")
+    launch's `env`: a PYTHONPATH given with -e, else the one `exported` in the user's shell
+    (which the runtime hands the ranks when the launch sets none), stays after the watcher's
+    folder."""
+    given = env.get("PYTHONPATH") or exported
     added = {
         "HVD_CONTAINER_STACKS": str(folder),
         "PYTHONPATH": f"{folder}:{given}" if given else str(folder),

@@ -176,7 +176,7 @@ def resolve(
         **request.env,
     }
     if request.hang_after:  # every Python process of the step loads the stack watcher
-        env.update(hang.watcher_env(hang.watch_folder(), env))
+        env.update(hang.watcher_env(hang.watch_folder(), env, os.environ.get("PYTHONPATH")))
     if request.until_done:  # the contract the ranks read: checkpoint on this signal
         env.update({CHECKPOINT_SIGNAL: "USR1", CHECKPOINT_GRACE: str(grace_of(site, request))})
     return Launch(

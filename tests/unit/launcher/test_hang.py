@@ -47,6 +47,26 @@ def test_the_watcher_goes_first_on_the_path_and_keeps_a_given_one(tmp_path: Path
         "PYTHONUNBUFFERED": "1",
     }
     assert "PYTHONUNBUFFERED" not in watcher_env(tmp_path, {"PYTHONUNBUFFERED": "0"})
+    # the user's `export PYTHONPATH=...` reaches the ranks without --hang-after: with it too
+    assert watcher_env(tmp_path, {}, "/site")["PYTHONPATH"] == f"{tmp_path}:/site"
+    assert watcher_env(tmp_path, {"PYTHONPATH": "/mine"}, "/site")["PYTHONPATH"] == (
+        f"{tmp_path}:/mine"
+    )
+
+
+def test_a_planned_watch_keeps_the_exported_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _launch_helpers import plan_launch
+    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.sites import load_site
+
+    monkeypatch.setenv("PYTHONPATH", "/work/mylib")
+    launch = plan_launch(
+        load_site("local"),
+        LaunchRequest(script="t.py", image="x.sqfs", ntasks=1, hang_after=60, controller="torch"),
+    )
+    assert launch.env["PYTHONPATH"].endswith(":/work/mylib"), launch.env
 
 
 class Clock:
