@@ -486,6 +486,11 @@ def script_here(launch: Launch) -> Verdict | None:
         return not_applicable("a program, not a .py script: looked up where it runs")
     if os.path.isfile(script):
         return None
+    near = controllers.near_name(script)
+    if near is not None:
+        return warn(
+            f"{script}: no such file here (did you mean {near}?): the job starts it on the nodes after its queue wait"
+        )
     return warn(
         f"{script}: no such file here: the job starts it on the nodes after its queue wait; check the path (relative to the job's working directory), or that it is in the image or on the cluster's shared file system"
     )

@@ -20,6 +20,9 @@ from hvd_container.launcher.rooms import classes_in
 
 from hvd_container.core.errors import UserError
 
+# a missing script's likely name (a typo), for the launch's warnings
+near_name = _scan.near_name
+
 if TYPE_CHECKING:
     from hvd_container.launcher.launch import Launch
     from hvd_container.launcher.request import LaunchRequest
@@ -185,11 +188,15 @@ def choose(
         nothing = "names neither Horovod, torch.distributed nor Lightning"
     else:
         nothing = f"is {found.why_not}"
-    guess = default(
-        None,
-        f"the default: {request.script} {nothing}, so nothing tells; pass --controller "
-        "(torch or torchrun for torch.distributed) if it is not written for Horovod",
-    )
+    advice = "pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod"
+    near = _scan.near_name(request.script)
+    if near is not None:  # a typo: what the file it is close to would launch with
+        beside = _scan.read(near)
+        told = next((c for c in _classes().values() if c.detect(beside, facts) is not None), None)
+        advice = f"did you mean {near}?" + (
+            f" ({evidence(beside) or 'it says so'}: --controller {told.name})" if told else ""
+        )
+    guess = default(None, f"the default: {request.script} {nothing}, so nothing tells; {advice}")
     guess.guessed = True
     return guess
 

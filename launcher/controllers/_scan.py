@@ -8,6 +8,7 @@ read here (a path that exists only on the cluster), tells nothing: `read` says w
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,3 +61,17 @@ def read(script: str) -> Script:
         return Script(path.read_text(errors="replace"))
     except OSError:
         return Script(None, "not readable here")
+
+
+def near_name(script: str) -> str | None:
+    """For a .py script that is not here, the .py file beside it whose name is closest (a
+    typo: mulitnode.py for multinode.py), or None."""
+    path = Path(script)
+    if path.suffix != ".py" or path.exists():
+        return None
+    try:
+        beside = sorted(p.name for p in path.parent.glob("*.py") if p.is_file())
+    except OSError:
+        return None
+    close = difflib.get_close_matches(path.name, beside, n=1, cutoff=0.75)
+    return str(path.with_name(close[0])) if close else None

@@ -21,6 +21,15 @@ def test_a_script_that_is_not_here_is_warned_before_the_queue(tmp_path: Path) ->
     assert status == "warn" and message.startswith(f"{tmp_path / 'tain.py'}: no such file here")
 
 
+def test_a_mistyped_script_is_named_with_the_file_it_is_close_to(tmp_path: Path) -> None:
+    (tmp_path / "multinode.py").write_text("import torch.distributed as dist\n")
+    (tmp_path / "other.py").write_text("")
+    _, message = results("local", script=str(tmp_path / "mulitnode.py"))["script"]
+    assert f"(did you mean {tmp_path / 'multinode.py'}?)" in message, message
+    _, message = results("local", script=str(tmp_path / "zzz.py"))["script"]
+    assert "did you mean" not in message
+
+
 def test_a_script_that_is_here_passes_and_a_program_is_not_judged(tmp_path: Path) -> None:
     here = tmp_path / "train.py"
     here.write_text("import horovod.torch as hvd\n")

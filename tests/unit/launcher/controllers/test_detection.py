@@ -111,3 +111,18 @@ def test_accelerate_use_cpu_reaches_the_launch_and_a_users_value_wins(tmp_path: 
     assert plan.launch.controller.name == "torch" and plan.env["ACCELERATE_USE_CPU"] == "1"
     own = LaunchRequest(script=script, image="x.sif", ntasks=2, env={"ACCELERATE_USE_CPU": "0"})
     assert plan_launch(site, own).env["ACCELERATE_USE_CPU"] == "0"
+
+
+def test_a_mistyped_script_says_the_file_it_is_close_to_and_its_controller(
+    tmp_path: Path,
+) -> None:
+    """The launch of a script that is not here keeps the default (it runs what was typed), and
+    says which file was likely meant and what that one would launch with."""
+    write(tmp_path / "multinode.py", SCRIPTS["ddp.py"][0])
+    guess = chosen(tmp_path / "mulitnode.py")
+    assert guess.name == "mpi" and guess.guessed
+    assert (
+        f"did you mean {tmp_path / 'multinode.py'}? (calls init_process_group: --controller torch)"
+        in guess.why
+    )
+    assert "did you mean" not in chosen(tmp_path / "unrelated.py").why
