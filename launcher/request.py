@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, guard, runtimes
@@ -432,8 +434,49 @@ def check_until_done(site: Site, request: LaunchRequest) -> None:
         )
 
 
+# launchers that start ranks of their own: as the program, each of the job's ranks would start
+# its own set (8 torchruns x 4 processes); the controller that does their work instead
+LAUNCHERS = {
+    "torchrun": "torchrun",
+    "torch.distributed.run": "torchrun",
+    "torch.distributed.launch": "torchrun",
+    "accelerate": "torch",
+    "horovodrun": "mpi",
+    "mpirun": "mpi",
+    "mpiexec": "mpi",
+    "srun": None,
+}
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def launcher_as_program(script: str, args: list[str]) -> str | None:
+    """Why a launcher given as the program is refused, with what to write instead; None for
+    any other program."""
+    name = Path(script).name
+    words = list(args)
+    if _PYTHON.fullmatch(name) and words[:1] == ["-m"] and len(words) > 1:
+        name, words = words[1], words[2:]
+    elif _PYTHON.fullmatch(name) and words[:1] and words[0].startswith("-m"):
+        name, words = words[0][2:], words[1:]
+    if name not in LAUNCHERS or (name == "accelerate" and words[:1] != ["launch"]):
+        return None
+    controller = LAUNCHERS[name]
+    rest = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
+    target = shlex.join(words[rest:]) if rest is not None else "SCRIPT.py"
+    target = "".join(c if c.isprintable() else "?" for c in target)[:200]  # one line
+    instead = f"--controller {controller} {target}" if controller else target
+    return (
+        f"{name} is a launcher: as the program, each of the job's ranks would start ranks of "
+        f"its own; hvd-container starts them itself (ranks per node: --ntasks-per-node): give "
+        f"the script instead, `hvd-container run ... {instead}`"
+    )
+
+
 def check(site: Site, request: LaunchRequest) -> None:
     """Raise UserError for the first thing in request that site cannot run as asked."""
+    launcher = launcher_as_program(request.script, request.args)
+    if launcher is not None:
+        raise UserError(launcher)
     for flag, given in (
         ("--srun-option", request.srun_options),
         ("--sbatch-option", request.sbatch_options),

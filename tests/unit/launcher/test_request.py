@@ -108,3 +108,39 @@ def test_inside_an_allocation_sbatch_options_are_said_to_be_unused(
     assert any(
         n.startswith("--sbatch-option --mem=1G: not used inside an allocation") for n in plan.notes
     )
+
+
+@pytest.mark.parametrize(
+    ("program", "instead"),
+    [
+        (["torchrun", "--nproc_per_node", "4", "multinode.py", "50", "10"],
+         "`hvd-container run ... --controller torchrun multinode.py 50 10`"),
+        (["python", "-m", "torch.distributed.run", "--nproc_per_node=4", "t.py"],
+         "--controller torchrun t.py`"),
+        (["python3.11", "-mtorch.distributed.launch", "t.py"], "--controller torchrun t.py`"),
+        (["/usr/bin/accelerate", "launch", "t.py", "--lr", "1"], "--controller torch t.py --lr 1`"),
+        (["horovodrun", "-np", "8", "python", "t.py"], "--controller mpi t.py`"),
+        (["mpirun", "-n", "8", "python", "t.py"], "--controller mpi t.py`"),
+        (["srun", "python", "t.py"], "`hvd-container run ... t.py`"),
+        (["torchrun", "t.py", "a\nb"], "--controller torchrun t.py 'a?b'`"),
+    ],
+)  # fmt: skip
+def test_a_launcher_given_as_the_program_is_refused_with_what_to_write(
+    program: list[str], instead: str
+) -> None:
+    from hvd_container.launcher.request import launcher_as_program
+
+    why = launcher_as_program(program[0], program[1:])
+    assert why is not None and why.endswith(instead) and "\n" not in why, why
+    assert "is a launcher: as the program, each of the job's ranks would start" in why
+
+
+@pytest.mark.parametrize(
+    "program",
+    [["python", "t.py"], ["python", "-c", "print(1)"], ["python", "-m", "mypkg.train"],
+     ["accelerate", "config"], ["srun_helper.py"], ["train.py", "torchrun"]],
+)  # fmt: skip
+def test_other_programs_are_not_launchers(program: list[str]) -> None:
+    from hvd_container.launcher.request import launcher_as_program
+
+    assert launcher_as_program(program[0], program[1:]) is None
