@@ -462,6 +462,15 @@ def _where(launch: Launch) -> str:
 @check("gpus-per-rank", "one GPU per rank on each node, none left idle")
 def gpus_per_rank(launch: Launch) -> Verdict | None:
     layout = launch.layout
+    if layout.crowded and launch.controller.one_gpu_per_rank:
+        key = f"{_partition_key(launch)}.gpus_per_node"
+        return refuse(
+            launch,
+            f"{layout.crowded} (under controller {launch.controller.name} a rank whose LOCAL_RANK is past the GPUs fails on cuda:LOCAL_RANK)",
+            key
+            if launch.site.scheduler.partition_info(launch.partition)
+            else "scheduler.gpus_per_node",
+        )
     if layout.crowded:
         return warn(layout.crowded)
     nodes, per_node = layout.nodes, layout.gpus_per_node

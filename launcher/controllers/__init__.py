@@ -69,6 +69,9 @@ class Controller:
     # the program requeues its own job when Slurm's warning (SIGUSR1) reaches it (Lightning's
     # SLURMEnvironment, auto_requeue): --until-done then only hands the signal on
     requeues_on_signal: ClassVar[bool] = False
+    # each rank takes the GPU of its LOCAL_RANK (torch.cuda.set_device, cuda:LOCAL_RANK): more
+    # ranks on a node than GPUs crash there, so they are refused, not only warned
+    one_gpu_per_rank: ClassVar[bool] = False
 
     def __init__(self, reason: str | None = None, why: str = "") -> None:
         self.reason = reason  # why it was chosen, when it was not asked for by name

@@ -44,6 +44,7 @@ class TorchController(Controller):
     own: ClassVar[str]  # the exports of this controller, sh, after the rendezvous
     task_env: ClassVar[tuple[str, ...]]
     reads_srun_env = False
+    one_gpu_per_rank = True  # the scripts take cuda:LOCAL_RANK
 
     def mpi_plugin(
         self, site: Site, request: LaunchRequest, facts: ImageFacts | None, single_task: bool

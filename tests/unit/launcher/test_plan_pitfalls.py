@@ -639,6 +639,25 @@ def test_more_ranks_per_node_than_gpus_is_warned_naming_both_numbers(
     assert words(result)  # the launch goes ahead
 
 
+@pytest.mark.parametrize("controller", ["torch", "torchrun"])
+def test_more_ranks_per_node_than_gpus_is_refused_under_torch_s_controllers(
+    controller: str,
+) -> None:
+    """torch's scripts take cuda:LOCAL_RANK: a rank past the node's GPUs crashes there."""
+    fails(
+        r"^--ntasks-per-node \d+ puts 16 ranks on a node but partition amd_a100nv_8 has 8 GPUs "
+        r"per node: .*share GPUs between ranks on purpose \(under controller "
+        + controller
+        + r" a rank whose LOCAL_RANK is past the GPUs fails on cuda:LOCAL_RANK\)$",
+        "neuron", image="x.sif", ntasks=16, ntasks_per_node=16, controller=controller,
+        comment="field=ai;appl=pytorch",
+    )  # fmt: skip
+    # sharing on purpose (--gpus-per-node) is the user's word
+    shared = plan("neuron", image="x.sif", ntasks=16, ntasks_per_node=16, controller=controller,
+                  gpus_per_node=8, comment="field=ai;appl=pytorch")  # fmt: skip
+    assert words(shared)
+
+
 def test_amd_h100_2_spreads_8_ranks_over_4_nodes() -> None:
     result = plan("neuron", image="x.sif", ntasks=8, partition="amd_h100_2",
                   comment="field=ai;appl=pytorch")  # fmt: skip
