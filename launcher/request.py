@@ -196,7 +196,8 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
     for item in values or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise UserError(f"--env: expected NAME=VALUE, got {item!r}")
+            hint = "" if sep else " (-e/--env sets a variable; the job's error file is --job-error)"
+            raise UserError(f"--env: expected NAME=VALUE, got {item!r}{hint}")
         env[name] = value
     return env
 

@@ -127,7 +127,10 @@ def test_bad_env_and_controller(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(
         capsys, "--site", "local", "--image", "i", "-e", "NOVALUE", "--dry-run", "t.py"
     )
-    assert code == 2 and err == "hvd-container: error: --env: expected NAME=VALUE, got 'NOVALUE'\n"
+    assert code == 2 and err == (
+        "hvd-container: error: --env: expected NAME=VALUE, got 'NOVALUE' (-e/--env sets a "
+        "variable; the job's error file is --job-error)\n"
+    )
     code, _, err = run(
         capsys, "--site", "local", "--image", "i", "--controller", "nccl", "--dry-run", "t.py"
     )

@@ -144,3 +144,17 @@ def test_other_programs_are_not_launchers(program: list[str]) -> None:
     from hvd_container.launcher.request import launcher_as_program
 
     assert launcher_as_program(program[0], program[1:]) is None
+
+
+def test_sbatch_s_e_for_the_error_file_points_to_job_error() -> None:
+    from hvd_container.launcher.request import parse_env
+
+    from hvd_container.core.errors import UserError
+
+    with pytest.raises(
+        UserError,
+        match=r"^--env: expected NAME=VALUE, got 'err.txt' \(-e/--env sets a variable; the job's error file is --job-error\)$",
+    ):
+        parse_env(["err.txt"])
+    with pytest.raises(UserError, match=r"^--env: expected NAME=VALUE, got '=x'$"):
+        parse_env(["=x"])
