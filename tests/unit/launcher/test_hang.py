@@ -61,12 +61,12 @@ def test_a_planned_watch_keeps_the_exported_pythonpath(
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.sites import load_site
 
-    monkeypatch.setenv("PYTHONPATH", "/work/mylib")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "mylib"))
     launch = plan_launch(
         load_site("local"),
         LaunchRequest(script="t.py", image="x.sqfs", ntasks=1, hang_after=60, controller="torch"),
     )
-    assert launch.env["PYTHONPATH"].endswith(":/work/mylib"), launch.env
+    assert launch.env["PYTHONPATH"].endswith(f":{tmp_path / 'mylib'}"), launch.env
 
 
 class Clock:
