@@ -463,13 +463,10 @@ def _where(launch: Launch) -> str:
 def gpus_per_rank(launch: Launch) -> Verdict | None:
     layout = launch.layout
     if layout.crowded and launch.controller.one_gpu_per_rank:
-        key = f"{_partition_key(launch)}.gpus_per_node"
         return refuse(
             launch,
             f"{layout.crowded} (under controller {launch.controller.name} a rank whose LOCAL_RANK is past the GPUs fails on cuda:LOCAL_RANK)",
-            key
-            if launch.site.scheduler.partition_info(launch.partition)
-            else "scheduler.gpus_per_node",
+            _node_fact(launch, "gpus_per_node")[1],
         )
     if layout.crowded:
         return warn(layout.crowded)
