@@ -1,6 +1,7 @@
 """Benchmark the native SIF conversion against the bare compression step it is built around.
 
     python bench/convert.py [--image TAG] [--compression gzip] [--threads N] [--workdir DIR]
+    python bench/convert.py --levels [--image TAG] [--threads N] [--workdir DIR]
 
 In one run, on the same image and the same disk:
   bare:   docker export CID | tar2sqfs (the native path's flags) out.sqfs   (the unavoidable work)
@@ -8,6 +9,10 @@ In one run, on the same image and the same disk:
 and prints both times and their ratio (target <= 1.10), the peak extra disk used in the
 output directory during the native conversion relative to the final SIF (target <= 1.10),
 and the peak memory of the converting process and of its tar2sqfs child.
+
+--levels: for gzip and zstd, the bare step at tar2sqfs's own level (gzip 9, zstd 15, as
+mksquashfs) and at the level the native path writes (sif/writer.py's COMPRESSION_LEVELS), side
+by side on the same image: time and size of each, and their ratios.
 """
 
 from __future__ import annotations
@@ -76,7 +81,18 @@ def _docker() -> str:
     return shutil.which("docker") or "docker"
 
 
-def bare(image: str, out: Path, compression: str, threads: int, mtime: int | None = None) -> float:
+# tar2sqfs's (and mksquashfs's) own levels: what the native path wrote before it chose its own
+TOOL_LEVELS = {"gzip": 9, "zstd": 15}
+
+
+def bare(
+    image: str,
+    out: Path,
+    compression: str,
+    threads: int,
+    mtime: int | None = None,
+    level: int | None = None,
+) -> float:
     """docker export | tar2sqfs, timed from export start to tar2sqfs exit."""
     from hvd_container.containers.sif.writer import tar2sqfs_argv
 
@@ -86,6 +102,7 @@ def bare(image: str, out: Path, compression: str, threads: int, mtime: int | Non
         compression=compression,
         threads=threads,
         mtime=int(time.time()) if mtime is None else mtime,
+        level=level,
     )
     cid = subprocess.run([_docker(), "create", "--entrypoint", "/", image], capture_output=True,
                          text=True, check=True).stdout.strip()  # fmt: skip
@@ -113,12 +130,37 @@ def warm_up(image: str) -> None:
         subprocess.run([_docker(), "rm", "-f", cid], capture_output=True)
 
 
+def compare_levels(image: str, workdir: Path, threads: int) -> None:
+    """The bare step at tar2sqfs's level and at ours, per compressor, one after the other."""
+    from hvd_container.containers.sif.writer import COMPRESSION_LEVELS
+
+    out = workdir / "level.sqfs"
+    for compression, ours in COMPRESSION_LEVELS.items():
+        theirs = TOOL_LEVELS[compression]
+        figures = []
+        for level in (theirs, ours):
+            seconds = bare(image, out, compression, threads, level=level)
+            figures.append((seconds, out.stat().st_size))
+            out.unlink()
+            print(
+                f"{compression} level {level:<2}    {seconds:6.1f} s  -> {figures[-1][1] / 1e6:.0f} MB"
+            )
+        (t_theirs, b_theirs), (t_ours, b_ours) = figures
+        print(
+            f"{compression} {ours} vs {theirs}      time ratio {t_ours / t_theirs:.2f}, "
+            f"size ratio {b_ours / b_theirs:.3f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", help="local Docker image (default: the cpu-bookworm recipe's)")
     parser.add_argument("--compression", default="gzip", choices=["gzip", "zstd", "xz"])
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--workdir", type=Path, default=None, help="where outputs go (a disk)")
+    parser.add_argument(
+        "--levels", action="store_true", help="tar2sqfs's compression levels against ours"
+    )
     args = parser.parse_args(argv)
 
     from hvd_container.containers.convert.sif_native import convert_image_to_sif
@@ -134,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hvd-bench-convert-", dir=args.workdir))
     try:
         print(f"image            {image} (rootfs {size / 1e6:.0f} MB uncompressed)")
-        print(f"compressor       {args.compression}, {args.threads} jobs; outputs in {workdir}")
         warm_up(image)
+        if args.levels:
+            print(f"bare step only, {args.threads} jobs; outputs in {workdir}")
+            compare_levels(image, workdir, args.threads)
+            return 0
+        print(f"compressor       {args.compression}, {args.threads} jobs; outputs in {workdir}")
         bare_out = workdir / "bare.sqfs"
         bare_s = bare(image, bare_out, args.compression, args.threads)
         bare_size = bare_out.stat().st_size

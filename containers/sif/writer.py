@@ -33,13 +33,24 @@ from hvd_container.core.errors import StepFailed, UserError, source_checkout_hin
 _FULL_BELOW = 1024 * 1024
 
 
-def tar2sqfs_argv(output: str, *, compression: str, threads: int, mtime: int) -> list[str]:
+# Each compressor at its library's own default level (zlib 6, zstd 3), not tar2sqfs's (gzip 9,
+# zstd 15, as mksquashfs): on the CPU recipe's 1.8 GB root filesystem, 2 jobs, gzip 6 took
+# 30 s against 92 s for a SIF 0.5% larger, zstd 3 took 6 s against ~95 s (bench/convert.py
+# --levels prints both side by side). Readers do not care which level wrote a block.
+COMPRESSION_LEVELS = {"gzip": 6, "zstd": 3}
+
+
+def tar2sqfs_argv(
+    output: str, *, compression: str, threads: int, mtime: int, level: int | None = None
+) -> list[str]:
     """tar2sqfs reading the tar on stdin (also the bare step of bench/convert.py).
 
     Files keep their own mtimes (tar2sqfs's default); `--defaults mtime=` only dates what the
     stream has no entry for: the root directory, implied parent directories and the
-    superblock. --no-skip: fail on records it cannot read, never skip them.
+    superblock. --no-skip: fail on records it cannot read, never skip them. The level is
+    COMPRESSION_LEVELS' unless given (the benchmark's comparison); xz keeps tar2sqfs's own.
     """
+    level = COMPRESSION_LEVELS.get(compression) if level is None else level
     # Never add `-k`: since squashfs-tools-ng 0.7 (bookworm has 1.2.0) it is --no-keep-time,
     # which stamps every file with the default mtime and so breaks .pyc timestamp checks.
     return [
@@ -49,6 +60,7 @@ def tar2sqfs_argv(output: str, *, compression: str, threads: int, mtime: int) ->
         "--no-skip",
         "--compressor",
         compression,
+        *(["--comp-extra", f"level={level}"] if level is not None else []),
         "--num-jobs",
         str(threads),
         "--defaults",
