@@ -160,6 +160,7 @@ LAUNCH_OPTIONS = [
 @example(options=[], script_args=["\x1b[2J"])  # click's echo stripped it from the line shown
 @example(options=[("--partition", "\x08")], script_args=[])  # raw in a #SBATCH line
 @example(options=[], script_args=["\n#SBATCH --uid=0"])  # a line of the script of its own
+@example(options=[], script_args=["--", "--dry-run", "--"])  # the first `--` alone is dropped
 def test_hostile_launch_arguments_are_refused_or_reach_the_script_unchanged(
     options: list[tuple[str, str]], script_args: list[str]
 ) -> None:
@@ -171,7 +172,9 @@ def test_hostile_launch_arguments_are_refused_or_reach_the_script_unchanged(
     if code == 0:
         assert not any(ord(c) < 32 and c not in "\n\t" for c in out), out
         shown = _submitted_script(out)
-        _check_batch_shape(shown, ["t.py", *script_args])
+        # a `--` among them says that the rest is the script's, and is dropped
+        cut = script_args.index("--") if "--" in script_args else len(script_args)
+        _check_batch_shape(shown, ["t.py", *script_args[:cut], *script_args[cut + 1 :]])
         code, out, err = _cli("batch", *argv, "t.py", *script_args)
         _one_line_error(code, err)
         if code == 0:

@@ -22,20 +22,50 @@ from hvd_container.cli.completion import (
     complete_runtime,
     complete_site,
 )
+from hvd_container.core.errors import UserError
 from hvd_container.launcher.request import OPTIONS, option_help
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 SCRIPT_HELP = "Training script (.py runs with the image's python) or program."
-ARGS_HELP = "Arguments for the script, passed as given."
+ARGS_HELP = "Arguments for the script, passed as given; one of this command's own long options among them needs a `--` before it (which is dropped)."
 ScriptArg = Annotated[str, typer.Argument(help=SCRIPT_HELP)]
 ArgsArg = Annotated[list[str] | None, typer.Argument(help=ARGS_HELP)]
 
-# Options stop at SCRIPT: everything after it is the script's, even `--dry-run` or `-n`.
-# Unknown options before it are errors: were `--ntask 8` taken as the script, a `--dry-run`
-# after it would go to the script and a real job would start. A script whose name starts
-# with '-' goes after `--`.
+# Options stop at SCRIPT: what follows is the script's (script_arguments checks it). Unknown
+# options before it are errors: were `--ntask 8` taken as the script, a `--dry-run` after it
+# would go to the script and a real job would start. A script whose name starts with '-'
+# goes after `--`.
 CONTEXT = {"allow_interspersed_args": False}
+
+
+def script_arguments(ctx: typer.Context, script: str, args: list[str] | None) -> list[str]:
+    """SCRIPT's arguments as it gets them. One of the command's own long options among them
+    (`train.py --dry-run`: the script would get it and a real job start) is refused with the
+    fix, unless a `--` before it says that the rest is the script's; that `--` is dropped.
+    Short options are the script's (`-n`, `-e`, `-o` are common script flags). A script whose
+    name starts with '-' came after a `--` already: its arguments are all its own."""
+    given = list(args or [])
+    if script.startswith("-"):
+        return given
+    cut = given.index("--") if "--" in given else len(given)
+    own = {
+        flag
+        for param in ctx.command.params
+        if param.param_type_name == "option"
+        for flag in (*param.opts, *param.secondary_opts)
+        if flag.startswith("--")
+    }
+    for arg in given[:cut]:
+        name = arg.split("=", 1)[0]
+        if name in own:
+            raise UserError(
+                f"{name} after the script {script} would go to the script, not to "
+                f"`hvd-container {ctx.command.name}`: put it before {script}, or write "
+                f"`{script} -- {arg}` to pass it on to the script"
+            )
+    return given[:cut] + given[cut + 1 :]
+
 
 # values only hvd-container knows how to complete
 _COMPLETERS = {

@@ -15,6 +15,7 @@ from hvd_container.cli.commands.launch_options import (
     ArgsArg,
     ScriptArg,
     launch_parameters,
+    script_arguments,
 )
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter, safe_text
@@ -108,6 +109,7 @@ def controller_record(launch: Plan) -> dict[str, str]:
 
 @launch_parameters(*EVERY)
 def run(
+    ctx: typer.Context,
     script: ScriptArg,
     args: ArgsArg = None,
     dry_run: DryRunOpt = False,
@@ -123,6 +125,7 @@ def run(
     sbatch command with the script it submits.
     """
     with json_errors(json):
+        args = script_arguments(ctx, script, args)
         if json and not dry_run:
             raise UserError("--json goes with --dry-run (a launch prints the job's own output)")
         reporter = TerminalReporter()
@@ -149,6 +152,7 @@ def run(
 
 @launch_parameters(*EVERY)
 def batch(
+    ctx: typer.Context,
     script: ScriptArg,
     args: ArgsArg = None,
     output: Annotated[
@@ -167,6 +171,7 @@ def batch(
 ) -> None:
     """Write the sbatch script that runs SCRIPT like `run` would (--submit: submit it)."""
     with json_errors(json):
+        args = script_arguments(ctx, script, args)
         if json and submit:
             raise UserError("--json goes without --submit (a submitted job prints its own output)")
         if detach and not submit:

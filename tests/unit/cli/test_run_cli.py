@@ -41,7 +41,7 @@ def test_inside_an_allocation_the_dry_run_prints_the_srun_line(
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     code, out, err = run(
         capsys, "--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
-        "--controller", "mpi", "--dry-run", "train.py", *HOSTILE,
+        "--controller", "mpi", "--dry-run", "train.py", "--", *HOSTILE,
     )  # fmt: skip
     assert code == 0, err
     assert out.count("\n") == 1
@@ -52,7 +52,7 @@ def test_inside_an_allocation_the_dry_run_prints_the_srun_line(
         "FI_MR_CACHE_MONITOR=userfaultfd", "NCCL_NET=AWS Libfabric", "srun",
     ]  # fmt: skip
     assert argv[9:11] == ["--mpi=pmi2", "--kill-on-bad-exit=1"]  # the allocation is made
-    # everything after the script belongs to the script, even options of ours
+    # everything after `--` belongs to the script, even options of ours; the `--` is dropped
     assert argv[-len(HOSTILE) - 2 :] == ["python", "train.py", *HOSTILE]
     assert err == (
         "hvd-container: warning: shifter runs only images its gateway has pulled: run "
@@ -294,7 +294,7 @@ def test_outside_an_allocation_the_dry_run_prints_what_is_submitted(
 ) -> None:
     """The sbatch command with its script as a here-document: the script `batch` writes."""
     argv = ["--site", "perlmutter", "--image", "u/img:tag", "-n", "8", "--account", "m1_g",
-            "--controller", "mpi", "train.py", *HOSTILE]  # fmt: skip
+            "--controller", "mpi", "train.py", "--", *HOSTILE]  # fmt: skip
     code, out, err = run(capsys, "--dry-run", *argv)
     assert code == 0, err
     first, _, rest = out.partition("\n")
@@ -304,3 +304,49 @@ def test_outside_an_allocation_the_dry_run_prints_what_is_submitted(
     assert capsys.readouterr().out == rest.removesuffix("HVD_CONTAINER_SCRIPT\n")
     done = subprocess.run(["bash", "-n"], input=out, text=True, capture_output=True)
     assert done.returncode == 0, done.stderr  # the whole of it is valid shell
+
+
+@pytest.mark.parametrize(
+    ("command", "after", "flag"),
+    [
+        ("run", ["--dry-run"], "--dry-run"),  # would submit for real
+        ("run", ["--epochs", "3", "--site=perlmutter"], "--site"),
+        ("batch", ["--submit"], "--submit"),
+        ("batch", ["--output", "job.sh"], "--output"),
+    ],
+)
+def test_an_option_of_ours_after_the_script_is_refused_with_the_fix(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    after: list[str],
+    flag: str,
+) -> None:
+    monkeypatch.setattr("hvd_container.launcher.commands.run", _never)
+    monkeypatch.setattr("hvd_container.launcher.commands.submit", _never)
+    code = main([command, "--site", "local", "--image", "x.sif", "train.py", *after])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    given = next(a for a in after if a.split("=")[0] == flag)
+    assert err == (
+        f"hvd-container: error: {flag} after the script train.py would go to the script, not "
+        f"to `hvd-container {command}`: put it before train.py, or write "
+        f"`train.py -- {given}` to pass it on to the script\n"
+    )
+
+
+def _never(*_args: object, **_kw: object) -> None:
+    raise AssertionError("nothing may run or be submitted")
+
+
+def test_after_a_double_dash_options_of_ours_are_the_scripts_and_short_ones_always(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    argv = ["--site", "neuron", "--image", "x.sif", "-n", "8", "--dry-run", "train.py"]
+    code, out, err = run(capsys, *argv, "-n", "3", "-o", "out", "--", "--dry-run", "--", "x")
+    assert code == 0, err
+    # the first `--` is dropped; a later one is the script's own
+    assert shlex.split(out)[-9:] == [
+        "python", "train.py", "-n", "3", "-o", "out", "--dry-run", "--", "x"
+    ]  # fmt: skip
