@@ -117,24 +117,13 @@ def require_slurm(command: str = "sbatch") -> str:
     return path
 
 
-def _sigint_blocked() -> bool:
-    if not hasattr(signal, "pthread_sigmask"):
-        return False
-    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-
-
 def _child_setup(umask: int | None) -> Callable[[], None] | None:
-    """What the child must do before exec: the umask, and take Ctrl-C again if we hold it
-    back (a blocked signal stays blocked across exec, and sbatch must stay interruptible)."""
-    unblock = _sigint_blocked()
-    if umask is None and not unblock:
+    """What the child must do before exec: the umask."""
+    if umask is None:
         return None
 
     def setup() -> None:
-        if umask is not None:
-            os.umask(umask)
-        if unblock:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        os.umask(umask)
 
     return setup
 
@@ -670,23 +659,26 @@ def _interrupts_held() -> Iterator[Callable[[], None]]:
     """Hold Ctrl-C (SIGINT) back here; the yielded function lets it through (also on exit).
 
     A Ctrl-C that lands between sbatch printing the job id and the caller guarding that job
-    is not lost: it arrives on release, inside the guard, which cancels the job. (sbatch
-    itself still takes Ctrl-C: `_run` unblocks it in the child.)
+    is not lost: it arrives on release, inside the guard, which cancels the job. Held by a
+    handler that notes it, not by blocking the signal: a process with more than one thread
+    may take a signal on any thread that does not block it, and Python runs its handlers
+    on the main thread whichever took it. (sbatch takes Ctrl-C as ever: a caught signal is
+    the default again in a child after exec.)
     """
-    usable = (
-        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield lambda: None
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None  # only the main thread may set handlers: nothing is held
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    came: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
     released = False
 
     def release() -> None:
         nonlocal released
         if not released:
             released = True
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            signal.signal(signal.SIGINT, old)
+            if came:
+                signal.raise_signal(signal.SIGINT)  # the held one, to the handler it was for
 
     try:
         yield release
