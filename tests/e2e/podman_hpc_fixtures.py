@@ -7,6 +7,12 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
+from collections.abc import Iterator
+
+import pytest
+from build_fixtures import REGISTRY
+
+from tests.e2e.sif_fixtures import run_testbed
 
 
 def podman_hpc_cmd(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -23,3 +29,23 @@ def forget(*refs: str) -> None:
         podman_hpc_cmd("rmsqi", ref)
         podman_hpc_cmd("rmi", "--force", ref)
     podman_hpc_cmd("image", "prune", "--force")
+
+
+@pytest.fixture(scope="session")
+def cpu_migrated(cpu_image: str, local_registry: str) -> Iterator[str]:
+    """The CPU image (Horovod and torch) pushed by `convert --to podman-hpc` and migrated into
+    the squashed store, once for the session: the Horovod trainings and the torch.distributed
+    ones under podman-hpc all start from it (one 2 GB migration, not one per image)."""
+    run_testbed("podman-hpc.sh", "up")
+    ref = f"{REGISTRY}/{cpu_image}"
+    from tests.e2e.slurm_fixtures import cli
+
+    try:
+        result = cli(
+            "convert", cpu_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"ready: {ref}" in result.stdout + result.stderr
+        yield ref
+    finally:
+        forget(ref)

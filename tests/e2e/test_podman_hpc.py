@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from build_fixtures import REGISTRY, TORCH_RECIPE
+from build_fixtures import TORCH_RECIPE
 
 from tests._json_records import records
-from tests.e2e.podman_hpc_fixtures import forget, podman_hpc_cmd
+from tests.e2e.podman_hpc_fixtures import cpu_migrated, forget, podman_hpc_cmd  # noqa: F401
 from tests.e2e.sif_fixtures import ROOT, run_testbed
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
@@ -43,17 +43,8 @@ def podman_hpc() -> None:
 
 
 @pytest.fixture(scope="module")
-def migrated(cpu_image: str, local_registry: str, podman_hpc: None) -> Iterator[str]:
-    ref = f"{REGISTRY}/{cpu_image}"
-    try:
-        result = cli(
-            "convert", cpu_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert f"ready: {ref}" in result.stdout + result.stderr
-        yield ref
-    finally:
-        forget(ref)
+def migrated(cpu_migrated: str, podman_hpc: None) -> str:  # noqa: F811
+    return cpu_migrated
 
 
 def test_convert_migrates_the_image_into_the_squashed_store(migrated: str) -> None:

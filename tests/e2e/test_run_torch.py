@@ -1,22 +1,21 @@
-"""PyTorch's own distributed training (DDP, FSDP) across the local cluster's two nodes, from the
-image without Horovod (recipe cpu-bookworm-torch): `--controller torch` (one srun task per rank)
-and `--controller torchrun` (torchrun on each node, c10d rendezvous on the first), under
-Charliecloud from its SIF and under podman-hpc from the registry image migrated into its
-store. Each trains over gloo; the losses fall and rank 0 alone writes the checkpoint."""
+"""PyTorch's own distributed training (DDP, FSDP) across the local cluster's two nodes:
+`--controller torch` (one srun task per rank) and `--controller torchrun` (torchrun on each
+node, c10d rendezvous on the first), under Charliecloud from the SIF of the image without
+Horovod (recipe cpu-bookworm-torch) and under podman-hpc from the CPU image the podman-hpc
+tests migrated into its store (torch is in it too: one migration for the session). Each trains
+over gloo; the losses fall and rank 0 alone writes the checkpoint."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from build_fixtures import REGISTRY
 
-from tests.e2e.podman_hpc_fixtures import forget
-from tests.e2e.sif_fixtures import ROOT, run_testbed
+from tests.e2e.podman_hpc_fixtures import cpu_migrated  # noqa: F401
+from tests.e2e.sif_fixtures import ROOT
 from tests.e2e.slurm_fixtures import (  # noqa: F401
     charliecloud_runtime,
     cli,
@@ -29,20 +28,6 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
 pytestmark = pytest.mark.e2e
 
 EXAMPLES = {"ddp": "ddp_synthetic.py", "fsdp": "fsdp_synthetic.py"}
-
-
-@pytest.fixture(scope="module")
-def torch_migrated(torch_image: str, local_registry: str) -> Iterator[str]:
-    run_testbed("podman-hpc.sh", "up")
-    ref = f"{REGISTRY}/{torch_image}"
-    try:
-        result = cli(
-            "convert", torch_image, "--to", "podman-hpc", "--registry", REGISTRY, timeout=1800
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        yield ref
-    finally:
-        forget(ref)
 
 
 def check_torch_training(stdout: str, kind: str, checkpoint: Path, epochs: int) -> None:
@@ -88,7 +73,7 @@ def test_two_node_torch_distributed_training(
     if runtime == "charliecloud":
         image = ["--image", str(request.getfixturevalue("torch_sif"))]
     else:
-        image = ["--runtime", "podman-hpc", "--image", request.getfixturevalue("torch_migrated")]
+        image = ["--runtime", "podman-hpc", "--image", request.getfixturevalue("cpu_migrated")]
     checkpoint = job_dir / kind / "model.pt"
     result = cli(
         "run", "--site", "local", *image, "--controller", controller, "-N", "2",
