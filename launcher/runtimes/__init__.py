@@ -306,29 +306,47 @@ def tool_folder(purpose: str) -> Path:
 BIND_SYNTAX = ":,"  # what -b/-v SRC:DST[:OPTS] and -B lists split on
 
 
+def _inside(path: str, folder: str) -> bool:
+    return (path.rstrip("/") + "/").startswith(folder.rstrip("/") + "/")
+
+
+def python_path_folders(env: dict[str, str]) -> list[str]:
+    """The folders of `-e PYTHONPATH=...` that are here (absolute, existing): the ranks import
+    from them, so the container must see them."""
+    found = []
+    for entry in env.get("PYTHONPATH", "").split(":"):
+        if entry.startswith("/") and os.path.isdir(entry):
+            found.append(os.path.realpath(entry))
+    return list(dict.fromkeys(found))
+
+
 def bind_working_directory(launch: Launch) -> Prepared:
     """For runtimes that mount nothing on their own (ch-run, podman-hpc): the working directory
-    (and a script's folder outside it) bound at the same path and made the working directory,
-    or the program would start in / without the user's files."""
+    (and a script's folder outside it, and the folders of -e PYTHONPATH) bound at the same
+    path and made the working directory, or the program would start in / without the user's
+    files (or import nothing from the folders it was told to)."""
     cwd = working_directory()
     binds = [one for item in launch.request.binds for one in split_binds(item)]
-    wanted = [cwd]
+    # each folder: what it is, and the fix where its path holds the bind syntax
+    wanted = {cwd: ("the working directory", "run from a folder")}
     script = Path(launch.request.script)
     moved = None
     if script.suffix == ".py" and script.is_file():
         # a script outside the working directory must be visible in the container too
         parent = str(script.resolve().parent)
-        if not (parent + "/").startswith(cwd.rstrip("/") + "/"):
-            wanted.append(parent)
+        if not _inside(parent, cwd):
+            wanted[parent] = ("the script's folder", "move the script to a folder")
             moved = str(script.resolve())
-    for path in wanted:
+    for folder in python_path_folders(launch.request.env):
+        if not any(_inside(folder, seen) for seen in wanted):
+            wanted[folder] = ("-e PYTHONPATH's folder", "name a folder")
+    for path, (what, fix) in wanted.items():
         bad = sorted({c for c in path if c in BIND_SYNTAX})
         if bad:
-            what = "the working directory" if path == cwd else "the script's folder"
             raise UserError(
                 f"{what} {path!r} holds {' and '.join(repr(c) for c in bad)}, which the "
-                "runtime's bind option reads as its own syntax (SRC:DST, a list): run from "
-                "(or move the script to) a folder whose path has neither"
+                f"runtime's bind option reads as its own syntax (SRC:DST, a list): {fix} "
+                "whose path has neither"
             )
     added = [f"{path}:{path}" for path in wanted if not any(source_of(b) == path for b in binds)]
     return Prepared(launch.image, binds=added, workdir=launch.request.workdir or cwd, script=moved)

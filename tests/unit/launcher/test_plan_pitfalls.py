@@ -997,3 +997,28 @@ def test_ch_run_mounts_a_squashfs_image_on_a_folder_made_before_the_ranks_start(
     )
     assert str(folder) in launched.step and folder.is_dir()
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman-hpc"])
+def test_the_folders_of_pythonpath_are_bound_where_the_runtime_mounts_nothing_itself(
+    tmp_path: Path, runtime: str
+) -> None:
+    """`-e PYTHONPATH=/elsewhere/lib` gave every rank ModuleNotFoundError: the runtime bound
+    the working directory and the script's folder only."""
+    lib = tmp_path / "site-lib"
+    lib.mkdir()
+    inside = tmp_path / "job" / "mine"  # under the working directory: bound with it
+    inside.mkdir(parents=True)
+    image = "i.sqfs" if runtime == "charliecloud" else "registry.example/i:1"
+    path = f"{lib}:{inside}:relative:/not/here"
+    step = plan("local", runtime=runtime, image=image, env={"PYTHONPATH": path}).step
+    bound = [step[i + 1] for i, word in enumerate(step) if word in ("-b", "-v")]
+    assert f"{lib}:{lib}" in bound
+    assert not any(b.startswith((str(inside), "/not/here", "relative")) for b in bound), bound
+
+
+def test_a_pythonpath_folder_in_bind_syntax_is_refused_by_name(tmp_path: Path) -> None:
+    lib = tmp_path / "a,b"
+    lib.mkdir()
+    with pytest.raises(UserError, match="-e PYTHONPATH's folder .* name a folder whose path"):
+        plan("local", image="i.sqfs", env={"PYTHONPATH": str(lib)})
