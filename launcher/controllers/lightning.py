@@ -9,6 +9,7 @@ only on the cluster) when the image has Lightning and no Horovod.
 
 from __future__ import annotations
 
+import ast
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,35 @@ def scan_script(script: str | Path) -> bool | None:
     if found.text is None:
         return False if found.why_not == "not a Python script" else None
     return found.shows(_scan.LIGHTNING) is not None
+
+
+def trainer_layout(text: str) -> dict[str, int]:
+    """The literal `devices=` and `num_nodes=` of the script's Trainer(...) calls (Python's
+    own parser, no import): those every call gives the same whole number. A value that is
+    not a literal int (`"auto"`, a variable, a list of GPU ids) is not judged here."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    seen: dict[str, set[object]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name != "Trainer":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg in ("devices", "num_nodes"):
+                value = keyword.value
+                literal = value.value if isinstance(value, ast.Constant) else None
+                seen.setdefault(keyword.arg, set()).add(literal)
+    found: dict[str, int] = {}
+    for key, values in seen.items():
+        (value,) = values if len(values) == 1 else (None,)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found[key] = value
+    return found
 
 
 class Lightning(Controller):
@@ -88,3 +118,32 @@ def lightning_layout(launch: Launch) -> Verdict | None:
             f"{script}: launched as a PyTorch Lightning script (-N, --ntasks-per-node, a job name)"
         )
     return None
+
+
+@check("lightning-trainer", "Lightning's Trainer(devices=, num_nodes=) fit the launch's layout")
+def lightning_trainer_layout(launch: Launch) -> Verdict | None:
+    """A Trainer that asks for another layout than srun starts fails or hangs at start: its
+    devices are the ranks of a node, its num_nodes the nodes."""
+    found = _scan.read(launch.request.script)
+    if found.text is None:
+        return None
+    asked = trainer_layout(found.text)
+    layout = launch.layout
+    have = {"devices": layout.ntasks_per_node, "num_nodes": layout.nodes}
+    wrong = [key for key, value in asked.items() if have[key] is not None and have[key] != value]
+    if not wrong:
+        return None
+    script = script_label(launch.request.script, launch.controller)
+    said = ", ".join(f"{key}={asked[key]}" for key in ("devices", "num_nodes") if key in asked)
+    nodes = asked.get("num_nodes", layout.nodes or 1)
+    per_node = asked.get("devices", layout.ntasks_per_node or 1)
+    ranks, on = layout.ntasks_per_node, layout.nodes
+    return fail(
+        f"{script} calls Trainer({said}), but the launch starts {ranks} rank{_s(ranks)} a node "
+        f"on {on} node{_s(on)}: Lightning then fails or hangs at start; launch it with "
+        f"-N {nodes} --ntasks-per-node {per_node}, or change the Trainer call"
+    )
+
+
+def _s(count: int | None) -> str:
+    return "" if count == 1 else "s"

@@ -1022,3 +1022,57 @@ def test_a_pythonpath_folder_in_bind_syntax_is_refused_by_name(tmp_path: Path) -
     lib.mkdir()
     with pytest.raises(UserError, match="-e PYTHONPATH's folder .* name a folder whose path"):
         plan("local", image="i.sqfs", env={"PYTHONPATH": str(lib)})
+
+
+PL_SCRIPT = """import lightning as L
+import torch
+
+def main(args):
+    trainer = L.Trainer(accelerator="gpu", {trainer})
+    trainer.fit(model)
+"""
+
+
+@pytest.mark.parametrize(
+    ("trainer", "layout", "fix"),
+    [
+        ("devices=4, num_nodes=2", dict(nodes=1, ntasks_per_node=8), "-N 2 --ntasks-per-node 4"),
+        ("devices=4", dict(nodes=2, ntasks_per_node=8), "-N 2 --ntasks-per-node 4"),
+        (
+            "num_nodes=2, strategy='ddp'",
+            dict(nodes=1, ntasks_per_node=4),
+            "-N 2 --ntasks-per-node 4",
+        ),  # fmt: skip
+    ],
+)
+def test_a_lightning_trainer_that_asks_for_another_layout_is_refused_with_the_launch_that_fits(
+    tmp_path: Path, trainer: str, layout: dict[str, int], fix: str
+) -> None:
+    script = write(tmp_path / "pl.py", PL_SCRIPT.format(trainer=trainer))
+    fails(
+        rf"pl\.py calls Trainer\(.*\), but the launch starts {layout['ntasks_per_node']} ranks a node on {layout['nodes']} nodes?: Lightning then fails or hangs at start; launch it with {fix}, or change the Trainer call$",
+        "zih-alpha", script=str(script), image="x.sif", **layout,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        "devices=4, num_nodes=2",  # what the launch gives
+        "devices='auto', num_nodes=n",  # not literals: not judged here
+        "devices=[0, 1], num_nodes=2",
+    ],
+)
+def test_a_lightning_trainer_that_fits_or_cannot_be_read_is_not_refused(
+    tmp_path: Path, trainer: str
+) -> None:
+    script = write(tmp_path / "pl.py", PL_SCRIPT.format(trainer=trainer))
+    plan("zih-alpha", script=str(script), image="x.sif", nodes=2, ntasks_per_node=4)
+
+
+def test_two_trainers_that_disagree_are_not_judged() -> None:
+    from hvd_container.launcher.controllers.lightning import trainer_layout
+
+    text = "Trainer(devices=4)\nTrainer(devices=2, num_nodes=3)\nTrainer(num_nodes=3)\n"
+    assert trainer_layout(text) == {"num_nodes": 3}
+    assert trainer_layout("Trainer(devices=True)\nx = (") == {}  # not Python: nothing
