@@ -215,6 +215,7 @@ def image_exists(launch: Launch) -> Verdict | None:
     problem = launch.runtime.missing_image(launch.image, launch.image_origin)
     if problem is None:
         return passed(f"{launch.image} (runtime {launch.runtime.kind})")
+    problem = _the_sites_own_image(launch) or problem
     elsewhere = launch.machine.not_the_site(launch.site.name) if launch.machine else None
     if elsewhere and launch.judged_here and launch.runtime.image_path(launch.image):
         # doctor away from the cluster: the file may well be there
@@ -230,6 +231,23 @@ def image_exists(launch: Launch) -> Verdict | None:
     if launch.judged_here or (launch.runtime.needs_image_here(launch) and not launch.dry_run):
         return fail(problem)
     return warn(f"{problem}; a launch on this machine would refuse it")
+
+
+def _the_sites_own_image(launch: Launch) -> str | None:
+    """For an image file in the folder where the site keeps its own (images.dir, such as
+    Neuron's NGC images), what to say instead of "build it": it is there on the site."""
+    assert launch.image is not None
+    folder = launch.site.images.dir
+    path = launch.runtime.image_path(launch.image)
+    if launch.request.recipe or not folder or not folder.startswith("/") or path is None:
+        return None  # an image of a recipe is the user's to build, wherever it goes
+    if not (path + "/").startswith(folder.rstrip("/") + "/"):
+        return None
+    name = launch.site.name
+    return (
+        f"{launch.image_origin} {launch.image}: not on this machine; it is one of site {name}'s "
+        f"own images ({folder}), checked on {name}'s login node: `ls {folder}` there lists them"
+    )
 
 
 @check("facts", "the image's build facts", needs=("facts",))

@@ -350,3 +350,23 @@ def test_after_a_double_dash_options_of_ours_are_the_scripts_and_short_ones_alwa
     assert shlex.split(out)[-9:] == [
         "python", "train.py", "-n", "3", "-o", "out", "--dry-run", "--", "x"
     ]  # fmt: skip
+
+
+def test_a_missing_image_in_the_sites_own_folder_is_checked_there_not_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Neuron's profile points at its NGC folder: off the site, such an --image was told to
+    be made with `hvd-container build`."""
+    ngc = "/apps/applications/singularity_images/ngc"
+    code, _, err = run(
+        capsys, "--site", "neuron", "--image", f"{ngc}/pytorch:25.12-py3.sif", "-N", "1",
+        "--ntasks-per-node", "2", "--comment", "field=x;appl=pytorch", "--controller", "mpi",
+        "--dry-run", "t.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"hvd-container: warning: --image {ngc}/pytorch:25.12-py3.sif: not on this machine; "
+        f"it is one of site neuron's own images ({ngc}), checked on neuron's login node: "
+        f"`ls {ngc}` there lists them; a launch on this machine would refuse it"
+    )
+    assert "hvd-container build" not in err
