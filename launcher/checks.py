@@ -49,6 +49,8 @@ from hvd_container.core.text import ascii_digits
 if TYPE_CHECKING:
     from hvd_container.launcher.sites import Site
 
+    from hvd_container.facts import ImageFacts
+
 
 @dataclass(frozen=True)
 class Result:
@@ -554,8 +556,26 @@ def arch(launch: Launch) -> Verdict | None:
     where = f"partition {partition} of site {site.name}" if own_arch else f"site {site.name}"
     return refuse(
         launch,
-        f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: build it with `arch: {site_arch}` in the recipe, or pick a site with {facts.arch} nodes",
+        f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: {_other_arch_fix(facts, site_arch)}",
         f"{_partition_key(launch)}.arch" if own_arch else "arch",
+    )
+
+
+BUILT_ARCHES = ("amd64", "arm64")  # what `build --arch` makes (arm64 under emulation here)
+
+
+def _other_arch_fix(facts: ImageFacts, site_arch: str) -> str:
+    """What works: the recipe's image for the nodes' architecture, built with --arch (a
+    built-in recipe cannot be edited, and need not be), else a site of the image's."""
+    elsewhere = f"pick a site with {facts.arch} nodes"
+    if site_arch not in BUILT_ARCHES or not facts.name:
+        return f"use an image built for {site_arch} (a recipe with `arch: {site_arch}`), or {elsewhere}"
+    tag = f"{facts.name}:{facts.version or 'VERSION'}-{site_arch}"
+    sif = f"{facts.name}_{facts.version or 'VERSION'}-{site_arch}.sif"
+    return (
+        f"build the recipe's {site_arch} image (`hvd-container build {facts.name} --arch "
+        f"{site_arch}`, then `hvd-container convert {tag} --to sif`) and pass --image {sif}, "
+        f"or {elsewhere}"
     )
 
 

@@ -313,7 +313,7 @@ def test_modules_on_another_runtime_are_refused() -> None:
 
 def test_image_arch_must_match_the_site() -> None:
     fails(
-        r"^recipe x86 is built for amd64 but site zih-ml runs ppc64le: build it with `arch: ppc64le` in the recipe, or pick a site with amd64 nodes$",
+        r"^recipe x86 is built for amd64 but site zih-ml runs ppc64le: use an image built for ppc64le \(a recipe with `arch: ppc64le`\), or pick a site with amd64 nodes$",
         "zih-ml", facts=X86, ntasks=6,
     )  # fmt: skip
 
@@ -675,8 +675,12 @@ def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
     with pytest.raises(UserError) as info:
         plan_launch(site, request)
     assert str(info.value) == (
-        "recipe gpu-bookworm is built for amd64 but partition gh200_1 of site neuron runs arm64: build it with `arch: arm64` in the recipe, or pick a site with amd64 nodes"
+        "recipe gpu-bookworm is built for amd64 but partition gh200_1 of site neuron runs "
+        "arm64: build the recipe's arm64 image (`hvd-container build gpu-bookworm --arch arm64`, "
+        "then `hvd-container convert gpu-bookworm:1-arm64 --to sif`) and pass --image "
+        "gpu-bookworm_1-arm64.sif, or pick a site with amd64 nodes"
     )
+    assert "`arch: arm64` in the recipe" not in str(info.value)  # a built-in: not editable
 
 
 @pytest.mark.parametrize(("partition", "arch"), [("gh200_1", "arm64"), (None, "amd64")])
