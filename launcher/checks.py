@@ -21,7 +21,6 @@ the first failed check; `hvd-container doctor` shows every one of them.
 from __future__ import annotations
 
 import datetime
-import fnmatch
 import os
 import re
 from dataclasses import dataclass
@@ -84,43 +83,14 @@ def result_of(item: Check, launch: Launch) -> Result:
     return Result(item.name, verdict.status, verdict.message)
 
 
-# How each profile fact a check may rest on is confirmed, said with the warning an
-# unconfirmed one gives instead of a refusal
-HOW_TO_CONFIRM = {
-    # (fnmatch patterns; the first that fits is said)
-    "scheduler.partitions.*.available_until": "`showque` or `sinfo -p PARTITION` on the site's login node says whether the partition runs jobs",
-    "scheduler.partitions.*.cpus_per_gpu": "`scontrol show partition PARTITION` on the site's login node (MaxCPUsPerNode, or the site's job_submit rule in its guide)",
-    "scheduler.gpu_jobs_only": "the site's guide, or `sbatch -p PARTITION --wrap true` without a GPU on its login node",
-    "gpu_driver": "`hvd-container sites probe --nodes` on the site's login node reads nvidia-smi on a node",
-    "runtime.injects_glibc": "`hvd-container sites probe --nodes` on the site's login node reads `ldd --version` on a node",
-    "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
-    "scheduler.qos_max_time": "`sacctmgr show qos format=name,maxwall` on the site's login node",
-    "cluster_names": "`scontrol show config | grep ClusterName` on the site's login node",
-    "scheduler.comment.reserved": "the site's user guide or its support says whether jobs may set --comment",
-}
-
-
 def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
     """fail(message), unless it rests on a fact of the site's profile (`keys`, dotted) from an
-    unconfirmed source: then a warning naming the fact, its source and how to confirm it. A
-    fact nobody could confirm never refuses a job."""
-    found = launch.site.unconfirmed_source(*keys)
-    if found is None:
+    unconfirmed source: then a warning, the fact and the fix in one line, and where its source
+    and how to confirm it are said (`sites show SITE --sources`). A fact nobody could confirm
+    never refuses a job."""
+    if launch.site.unconfirmed_source(*keys) is None:
         return fail(message)
-    key, source = found
-    how = next(
-        (
-            h
-            for k, h in HOW_TO_CONFIRM.items()
-            if key == k or key.startswith(k + ".") or fnmatch.fnmatchcase(key, k)
-        ),
-        "check it on the site and mark the source confirmed in the profile",
-    )
-    return warn(
-        f"{message} (not refused: {key} in site {launch.site.name}'s profile rests on an "
-        f"unconfirmed source, {source.about} ({source.where}, checked {source.checked}); "
-        f"confirm it: {how})"
-    )
+    return warn(f"{message} (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)")
 
 
 def _partition_key(launch: Launch) -> str:

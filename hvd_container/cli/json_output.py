@@ -239,7 +239,22 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "selected_by": _STR,
             "profile": {"type": "object"},
             "unconfirmed": _STRS,  # facts the profile's sources could not confirm
-        }
+        },
+        {  # --sources: each source, and how to confirm each key an unconfirmed one backs
+            "sources": {
+                "type": "array",
+                "items": _record(
+                    {
+                        "about": _STR,
+                        "where": _STR,
+                        "checked": _STR,
+                        "confirmed": _BOOL,
+                        "keys": _STRS,
+                        "confirm": _STR_MAP,
+                    }
+                ),
+            }
+        },
     ),
     "jobs": _result({"user": _STR, "jobs": {"type": "array", "items": _JOB_ROW}}),
     "jobs-show": _result(

@@ -11,6 +11,7 @@ from hvd_container.cli.completion import complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text, warn
 from hvd_container.core.errors import UserError
+from hvd_container.launcher.site_sources import source_lines, source_rows
 from hvd_container.launcher.sites import (
     BUILTIN_DIR,
     choose_site,
@@ -80,6 +81,11 @@ def show_cmd(
         help="Site name or path to a profile; default: the selected one.",
         autocompletion=complete_site,
     ),
+    sources: bool = typer.Option(
+        False,
+        "--sources",
+        help="Instead: where each of the profile's facts comes from, whether it is confirmed, and how to confirm an unconfirmed one.",
+    ),
     json_output: JsonOpt = False,
 ) -> None:
     """Print a site profile as validated YAML (defaults filled in)."""
@@ -87,6 +93,11 @@ def show_cmd(
     with json_errors(json_output):
         name, why = (site, "argument") if site else choose_site(None)
         profile = load_site(name)
+    if sources and not json_output:
+        typer.echo(safe_text(f"# {profile.source}: where its facts come from"))
+        for line in source_lines(profile) or ["(no sources recorded)"]:
+            typer.echo(safe_text(line))
+        return
     data = profile.model_dump(mode="json")
     source = profile.source
     first = ("name", "description", "arch", "cluster_names", "login_host", "scheduler", "mpi")
@@ -99,6 +110,7 @@ def show_cmd(
                 "selected_by": why,
                 "profile": data,
                 "unconfirmed": profile.unconfirmed,
+                **({"sources": source_rows(profile)} if sources else {}),
             }
         )
         return

@@ -917,7 +917,8 @@ def test_cpus_beyond_a_node_or_its_cap_per_gpu_are_named_with_the_fix() -> None:
     (node,) = [r.message for r in capella.results if r.check == "cpus-per-node"]
     assert node.startswith(
         "--cpus-per-task 15 x 4 ranks per node asks for 60 CPUs but a node of partition "
-        "capella gives a job 56: lower -c to 14 or the ranks per node (not refused: "
+        "capella gives a job 56: lower -c to 14 or the ranks per node (unconfirmed: "
+        "`hvd-container sites show zih-capella --sources`)"
     )
     neuron = plan("neuron", image="x.sif", ntasks=1, cpus_per_task=10,
                   comment="field=ai;appl=pytorch")  # fmt: skip
@@ -927,7 +928,13 @@ def test_cpus_beyond_a_node_or_its_cap_per_gpu_are_named_with_the_fix() -> None:
         "amd_a100nv_8 allows 8 CPU cores per GPU (8 here; the scheduler refuses more): lower "
         "-c to 8, or ask for more GPUs per node"
     )
-    assert "Requested CPU cores per node (10) exceed the allowed limit (8)" in gpu
+    assert gpu.endswith("(unconfirmed: `hvd-container sites show neuron --sources`)")
+    from hvd_container.launcher.site_sources import source_lines
+
+    # the source's own words live there, with how to confirm the fact
+    said = "\n".join(source_lines(load_site("neuron")))
+    assert "Requested CPU cores per node" in said
+    assert "to confirm scheduler.partitions.amd_a100nv_8.cpus_per_gpu: `scontrol show" in said
     # the defaults fit: a node's worth of ranks with the site's -c
     for site, fields in (("zih-capella", {}), ("zih-alpha", {}),
                          ("neuron", dict(comment="field=ai;appl=pytorch"))):  # fmt: skip
@@ -958,13 +965,10 @@ def test_jscs_reserved_comment_rests_on_an_unconfirmed_source_so_it_is_warned_of
     result = plan("jupiter", image="x.sif", nodes=1, comment="mine", account="p")
     assert not any(w.startswith("--comment") for w in words(result))
     (said,) = [w for w in warned(result) if w.startswith("--comment")]
-    assert said.startswith(
+    assert said == (
         "--comment 'mine': site jupiter keeps --comment for its own tools, so hvd-container "
-        "writes none there; leave it out (not refused: scheduler.comment.reserved in site "
-        "jupiter's profile rests on an unconfirmed source, JSC uses --comment"
-    )
-    assert said.endswith(
-        "confirm it: the site's user guide or its support says whether jobs may set --comment)"
+        "writes none there; leave it out (unconfirmed: `hvd-container sites show jupiter "
+        "--sources`)"
     )
 
 

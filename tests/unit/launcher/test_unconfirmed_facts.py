@@ -4,12 +4,14 @@ to confirm it. Each check that reads a profile fact, with the source confirmed a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from _launch_helpers import isolated  # noqa: F401
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.site_sources import UNKNOWN_HOW, how_to_confirm, source_rows
 from hvd_container.launcher.sites import Partition, Site, Source, load_site
 
 from hvd_container.facts import ImageFacts
@@ -87,15 +89,11 @@ def test_a_check_that_rests_on_an_unconfirmed_fact_warns(
     assert refused.status == "fail", refused
     warned = judged(name, site, update, asked, key, confirmed=False)
     assert warned.status == "warn", warned
-    assert warned.message.startswith(refused.message)
-    assert (
-        f"(not refused: {key} in site {site}'s profile rests on an unconfirmed source"
-        in warned.message
+    # one line: the fact and the fix, then where the source and how to confirm it are said
+    assert warned.message == (
+        f"{refused.message} (unconfirmed: `hvd-container sites show {site} --sources`)"
     )
-    assert (
-        "what a user's note says (https://example.org/note, checked 2026-11-26)" in warned.message
-    )
-    assert "confirm it: " in warned.message
+    assert "\n" not in warned.message and "what a user's note says" not in warned.message
 
 
 def test_perlmutters_glibc_and_driver_rest_on_their_unconfirmed_sources() -> None:
@@ -121,8 +119,41 @@ def test_neurons_gh200_period_is_warned_of_with_how_to_confirm_it() -> None:
     assert result.message.startswith(
         "partition gh200_1 of site neuron: its allocation period ended on 2025-12-31"
     )
-    assert "confirm it: `showque` or `sinfo -p PARTITION`" in result.message
+    assert result.message.endswith("(unconfirmed: `hvd-container sites show neuron --sources`)")
+    (period,) = [
+        row
+        for row in source_rows(site)
+        if "gh200_1" in " ".join(row["keys"])  # type: ignore[arg-type]
+    ]
+    assert period["confirmed"] is False
+    assert "`showque` or `sinfo -p PARTITION`" in str(period["confirm"])
     other = plan(site, LaunchRequest(script="t.py", image="x.sif", partition="amd_a100nv_8",
                                      ntasks=8, comment="field=ai;appl=pytorch"),
                  "run", dry_run=True, keep_going=True)  # fmt: skip
     assert [r.status for r in other.results if r.check == "partition-period"] == ["n/a"]
+
+
+def test_sites_show_sources_says_where_each_fact_comes_from_and_how_to_confirm_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hvd_container.cli.app import main
+
+    assert main(["sites", "show", "jupiter", "--sources"]) == 0
+    out = capsys.readouterr().out
+    assert "UNCONFIRMED, checked 2026-11-26: JSC uses --comment for its own job tooling" in out
+    assert (
+        "  to confirm scheduler.comment.reserved: the site's user guide or its support says "
+        "whether jobs may set --comment\n"
+    ) in out
+    assert "  to confirm cluster_names: `scontrol show config | grep ClusterName`" in out
+    assert main(["sites", "show", "jupiter", "--sources", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    reserved = [s for s in record["sources"] if "scheduler.comment.reserved" in s["keys"]]
+    assert reserved and reserved[0]["confirmed"] is False
+    assert set(reserved[0]["confirm"]) == {"scheduler.comment.reserved"}
+
+
+def test_how_to_confirm_a_key_of_a_partition_and_one_nobody_described() -> None:
+    assert how_to_confirm("scheduler.partitions.booster.available_until").startswith("`showque`")
+    assert how_to_confirm("scheduler.partitions.booster").startswith("`hvd-container sites probe`")
+    assert how_to_confirm("env") == UNKNOWN_HOW
