@@ -368,6 +368,38 @@ def time_limit(launch: Launch) -> Verdict | None:
     )
 
 
+@check("site-names", "the QOS, partition and constraint are the site's", needs=("allocation",))
+def site_names(launch: Launch) -> Verdict | None:
+    """A QOS, partition or constraint the profile does not know goes to sbatch as given: said
+    (never refused: a profile may not list them all), with the ones it knows."""
+    sched, name, request = launch.site.scheduler, launch.site.name, launch.request
+    said = []
+    qos_known = sorted({*sched.qos_max_time, *([sched.qos] if sched.qos else [])})
+    if request.qos and qos_known and request.qos not in qos_known:
+        said.append(
+            f"-q {request.qos} is not a QOS of site {name}'s profile ({', '.join(qos_known)})"
+        )
+    # (a partition the profile does not list is refused where the request is read)
+    if request.partition and not sched.partitions and not sched.partition:
+        how = f" (its nodes are asked for with -C {sched.constraint})" if sched.constraint else ""
+        said.append(
+            f"site {name}'s profile names no partition{how}, yet -p {request.partition} is given"
+        )
+    asked, own = request.constraint, sched.constraint
+    if asked and own and asked != own:
+        terms = set(re.split(r"[&|,*\[\]()]+", asked))
+        if not set(re.split(r"[&|,*\[\]()]+", own)) <= terms:
+            said.append(
+                f"-C {asked} leaves out site {name}'s own -C {own} (its GPU nodes' feature)"
+            )
+    if not said:
+        return None
+    return warn(
+        "; ".join(said) + ": sbatch gets it as given, and the site may refuse the job or run it "
+        "on other nodes (`sinfo -s`, `sacctmgr show qos` on its login node list what it has)"
+    )
+
+
 @check("partition-period", "the partition's allocation period has not ended")
 def partition_period(launch: Launch, today: datetime.date | None = None) -> Verdict | None:
     info = launch.site.scheduler.partition_info(launch.partition)
@@ -498,6 +530,14 @@ def account(launch: Launch) -> Verdict | None:
     suffix = launch.site.scheduler.account_suffix
     value = launch.request.account or launch.site.scheduler.account
     name = launch.site.name
+    if value is None and launch.site.scheduler.account_required:
+        return refuse(
+            launch,
+            f"no --account: site {name} charges every job to a project or budget and refuses "
+            "one without it: pass --account PROJECT (or set scheduler.account in your own "
+            "profile of the site)",
+            "scheduler.account_required",
+        )
     if not suffix:
         return not_applicable(f"site {name} has no account suffix rule")
     if value is None:

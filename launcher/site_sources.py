@@ -22,6 +22,7 @@ HOW_TO_CONFIRM = {
     "scheduler.partitions": "`hvd-container sites probe` on the site's login node reads the partitions",
     "scheduler.qos_max_time": "`sacctmgr show qos format=name,maxwall` on the site's login node",
     "cluster_names": "`scontrol show config | grep ClusterName` on the site's login node",
+    "scheduler.account_required": "`sbatch --wrap true` without --account on the site's login node says whether it takes a job without one",
     "scheduler.comment.reserved": "the site's user guide or its support says whether jobs may set --comment",
 }
 

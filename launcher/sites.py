@@ -363,6 +363,11 @@ class Scheduler(Strict):
     partition: PartitionName | None = None
     partitions: dict[PartitionName, Partition] = Field(default_factory=dict)
     account: Line | None = None
+    account_required: bool = Field(
+        default=False,
+        description="The scheduler refuses a job without --account (JSC: every job is charged "
+        "to a budget; `jutil user projects` lists yours).",
+    )
     account_suffix: Line | None = Field(
         default=None, description="GPU jobs are charged to <project><suffix> (Perlmutter: _g)."
     )
@@ -896,6 +901,12 @@ def select_site(flag: str | None = None, warnings: list[str] | None = None) -> S
     name, why = choose_site(flag, warnings)
     if why == "--site":
         return load_site(name)
+    if warnings is not None and (why == "default" or why.startswith("Slurm cluster name")):
+        # nobody named it (not --site, the variable or the config file): say which it is
+        warnings.append(
+            f"no --site: site {name} ({why}); --site, ${SITE_ENV_VAR} or the config file's "
+            "`site:` names another"
+        )
     try:
         return load_site(name)
     except UserError as exc:

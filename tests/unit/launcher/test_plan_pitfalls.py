@@ -1084,3 +1084,74 @@ def test_two_trainers_that_disagree_are_not_judged() -> None:
     text = "Trainer(devices=4)\nTrainer(devices=2, num_nodes=3)\nTrainer(num_nodes=3)\n"
     assert trainer_layout(text) == {"num_nodes": 3}
     assert trainer_layout("Trainer(devices=True)\nx = (") == {}  # not Python: nothing
+
+
+def test_a_launch_that_names_no_site_says_which_it_is_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
+
+    warnings: list[str] = []
+    site, _ = request_from_options(
+        "t.py", options=LaunchOptions(image="x.sif", ntasks=1), warnings=warnings
+    )
+    assert site.name == "local"
+    assert warnings[0] == (
+        "no --site: site local (default); --site, $HVD_CONTAINER_SITE or the config file's "
+        "`site:` names another"
+    )
+    monkeypatch.setenv("HVD_CONTAINER_SITE", "local")  # named by the user: nothing to say
+    warnings.clear()
+    request_from_options("t.py", options=LaunchOptions(image="x.sif", ntasks=1), warnings=warnings)
+    assert not any(w.startswith("no --site") for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        (
+            dict(qos="gpu_regular"),
+            "-q gpu_regular is not a QOS of site perlmutter's profile (debug, interactive, premium, regular, shared)",
+        ),  # fmt: skip
+        (
+            dict(partition="gpu"),
+            "site perlmutter's profile names no partition (its nodes are asked for with -C gpu), yet -p gpu is given",
+        ),  # fmt: skip
+        (
+            dict(constraint="cpu"),
+            "-C cpu leaves out site perlmutter's own -C gpu (its GPU nodes' feature)",
+        ),  # fmt: skip
+    ],
+)
+def test_a_qos_partition_or_constraint_the_profile_does_not_know_is_warned_of(
+    asked: dict[str, str], said: str
+) -> None:
+    """Perlmutter took `-q gpu_regular`, `-p gpu` and `-C cpu` without a word."""
+    result = plan("perlmutter", image="u/i:t", nodes=1, account="m1_g", **asked)
+    (found,) = [r for r in result.results if r.check == "site-names"]
+    assert found.status == "warn" and found.message.startswith(said + ": sbatch gets it as given")
+
+
+@pytest.mark.parametrize("asked", [dict(qos="debug"), dict(constraint="gpu&hbm80g"), {}])
+def test_the_sites_own_names_pass(asked: dict[str, str]) -> None:
+    result = plan("perlmutter", image="u/i:t", nodes=1, account="m1_g", **asked)
+    (found,) = [r for r in result.results if r.check == "site-names"]
+    assert found.status == "pass"
+
+
+def test_a_site_that_charges_every_job_to_a_budget_asks_for_account() -> None:
+    """JUPITER took a job without --account (JSC charges every job to a budget); its profile
+    records the rule from an unconfirmed source, so it warns; confirmed, it refuses."""
+    result = plan("jupiter", image="x.sif", nodes=1)
+    (found,) = [r for r in result.results if r.check == "account"]
+    assert found.status == "warn" and found.message == (
+        "no --account: site jupiter charges every job to a project or budget and refuses one "
+        "without it: pass --account PROJECT (or set scheduler.account in your own profile of "
+        "the site) (unconfirmed: `hvd-container sites show jupiter --sources`)"
+    )
+    given = plan("jupiter", image="x.sif", nodes=1, account="training2600")
+    assert [r.status for r in given.results if r.check == "account"] == ["n/a"]
+    site = load_site("jupiter")
+    confirmed = site.model_copy(
+        update={"sources": [s.model_copy(update={"confirmed": True}) for s in site.sources]}
+    )
+    with pytest.raises(UserError, match="^no --account: site jupiter charges every job"):
+        plan_launch(confirmed, LaunchRequest(script="train.py", image="x.sif", nodes=1))
