@@ -26,7 +26,7 @@ from hvd_container.launcher.slurm import slurm_seconds
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
-from hvd_container.core.text import ascii_digits, has_line_ends, is_utf8
+from hvd_container.core.text import ascii_digits, did_you_mean, has_line_ends, is_utf8
 from hvd_container.facts import ImageFacts, facts_from_recipe
 
 
@@ -528,7 +528,7 @@ def check(site: Site, request: LaunchRequest) -> None:
     known = site.scheduler.partitions
     if request.partition and known and request.partition not in known:
         raise UserError(
-            f"--partition: {request.partition!r} is not a partition of site {site.name} (allowed: {', '.join(known)})"
+            f"--partition: {request.partition!r} is not a partition of site {site.name}{did_you_mean(request.partition, known)} (allowed: {', '.join(known)})"
         )
     if request.time and not valid_slurm_time(request.time):
         raise UserError(

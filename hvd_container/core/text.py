@@ -43,8 +43,30 @@ def ascii_digits(value: str) -> bool:
     return value.isascii() and value.isdigit()
 
 
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[-_.]", name.lower()) if w]
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """', did you mean X?' for the allowed value nearest a misspelt one (difflib's ratio of at
-    least 0.75: perlmuter -> perlmutter, verison -> version), else ''."""
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    """', did you mean X?' for the allowed value a mistyped one stands for, else ''.
+
+    In order: the one allowed name of several words that has the typed word's first word
+    among its own (daint -> cscs-daint, juwels -> juwels-booster, jupiter-booster ->
+    jupiter); the one the typed word begins with (enviroment -> env); the nearest by
+    difflib's ratio of at least 0.75, two where two are as near (perlmuter -> perlmutter,
+    amd_a100_8 -> amd_a100nv_8 or amd_a100_4)."""
+    allowed = list(dict.fromkeys(choices))
+    typed = _words(word)
+    if typed and allowed:
+        by_word = [c for c in allowed if c != word and typed[0] in _words(c)]
+        if len(by_word) == 1:
+            return f", did you mean {by_word[0]!r}?"
+        begins = [c for c in allowed if len(c) >= 3 and word.lower().startswith(c.lower())]
+        if len(begins) == 1 and begins[0] != word:
+            return f", did you mean {begins[0]!r}?"
+    found = difflib.get_close_matches(word, allowed, n=2, cutoff=0.75)
+    if len(found) == 2:
+        ratio = [difflib.SequenceMatcher(None, word, f).ratio() for f in found]
+        if ratio[0] - ratio[1] < 0.05:
+            return f", did you mean {found[0]!r} or {found[1]!r}?"
     return f", did you mean {found[0]!r}?" if found else ""

@@ -114,3 +114,28 @@ def test_did_you_mean_offers_only_a_near_name() -> None:
 
     assert did_you_mean("verison", ["name", "version"]) == ", did you mean 'version'?"
     assert did_you_mean("colour", ["name", "version"]) == ""
+
+
+@pytest.mark.parametrize(
+    ("typed", "choices", "said"),
+    [
+        ("daint", ["cscs-daint", "cscs-clariden", "local"], ", did you mean 'cscs-daint'?"),
+        ("juwels", ["juwels-booster", "jupiter"], ", did you mean 'juwels-booster'?"),
+        ("jupiter-booster", ["juwels-booster", "jupiter"], ", did you mean 'jupiter'?"),
+        ("enviroment", ["name", "env", "labels"], ", did you mean 'env'?"),
+        ("perlmuter", ["perlmutter", "neuron"], ", did you mean 'perlmutter'?"),
+        (
+            "amd_a100_8",
+            ["amd_a100nv_8", "amd_a100_4", "gh200_1"],
+            ", did you mean 'amd_a100nv_8' or 'amd_a100_4'?",
+        ),  # fmt: skip
+        ("zzz", ["local", "neuron"], ""),
+        ("cscs", ["cscs-daint", "cscs-clariden"], ""),  # two fit a word: difflib's turn, none
+    ],
+)
+def test_did_you_mean_finds_what_a_mistyped_name_stands_for(
+    typed: str, choices: list[str], said: str
+) -> None:
+    from hvd_container.core.text import did_you_mean
+
+    assert did_you_mean(typed, choices) == said
