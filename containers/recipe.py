@@ -29,6 +29,16 @@ from hvd_container import facts
 from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
+# the kernel's names for them (`uname -m`), taken as the same
+ArchAlias = Literal["x86_64", "aarch64"]
+ARCH_ALIASES = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def canonical_arch(value: Any) -> Any:
+    """amd64 for x86_64, arm64 for aarch64; anything else as it is (checked after)."""
+    return ARCH_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
 Framework = Literal["pytorch", "tensorflow", "keras"]
 Controller = Literal["mpi", "gloo"]
 HorovodPatch = Literal["cxx17", "cxx20", "gcc13"]
@@ -347,7 +357,7 @@ class Horovod(Strict):
 def _one_arch(value: Any) -> Any:
     if isinstance(value, list):  # recipe_loader splits a list into one recipe an architecture
         raise ValueError("one architecture here (the recipe loader reads a list of them)")
-    return value
+    return canonical_arch(value)
 
 
 class Recipe(Strict):
@@ -355,13 +365,16 @@ class Recipe(Strict):
     version: Version = Field(pattern=_TAG_PATTERN, description="Image tag.")
     description: PlainText = ""
     base: Annotated[Base, BeforeValidator(_base_shorthand, json_schema_input_type=str | Base)]
-    arch: Annotated[Arch, BeforeValidator(_one_arch, json_schema_input_type=Arch | list[Arch])] = (
-        Field(
-            default="amd64",
-            description="The image's architecture; a list (e.g. [amd64, arm64]) makes an image for "
-            "each, tagged NAME:VERSION-ARCH, with a lock each (NAME.ARCH.lock), pushed under one "
-            "OCI image index NAME:VERSION.",
-        )
+    arch: Annotated[
+        Arch,
+        BeforeValidator(
+            _one_arch, json_schema_input_type=Arch | ArchAlias | list[Arch | ArchAlias]
+        ),
+    ] = Field(
+        default="amd64",
+        description="The image's architecture (x86_64 and aarch64 are amd64 and arm64); a list "
+        "(e.g. [amd64, arm64]) makes an image for each, tagged NAME:VERSION-ARCH, with a lock "
+        "each (NAME.ARCH.lock), pushed under one OCI image index NAME:VERSION.",
     )
     python: Python
     mpi: Mpi | None = None

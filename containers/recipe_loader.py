@@ -22,6 +22,7 @@ from hvd_container.containers.recipe import (
     MultiArch,
     Recipe,
     arch_tag,
+    canonical_arch,
 )
 
 from hvd_container import recipes
@@ -97,14 +98,15 @@ def named_arches(layered: yamlconf.Layered) -> list[str] | None:
     allowed = ", ".join(ARCHES)
     if not value:
         raise UserError(f"{where}: arch: an empty list (allowed: one or more of {allowed})")
-    for item in value:
+    named = [canonical_arch(item) for item in value]
+    for item, given in zip(named, value, strict=True):
         if item not in ARCHES:
             raise UserError(
-                f"{where}: arch: {str(item)!r} is not an architecture (allowed: {allowed})"
+                f"{where}: arch: {str(given)!r} is not an architecture (allowed: {allowed})"
             )
-    if len(set(value)) != len(value):
+    if len(set(named)) != len(named):
         raise UserError(f"{where}: arch: each architecture may appear once")
-    return [str(item) for item in value]
+    return [str(item) for item in named]
 
 
 def _read(ref: str | Path, arch: str | None = None) -> tuple[Recipe, yamlconf.Layered, Path, bool]:
@@ -118,7 +120,10 @@ def _read(ref: str | Path, arch: str | None = None) -> tuple[Recipe, yamlconf.La
             f"{layered.where(('arch',))}: recipe {data.get('name')} makes an image for each of "
             f"{', '.join(arches)}: name one (--arch)"
         )
-    split = arch is not None and (arches is not None or arch != data.get("arch", "amd64"))
+    arch = canonical_arch(arch)
+    split = arch is not None and (
+        arches is not None or arch != canonical_arch(data.get("arch", "amd64"))
+    )
     if arch is not None:
         if arch not in ARCHES:
             raise UserError(f"--arch {arch}: not an architecture (allowed: {', '.join(ARCHES)})")

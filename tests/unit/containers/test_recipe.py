@@ -134,10 +134,10 @@ def test_a_scalar_where_a_section_goes_lists_its_keys(tmp_path: Path) -> None:
 
 
 def test_bad_enum_lists_allowed_values(tmp_path: Path) -> None:
-    path = write(tmp_path, merged(CPU_RECIPE, arch="x86_64"))
+    path = write(tmp_path, merged(CPU_RECIPE, arch="sparc64"))
     msg = error_of(path)
     assert msg == (
-        f"{path}:{line_of(path, 'arch')}: arch: not allowed (got 'x86_64') "
+        f"{path}:{line_of(path, 'arch')}: arch: not allowed (got 'sparc64') "
         "(allowed: amd64, arm64, ppc64le)"
     )
 
@@ -514,3 +514,27 @@ def test_compute_capabilities_as_people_write_them(tmp_path: Path) -> None:
     assert "not allowed (allowed: a compute capability without the dot" in error_of(
         write(tmp_path, bad)
     )
+
+
+@pytest.mark.parametrize(("given", "arch"), [("aarch64", "arm64"), ("x86_64", "amd64")])
+def test_the_kernels_names_of_an_architecture_are_taken(
+    tmp_path: Path, given: str, arch: str
+) -> None:
+    """`arch: aarch64` (what `uname -m` says on Grace Hopper) was refused."""
+    path = write(tmp_path, f"extends: cpu-bookworm-torch\nname: k\narch: {given}\n", "k.yaml")
+    assert read_recipe(path).arch == arch
+    base = write(tmp_path, "extends: cpu-bookworm-torch\nname: b\n", "b.yaml")
+    assert read_recipe(base, arch=given).arch == arch  # --arch aarch64 too
+
+
+def test_a_list_of_the_kernels_names_is_two_images_and_a_repeat_is_refused(
+    tmp_path: Path,
+) -> None:
+    from hvd_container.containers.recipe_loader import image_arches
+
+    pair = write(tmp_path, "extends: cpu-bookworm-torch\nname: p\narch: [x86_64, aarch64]\n", "p.yaml")  # fmt: skip
+    assert image_arches(pair) == ["amd64", "arm64"]
+    assert read_recipe(pair, arch="aarch64").version == "1-arm64"
+    twice = write(tmp_path, "extends: cpu-bookworm-torch\nname: t\narch: [x86_64, amd64]\n", "t.yaml")  # fmt: skip
+    with pytest.raises(UserError, match="arch: each architecture may appear once"):
+        read_recipe(twice, arch="amd64")
