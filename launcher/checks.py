@@ -733,6 +733,10 @@ def cuda_driver(launch: Launch) -> Verdict | None:
     )
 
 
+# the built-in recipe whose framework still carries Volta's code (its own test says so)
+CUDA_12_RECIPE = "gpu-bookworm-torch-cu12"
+
+
 @check("gpu-arch", "the image's GPU code runs on the partition's GPUs", needs=("facts", "gpus"))
 def gpu_arch(launch: Launch) -> Verdict | None:
     """CUDA 13 dropped Volta (sm_70); a framework's code runs on a GPU of compute capability
@@ -754,7 +758,7 @@ def gpu_arch(launch: Launch) -> Verdict | None:
     if ascii_digits(cuda_major) and int(cuda_major) >= 13 and int(cc) < 75:
         return refuse(
             launch,
-            f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12, or {other}",
+            f"{facts.source} is built with CUDA {facts.cuda}, which dropped GPUs below compute capability 7.5, and {where} has {model} ({cc[:-1]}.{cc[-1]}): the job would die with 'no kernel image is available'; use an image with CUDA 12 (the built-in recipe {CUDA_12_RECIPE}: --recipe {CUDA_12_RECIPE}, kernels from sm_70), or {other}",
             _partition_key(launch),
         )
     for whose, code in facts.gpu_code():

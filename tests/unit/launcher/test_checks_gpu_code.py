@@ -4,7 +4,8 @@ job would otherwise find only at its first kernel, after the queue wait."""
 from __future__ import annotations
 
 import pytest
-from hvd_container.launcher.checks import runs_on
+from hvd_container.containers.recipe_loader import read_recipe
+from hvd_container.launcher.checks import CUDA_12_RECIPE, runs_on
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.sites import load_site
 
@@ -39,7 +40,12 @@ def test_a_cuda_13_image_on_v100_fails_with_the_fix() -> None:
     status, message = verdict(image(cuda="13.0"), "cas_v100_4")
     assert status == "fail"
     assert "CUDA 13.0, which dropped GPUs below compute capability 7.5" in message
-    assert "V100 (7.0)" in message and "use an image with CUDA 12" in message
+    assert "V100 (7.0)" in message and "use an image with CUDA 12 (the built-in recipe " in message
+    # the recipe named is a built-in of CUDA 12 whose torch has Volta's kernels
+    assert "--recipe gpu-bookworm-torch-cu12, kernels from sm_70" in message
+    twin = read_recipe(CUDA_12_RECIPE)
+    assert twin.cuda is not None and twin.cuda.version.startswith("12.")
+    assert any("sm_70" in check for check in twin.checks)
     assert verdict(image(cuda="12.4"), "cas_v100_4")[0] != "fail"
     assert verdict(image(cuda="13.0"), "amd_a100_4")[0] != "fail"
 
