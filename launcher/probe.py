@@ -362,6 +362,20 @@ def probe(*, nodes: bool = False, timeout: float = DEFAULT_TIMEOUT) -> SiteProbe
     return found
 
 
+def nothing_read(found: SiteProbe) -> str | None:
+    """Why the probe has no site to describe (Slurm reported no partition here), or None."""
+    if found.partitions:
+        return None
+    why = next(
+        (u for u in found.unread if u.startswith(("scontrol", "sinfo"))),
+        "it reported no partition",
+    )
+    return (
+        f"sites probe: no Slurm answered here ({why}): run it on the site's login node, where "
+        "scontrol lists the partitions"
+    )
+
+
 # ------------------------------------------------------------------------- a new profile
 
 

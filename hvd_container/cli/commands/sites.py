@@ -210,6 +210,9 @@ def probe_cmd(
         raise UserError("-o and --diff exclude each other: write a new profile, or compare one")
     profile = load_site(diff) if diff else None  # a profile that does not load: said first
     found = probe.probe(nodes=nodes, timeout=timeout)
+    nothing = probe.nothing_read(found)
+    if nothing:  # no site to describe or compare: said once, not as a profile of TODOs
+        raise UserError(nothing)
     for line in found.unread:
         warn([f"probe: could not read {line}"])
     if profile is not None:

@@ -117,3 +117,25 @@ def test_a_nodes_glibc_is_read_and_compared_with_the_profile() -> None:
     assert (debian.node_arch, debian.node_glibc, debian.gpu_driver) == ("arm64", "2.36", None)
     _data, todo = probe.profile_data(debian, "x")
     assert any(t.startswith("runtime.injects_glibc: the nodes' glibc is 2.36") for t in todo)
+
+
+def test_a_probe_where_no_slurm_answers_exits_non_zero_with_the_reason(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    isolated: Path,  # noqa: F811
+) -> None:
+    """It printed a profile of TODO lines and exited 0."""
+    from hvd_container.cli.app import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol, sinfo, srun here
+    monkeypatch.chdir(tmp_path)
+    assert main(["sites", "probe"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "hvd-container: error: sites probe: no Slurm answered here (scontrol: not on PATH): run "
+        "it on the site's login node, where scontrol lists the partitions\n"
+    )
+    assert main(["sites", "probe", "-o", str(tmp_path / "x.yaml")]) == 2
+    assert not (tmp_path / "x.yaml").exists()
