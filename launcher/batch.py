@@ -59,6 +59,7 @@ class BatchScript:
     env: dict[str, str]  # exported before the step
     step: list[str]  # the srun line
     files: dict[str, str] = field(default_factory=dict)  # written before the step: path -> text
+    folders: list[str] = field(default_factory=list)  # made (owner-only) before the step
     until_done: UntilDone | None = None
 
 
@@ -105,6 +106,12 @@ def script_text(script: BatchScript) -> str:
         lines.append(f"export {name}={shell.quote(value, one_line=True)}")
     if script.modules or script.env:
         lines.append("")
+    for folder in script.folders:
+        lines += [
+            "# a folder the srun line below needs",
+            f"(umask 077 && mkdir -p {shell.quote(folder, one_line=True)})",
+            "",
+        ]
     for path, text in script.files.items():
         lines += file_lines(path, text)
     if script.until_done is None:

@@ -82,6 +82,7 @@ class Plan:
     notes: list[str]  # what preparing the launch found (environment lines not passed on)
     how: How = "step"
     files: dict[str, str] = field(default_factory=dict)  # the runtime's, which the step reads
+    folders: list[str] = field(default_factory=list)  # the runtime's, made before the step
 
     @property
     def site(self) -> Site:
@@ -255,12 +256,16 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         )
     files = dict(prepared.files)
     if request.hang_after:  # the watcher the stacks come from, where PYTHONPATH names it
-        watcher = hang.watcher_files(hang.watch_folder()) if prepare_only else hang.write_watcher()
+        # named only where nothing is made (a dry run) or the batch script writes it itself
+        named = prepare_only or launch.mode == "batch"
+        watcher = hang.watcher_files(hang.watch_folder()) if named else hang.write_watcher()
         files.update(watcher)
     notes += prepared.notes
+    folders = list(prepared.folders)
     done = dict(
-        launch=launch, image=invocation.image, env=env, results=results, notes=notes, files=files
-    )
+        launch=launch, image=invocation.image, env=env, results=results, notes=notes,
+        files=files, folders=folders,
+    )  # fmt: skip
     if request.inside_allocation:
         return Plan(argv=step, allocation=[], step=step, script=None, **done)  # type: ignore[arg-type]
 
@@ -269,8 +274,8 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         # the job screens its nodes first, or restarts its step: this tool runs in it and does
         # what `run --screen` or `run --max-restarts` does inside an allocation (its own steps,
         # their files, the step on the good nodes)
-        step, files, env = job_step(site, request, until), {}, {}
-        done.update(files=files, env=env)
+        step, files, env, folders = job_step(site, request, until), {}, {}, []
+        done.update(files=files, env=env, folders=folders)
     if until is not None and until.how == "program":
         # Lightning runs `scontrol requeue` from rank 0, inside the container: where that fails
         # it trains on, and the job script ends the step and goes on itself
@@ -315,6 +320,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             env=env,
             step=step,
             files=files,
+            folders=folders,
             until_done=until,
         )
     )

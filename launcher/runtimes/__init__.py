@@ -109,6 +109,9 @@ class Prepared:
     # files the step reads, path -> text: the batch script writes them before its step (a
     # `run` inside an allocation finds them written by `prepare`)
     files: dict[str, str] = field(default_factory=dict)
+    # folders the step needs before it starts: a launch from here has made them; the batch
+    # script makes them itself (`batch` writes nothing but its script)
+    folders: list[str] = field(default_factory=list)
 
 
 def is_file_ref(ref: str) -> bool:

@@ -106,6 +106,7 @@ class Charliecloud(Runtime):
         where = bind_working_directory(launch)
         env = {"USER": launch.request.env.get("USER") or current_user()}  # ch-run needs it
         image, flags, notes = launch.image, [], []
+        folders: list[str] = []
         binds = [one for item in launch.request.binds for one in split_binds(item)]
         binds += where.binds
         if image and self.missing_image(image, "") is None and self.unusable_image(image) is None:
@@ -118,10 +119,11 @@ class Charliecloud(Runtime):
             if ready is not None:
                 image, flags, notes = str(ready.root), ready.ch_run_flags(), list(ready.warnings)
             else:  # a SquashFS file, which ch-run mounts
-                flags = ["-m", squashfs_mount_point(dry_run=dry_run)]
+                point = squashfs_mount_point(dry_run=dry_run or launch.mode == "batch")
+                flags, folders = ["-m", point], [point]
         return Prepared(
             image, flags=flags, env=env, binds=where.binds, workdir=where.workdir,
-            script=where.script, notes=notes,
+            script=where.script, notes=notes, folders=folders,
         )  # fmt: skip
 
     def gpu_gap(self, launch: Launch) -> str | None:

@@ -1155,3 +1155,23 @@ def test_a_site_that_charges_every_job_to_a_budget_asks_for_account() -> None:
     )
     with pytest.raises(UserError, match="^no --account: site jupiter charges every job"):
         plan_launch(confirmed, LaunchRequest(script="train.py", image="x.sif", nodes=1))
+
+
+def test_batch_writes_nothing_but_its_script_and_the_script_makes_what_the_step_needs(
+    tmp_path: Path,
+) -> None:
+    """`batch -o -` made .hvd-container/ch-mnt and the --hang-after watcher in the working
+    directory; the script it prints makes them itself."""
+    from hvd_container.launcher.plan import plan as real_plan
+
+    job = tmp_path / "job"
+    request = LaunchRequest(script="train.py", image="i.sqfs", nodes=2, hang_after=600)
+    batch = real_plan(load_site("local"), request, "batch")
+    assert not (job / ".hvd-container").exists()
+    assert batch.script is not None
+    assert f"(umask 077 && mkdir -p {job}/.hvd-container/ch-mnt)" in batch.script.splitlines()
+    assert f"{job}/.hvd-container/stacks/sitecustomize.py" in batch.script
+    run = real_plan(load_site("local"), request, "run")  # a launch from here makes them
+    assert (job / ".hvd-container" / "ch-mnt").is_dir()
+    assert (job / ".hvd-container" / "stacks" / "sitecustomize.py").is_file()
+    assert run.script == batch.script
