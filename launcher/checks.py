@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -603,6 +604,26 @@ def task_env(launch: Launch) -> Verdict | None:
 @check("modules", "the runtime's modules")
 def modules(launch: Launch) -> Verdict | None:
     return launch.runtime.module_problem(launch)
+
+
+@check("site-modules", "inside an allocation, the runtime's program is found (the site's modules)")
+def site_modules_here(launch: Launch) -> Verdict | None:
+    """Inside an allocation the step runs from this shell, which the batch script's `module
+    load` never reached (Neuron: singularity comes from singularity/4.3.4)."""
+    modules = launch.site.modules
+    if not (launch.request.inside_allocation and launch.judged_here and modules):
+        return not_applicable("only a step run here, on a site with modules, needs them here")
+    program = type(launch.runtime).programs.get(launch.runtime.kind)
+    if program is None or shutil.which(program):
+        return None
+    loads = " ".join(modules)
+    return refuse(
+        launch,
+        f"{program} is not on PATH in this shell, and the step runs it from here: site "
+        f"{launch.site.name}'s jobs load `module load {loads}` first (as its batch scripts "
+        f"do); run that in this allocation's shell, then this command again",
+        "modules",
+    )
 
 
 @check("mpi-abi", "the MPI a runtime injects can replace the image's", needs=("facts",))

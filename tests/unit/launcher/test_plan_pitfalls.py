@@ -1175,3 +1175,30 @@ def test_batch_writes_nothing_but_its_script_and_the_script_makes_what_the_step_
     assert (job / ".hvd-container" / "ch-mnt").is_dir()
     assert (job / ".hvd-container" / "stacks" / "sitecustomize.py").is_file()
     assert run.script == batch.script
+
+
+def test_inside_an_allocation_a_runtime_the_sites_modules_give_must_be_found_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At Neuron the step line ran `singularity` from a shell that never loaded
+    singularity/4.3.4 (the batch script loads it)."""
+    from hvd_container.launcher.plan import plan as real_plan
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no singularity here
+    request = LaunchRequest(script="train.py", image="x.sif", ntasks=2, inside_allocation=True,
+                            comment="field=ai;appl=pytorch", controller="mpi")  # fmt: skip
+    judged = real_plan(load_site("neuron"), request, "run", keep_going=True)
+    (found,) = [r for r in judged.results if r.check == "site-modules"]
+    assert found.status in ("fail", "warn")
+    assert found.message.startswith(
+        "singularity is not on PATH in this shell, and the step runs it from here: site "
+        "neuron's jobs load `module load singularity/4.3.4` first (as its batch scripts do)"
+    )
+    program = tmp_path / "singularity"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    judged = real_plan(load_site("neuron"), request, "run", keep_going=True)
+    assert [r.status for r in judged.results if r.check == "site-modules"] == ["pass"]
+    dry = plan("neuron", image="x.sif", ntasks=2, inside_allocation=True,
+               comment="field=ai;appl=pytorch")  # fmt: skip
+    assert [r.status for r in dry.results if r.check == "site-modules"] == ["n/a"]
