@@ -766,14 +766,13 @@ def gpu_arch(launch: Launch) -> Verdict | None:
     available"), after the queue wait."""
     facts = launch.facts
     assert facts is not None
-    info = launch.site.scheduler.partition_info(launch.partition)
-    cc = info.compute_capability if info else None
+    gpu, cc = launch.site.scheduler.gpu_model(launch.partition)
     where = f"partition {launch.partition}" if launch.partition else f"site {launch.site.name}"
     if cc is None:
         return skip(
-            f"the GPUs of {where} are not known: add gpu: <model> (or gpu_cc:) to its partition in the profile"
+            f"the GPUs of {where} are not known: add gpu: <model> (or gpu_cc:) to its partition in the profile (scheduler.gpu on a site without partitions)"
         )
-    model = info.gpu if info and info.gpu else f"compute capability {cc}"
+    model = gpu or f"compute capability {cc}"
     other = "choose a partition with newer GPUs (--partition)"
     cuda_major = facts.cuda.split(".")[0] if facts.cuda else ""
     if ascii_digits(cuda_major) and int(cuda_major) >= 13 and int(cc) < 75:

@@ -376,6 +376,16 @@ class Scheduler(Strict):
     comment: Comment = Field(default_factory=Comment)
     gpu_request: GpuRequest = "gres"
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
+    gpu: Line | None = Field(
+        default=None,
+        description="The GPU model of the nodes, for a site that has no partitions of its own "
+        "(Perlmutter: A100); a partition's gpu wins.",
+    )
+    gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
+        default=None,
+        description="Their compute capability as digits (80 for 8.0), where `gpu` is a model "
+        "the tool does not know.",
+    )
     cpus_per_node: int | None = Field(
         default=None, ge=0, le=MAX_CPUS_PER_NODE, description=CPUS_PER_NODE_ABOUT
     )
@@ -437,6 +447,14 @@ class Scheduler(Strict):
 
     def partition_info(self, name: str | None) -> Partition | None:
         return self.partitions.get(name) if name else None
+
+    def gpu_model(self, partition: str | None) -> tuple[str | None, str | None]:
+        """(the GPU model, its compute capability) of the partition's nodes, else the site's."""
+        info = self.partition_info(partition)
+        if info is not None and (info.gpu or info.gpu_cc):
+            return info.gpu, info.compute_capability
+        cc = self.gpu_cc or (GPU_CC.get(self.gpu.upper()) if self.gpu else None)
+        return self.gpu, cc
 
     def max_time_for(self, partition: str | None, interactive: bool) -> str | None:
         """The longest job Slurm takes there (the interactive limit for an interactive job)."""

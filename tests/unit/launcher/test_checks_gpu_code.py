@@ -79,12 +79,16 @@ def test_torchs_arch_list_against_the_partition() -> None:
 
 def test_unknown_gpu_code_or_gpus_are_not_judged() -> None:
     assert verdict(image(cuda="12.4"), "amd_a100_4")[0] == "skip"
-    # a site whose profile gives no GPU model (Perlmutter lists no partitions)
+    # a site whose profile gives no GPU model (Perlmutter's without its scheduler.gpu)
     from hvd_container.launcher.plan import plan
 
+    site = load_site("perlmutter")
+    site = site.model_copy(
+        update={"scheduler": site.scheduler.model_copy(update={"gpu": None, "gpu_cc": None})}
+    )
     request = LaunchRequest(script="t.py", image="u/i:t", facts=image(cuda="13.0"), nodes=1,
                             account="m_g")  # fmt: skip
-    launch = plan(load_site("perlmutter"), request, dry_run=True, keep_going=True)
+    launch = plan(site, request, dry_run=True, keep_going=True)
     found = {r.check: r for r in launch.results}["gpu-arch"]
     assert found.status == "skip" and "are not known" in found.message
 
@@ -146,3 +150,16 @@ def test_verify_records_what_its_probe_printed_on_a_gpu_machine() -> None:
     assert facts.torch_cuda_archs == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     assert verdict(facts, "cas_v100_4")[0] == "fail"  # CUDA 13, and no sm_70 either
     assert verdict(facts, "amd_h200nv_8", "known-bad")[0] == "warn"
+
+
+def test_a_site_without_partitions_names_its_gpu_so_the_images_code_is_judged() -> None:
+    """Perlmutter has no partitions of its own: gpu-arch skipped every image there."""
+    site = load_site("perlmutter")
+    assert site.scheduler.gpu_model(None) == ("A100", "80")
+    request = LaunchRequest(script="t.py", image="u/i:t", nodes=1, account="m1_g",
+                            facts=image(cuda="12.4", torch_cuda_archs=("sm_90",)))  # fmt: skip
+    from hvd_container.launcher.plan import plan
+
+    launch = plan(site, request, "run", dry_run=True, keep_going=True)
+    (found,) = [r for r in launch.results if r.check == "gpu-arch"]
+    assert found.status == "fail" and "site perlmutter's A100 (sm_80)" in found.message
