@@ -511,6 +511,11 @@ def script_here(launch: Launch) -> Verdict | None:
     """A .py script that is not here is started on the nodes after the queue wait anyway: said
     now (it may be in the image, or only on the cluster: a warning, not a refusal)."""
     script = launch.request.script
+    if not launch.request.script_given:
+        return not_applicable(
+            "no script given: name it after the options (`doctor ... train.py ARGS`) to check "
+            "it and its controller as run does"
+        )
     if not script.endswith(".py"):
         return not_applicable("a program, not a .py script: looked up where it runs")
     if os.path.isfile(script):

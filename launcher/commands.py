@@ -6,6 +6,7 @@ what the CLI prints. Warnings go to the reporter the caller hands in.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from hvd_container.launcher import doctor as doctor_checks
 from hvd_container.launcher import jupyter as jupyter_job
@@ -128,14 +129,19 @@ def doctor(
     screen: bool = False,
     record: bool = False,
     exclude_file: str | None = None,
+    script: str | None = None,
+    args: list[str] | None = None,
 ) -> tuple[Site, doctor_checks.Report]:
-    """`doctor`: every check of the launch, then (`smoke`) a short job on the nodes, and
+    """`doctor [SCRIPT [ARGS]]`: every check of the launch `run` would make of the script
+    (its controller detected as `run` does), then (`smoke`) a short job on the nodes, and
     (`screen`, inside an allocation) the screen of its nodes: the bad ones written to
     `exclude_file` (default hvd-screen-JOBID.exclude here), the figure it found recorded in
     the user's profile (`record`)."""
     if record and not screen:
         raise UserError("--record goes with --screen (it records the bus bandwidth a screen found)")
-    site, request = _request(reporter, "doctor", [], options)
+    site, request = _request(reporter, script or "doctor", args, options)
+    if not script:  # the checks that read the script say it was not given
+        request = replace(request, script_given=False)
     report = doctor_checks.diagnose(site, request)
     if (smoke or screen) and report.failed:
         report.add("smoke", "fail", "not run: fix the failing checks first")

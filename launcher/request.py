@@ -36,6 +36,8 @@ class LaunchRequest:
 
     script: str
     args: list[str] = field(default_factory=list)
+    # False: `doctor` without a script (`script` is then a stand-in: nothing to read or detect)
+    script_given: bool = True
     image: str | None = None
     recipe: str | None = None
     facts: ImageFacts | None = None  # the recipe's (the image's own labels win over them)

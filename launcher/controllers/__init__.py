@@ -180,13 +180,17 @@ def choose(
                     f"controller: {declared!r} ({where}) is not allowed (allowed: {', '.join(names())})"
                 )
             return chosen(f"{where} declares it", f"{where} declares it")
+    default = next(cls for cls in _classes().values() if cls.default)
+    if not request.script_given:  # doctor without a script: nothing to detect from
+        guess = default(None, "the default: no script given (`doctor ... SCRIPT` detects it)")
+        guess.guessed = True
+        return guess
     found = _scan.read(request.script)
     for cls in _classes().values():
         reason = cls.detect(found, facts)
         if reason is not None:
             shown = evidence(found) or "it says so"
             return cls(reason, reason or f"{request.script} {shown}")
-    default = next(cls for cls in _classes().values() if cls.default)
     if found.text is not None:
         nothing = "names neither Horovod, torch.distributed nor Lightning"
     else:

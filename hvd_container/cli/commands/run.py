@@ -229,6 +229,14 @@ DOCTOR_PARAMETERS = (
 
 @launch_parameters(*DOCTOR_PARAMETERS)
 def doctor(
+    ctx: typer.Context,
+    script: Annotated[
+        str | None,
+        typer.Argument(
+            help="The training script `run` would launch (optional): checked, and its controller detected, as run does."
+        ),
+    ] = None,
+    args: ArgsArg = None,
     smoke: Annotated[
         bool,
         typer.Option(
@@ -274,6 +282,7 @@ def doctor(
     on the nodes; --screen screens the nodes of the allocation it runs in. Exits 1 on a fail.
     """
     with json_errors(json):
+        args = script_arguments(ctx, script, args) if script else None
         site, report = commands.doctor(
             TerminalReporter(),
             LaunchOptions(**options),
@@ -281,6 +290,8 @@ def doctor(
             screen=screen,
             record=record,
             exclude_file=exclude_file,
+            script=script,
+            args=args,
         )
 
     def rows(results: list[Any]) -> list[dict[str, str]]:
@@ -308,4 +319,4 @@ def register(app: typer.Typer) -> None:
     """Add `run`, `batch` and `doctor` to the app."""
     app.command("run", context_settings=CONTEXT)(run)
     app.command("batch", context_settings=CONTEXT)(batch)
-    app.command("doctor")(doctor)
+    app.command("doctor", context_settings=CONTEXT)(doctor)

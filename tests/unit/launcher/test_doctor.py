@@ -220,3 +220,25 @@ def test_doctor_json_lists_exactly_the_registry(
     # a made-up image: nothing that needs its facts passes, and doctor does not call it ok
     assert not any(c["status"] == "pass" for c in record["checks"] if c["check"] in NEED_FACTS)
     assert code == (1 if not record["ok"] else 0)
+
+
+def test_doctor_takes_the_script_as_run_does_and_says_when_none_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """doctor took no script and, without --controller, checked the MPI controller's launch,
+    printing `N/A script` although none was given."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ddp.py").write_text('import torch.distributed as dist\ndist.init_process_group("gloo")\n')  # fmt: skip
+    base = ["doctor", "--site", "zih-alpha", "--image", "/nonexistent.sif", "-N", "1", "--json"]
+
+    def checked(*more: str) -> dict[str, tuple[str, str]]:
+        main([*base, *more])
+        record = result("doctor", capsys.readouterr().out)
+        return {r["check"]: (r["status"], r["message"]) for r in record["checks"]}
+
+    alone = checked()
+    assert alone["script"] == ("n/a", "no script given: name it after the options (`doctor ... train.py ARGS`) to check it and its controller as run does")  # fmt: skip
+    assert alone["gloo-layout"][1] == "not for controller mpi"
+    given = checked("ddp.py", "--epochs", "3")
+    assert given["script"][0] == "pass"
+    assert given["gloo-layout"][1] == "not for controller torch"  # detected as run detects it
