@@ -301,13 +301,15 @@ def screened(site: Site, request: LaunchRequest, reporter: Reporter) -> LaunchRe
 # ------------------------------------------------------------------------ running the steps
 
 
-def allocation_nodes() -> list[str]:
-    """The nodes of the allocation this runs in (scontrol expands SLURM_JOB_NODELIST)."""
+def allocation_nodes(asked: int | None = None) -> list[str]:
+    """The nodes of the allocation this runs in (scontrol expands SLURM_JOB_NODELIST); `asked`:
+    the -N of the launch, for the salloc line that makes one."""
     nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     if not os.environ.get("SLURM_JOB_ID") or not nodelist:
+        # --no-kill: the allocation outlives a node that fails, which is what a screen is for
         raise UserError(
-            "--screen runs inside an allocation: salloc -N 8 hvd-container run --screen ... (or "
-            "doctor --screen), or from a batch script"
+            f"--screen runs inside an allocation: salloc -N {asked or 'NODES'} --no-kill, then "
+            "hvd-container run --screen ... (or doctor --screen) in it, or from a batch script"
         )
     done = subprocess.run(
         ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=False
@@ -378,7 +380,7 @@ def screen(
     timeout: float = STEP_TIMEOUT,
 ) -> Screen:
     """Screen the allocation's nodes for `request`'s image (see the module's text)."""
-    nodes = nodes or allocation_nodes()
+    nodes = nodes or allocation_nodes(request.nodes)
     runner = runner or run_step(site)
     launch = plan(site, request, "smoke", dry_run=True, keep_going=True).launch
     found = {c.name: c for c in controllers.smoke_controllers(launch.facts)}

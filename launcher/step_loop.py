@@ -175,7 +175,7 @@ def run_restarting(
 ) -> int:
     """Run the request's step until it is done, restarting it as the rules allow; return the
     last step's exit code (HANG_EXIT when the last was ended hung)."""
-    nodes = screening.allocation_nodes()
+    nodes = screening.allocation_nodes(request.nodes)
     spares = request.spare_nodes or 0
     wanted = request.nodes or max(1, len(nodes) - spares)
     if wanted > len(nodes):

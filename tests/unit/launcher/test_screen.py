@@ -331,3 +331,22 @@ def test_record_writes_the_figure_with_its_source_into_the_users_override(
     assert [s["about"] for s in data["sources"] if s["keys"] == ["expected_busbw"]] == [
         "a second screen"
     ]
+
+
+def test_screen_outside_an_allocation_gives_the_salloc_line_of_the_launchs_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It said `salloc -N 8` whatever -N was, and without --no-kill (the allocation then
+    ends with the first node that fails, which is what a screen looks for)."""
+    from hvd_container.launcher.screen import allocation_nodes
+
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError) as info:
+        allocation_nodes(3)
+    assert str(info.value).startswith(
+        "--screen runs inside an allocation: salloc -N 3 --no-kill, then hvd-container run "
+        "--screen ... (or doctor --screen) in it"
+    )
+    with pytest.raises(UserError, match="salloc -N NODES --no-kill"):
+        allocation_nodes()

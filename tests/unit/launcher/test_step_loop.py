@@ -67,7 +67,9 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     monkeypatch.setattr(step_loop, "plan", planned)
     monkeypatch.setattr(step_loop, "ThisMachine", lambda: None)
-    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda: ["n1", "n2", "n3"])
+    monkeypatch.setattr(
+        step_loop.screening, "allocation_nodes", lambda _asked=None: ["n1", "n2", "n3"]
+    )
     monkeypatch.setattr(step_loop.screening, "screen", screened)
     return state
 
@@ -141,7 +143,7 @@ def test_the_segments_so_far_count_as_restarts(
 def test_without_a_spare_a_lost_node_stops_the_run_unless_it_may_shrink(
     loop: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda: ["n1", "n2"])
+    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda _asked=None: ["n1", "n2"])
     loop.down = ["n2"]
     code, said = _run(tmp_path, monkeypatch, "1;0")
     assert code == 1 and _attempts(tmp_path) == ["n1,n2"]
@@ -189,7 +191,7 @@ def test_under_policy_requeue_a_job_short_of_nodes_hands_them_to_its_script(
 ) -> None:
     """No spare left: the loop names the lost nodes in runs/JOB.lost and exits 79, which the
     job script of --until-done takes as "go on without them" (test_batch_until_done.py)."""
-    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda: ["n1", "n2"])
+    monkeypatch.setattr(step_loop.screening, "allocation_nodes", lambda _asked=None: ["n1", "n2"])
     loop.down = ["n2"]
     code, said = _run(tmp_path, monkeypatch, "1;0", screen_policy="requeue")
     assert code == 79 and _attempts(tmp_path) == ["n1,n2"]
