@@ -92,9 +92,23 @@ def _sbatch_line(option: str) -> str:
     return f"#SBATCH {sbatch_word(option)}"
 
 
+def _option_note(option: str) -> list[str]:
+    """A comment under an #SBATCH line whose meaning there is not what its name says."""
+    name, _, value = option.partition("=")
+    if name == "--mincpus" and value.isascii() and value.isdigit():
+        # layout.allocation_tasks: ZIH's form of the ranks a node in GPU jobs
+        return [
+            f"# (--mincpus={value} with --ntasks: {value} ranks on each node, the site's form "
+            "for GPU jobs in place of --ntasks-per-node)"
+        ]
+    return []
+
+
 def script_text(script: BatchScript) -> str:
     """The script, every command one line (quoted so that no value can start another)."""
-    lines = ["#!/bin/bash", *(_sbatch_line(o) for o in script.options)]
+    lines = ["#!/bin/bash"]
+    for option in script.options:
+        lines += [_sbatch_line(option), *_option_note(option)]
     lines.append(f"# hvd-container: site {script.site}, runtime {script.runtime}")
     # a comment of one line, whatever the script's name holds
     said = "".join(c if c.isprintable() else "?" for c in script.controller)

@@ -3,6 +3,7 @@
 #SBATCH --nodes=2
 #SBATCH --ntasks=16
 #SBATCH --mincpus=8
+# (--mincpus=8 with --ntasks: 8 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:8
 #SBATCH --cpus-per-task=6
 #SBATCH --partition=alpha

@@ -3,6 +3,7 @@
 #SBATCH --nodes=2
 #SBATCH --ntasks=8
 #SBATCH --mincpus=4
+# (--mincpus=4 with --ntasks: 4 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:4
 #SBATCH --cpus-per-task=14
 #SBATCH --partition=capella

@@ -3,6 +3,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks=6
 #SBATCH --mincpus=6
+# (--mincpus=6 with --ntasks: 6 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:6
 #SBATCH --cpus-per-task=7
 #SBATCH --partition=ml

@@ -904,6 +904,17 @@ def test_zih_gpu_jobs_ask_for_ranks_per_node_with_mincpus(
     assert options == tasks
     step = next(line for line in result.script.splitlines() if line.startswith("srun "))
     assert " -N 2 " in step  # the step still says its layout
+    lines = result.script.splitlines()
+    for at, line in enumerate(lines):  # what --mincpus means there, under it
+        if line.startswith("#SBATCH --mincpus="):
+            per_node = line.split("=")[1]
+            assert lines[at + 1] == (
+                f"# (--mincpus={per_node} with --ntasks: {per_node} ranks on each node, the "
+                "site's form for GPU jobs in place of --ntasks-per-node)"
+            )
+            # a comment keeps sbatch reading the #SBATCH lines after it (sbatch(1): it
+            # stops at the first line that is neither a comment nor blank)
+            assert lines[at + 2].startswith("#SBATCH ")
 
 
 def test_a_site_without_the_rule_keeps_ntasks_per_node() -> None:
