@@ -60,6 +60,31 @@ tb_pid_running() {
 }
 
 # Stop the process recorded in FILE (only if it is still NAME), wait up to 30 s.
+# Stop the processes of several pid files at once (FILE NAME pairs): each is sent SIGTERM,
+# then all are waited for together (slurmd takes seconds to go: eight one after the other were
+# most of a cluster's restart), SIGKILL after 30 s; the files are removed.
+tb_stop_pids() {
+    tb_pids=""
+    while [ $# -ge 2 ]; do
+        if tb_pid_alive "$1" "$2"; then
+            tb_pid=$(cat "$1")
+            kill "$tb_pid" 2>/dev/null && tb_pids="$tb_pids $tb_pid"
+            tb_log "stopping $2 (pid $tb_pid)"
+        fi
+        rm -f "$1"
+        shift 2
+    done
+    tb_waited=0
+    for tb_pid in $tb_pids; do
+        while kill -0 "$tb_pid" 2>/dev/null && [ $tb_waited -lt 300 ]; do
+            sleep 0.1
+            tb_waited=$((tb_waited + 1))
+        done
+        kill -0 "$tb_pid" 2>/dev/null && kill -9 "$tb_pid"
+    done
+    return 0
+}
+
 tb_stop_pid() {
     if tb_pid_alive "$1" "$2"; then
         pid=$(cat "$1")

@@ -320,10 +320,12 @@ kill_pidfile() { # $1 = pid file, $2 = program name: stops it only if the pid is
 }
 
 stop_daemons() {
+    set --
     for f in "$RUN"/slurmd-*.pid; do
-        [ -e "$f" ] && kill_pidfile "$f" slurmd
+        [ -e "$f" ] && set -- "$@" "$f" slurmd
     done
-    kill_pidfile "$RUN/slurmctld.pid" slurmctld
+    [ -e "$RUN/slurmctld.pid" ] && set -- "$@" "$RUN/slurmctld.pid" slurmctld
+    tb_stop_pids "$@"
 }
 
 cmd_down() {
