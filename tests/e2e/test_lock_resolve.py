@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,27 +68,58 @@ def test_every_shipped_recipe_ships_a_lock() -> None:
     assert sorted({stem.split(".")[0] for stem in _shipped()}) == recipes
 
 
-@pytest.mark.parametrize("stem", _shipped())
-def test_each_shipped_lock_resolves_again_here(stem: str, tmp_path: Path) -> None:
-    # the lock's own versions as constraints: every locked file must still be on the indexes
-    # reachable here and the set must still be consistent (new releases of what the lock pins
-    # do not make this fail; `lock --check` shows those)
+def _resolve_again(stem: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """uv resolving the recipe's inputs with the lock's own versions as constraints: every
+    locked file must still be on the indexes reachable here and the set must still be
+    consistent (new releases of what the lock pins do not make this fail; `lock --check` shows
+    those)."""
     from hvd_container.containers.lock import compile_argv, lock_inputs, uv_command
     from hvd_container.containers.lockfile import parse_lock
     from hvd_container.containers.pipconfig import read_host_pip_config
     from hvd_container.containers.recipe_loader import load_recipe
 
     name, _, arch = stem.partition(".")
-    recipe = load_recipe(name, arch or None)  # a stale lock would be refused here
+    recipe = load_recipe(name, arch or None)
     assert recipe.lock is not None
-    locked = parse_lock(recipe.lock)
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in locked.values()))
+    constraints = folder / f"{stem}.constraints.txt"
+    locked = parse_lock(recipe.lock).values()
+    constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in locked))
     inputs = lock_inputs(recipe, read_host_pip_config())
-    done = subprocess.run(
+    return subprocess.run(
         [*compile_argv(inputs, uv_command()), "--constraint", str(constraints)],
         input="\n".join(inputs.requirements) + "\n", capture_output=True, text=True,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every shipped lock resolved again, side by side (each waits on the indexes, not on
+    this machine: one after the other they took 110 s of a CI run, nine at a time about 40)."""
+    folder = tmp_path_factory.mktemp("resolve")
+    stems = _shipped()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
+        futures = {stem: pool.submit(_resolve_again, stem, folder) for stem in stems}
+    out: dict[str, Any] = {}
+    for stem, future in futures.items():
+        try:
+            out[stem] = future.result()
+        except Exception as exc:  # said by the stem's own test, not by the fixture  # noqa: BLE001
+            out[stem] = exc
+    return out
+
+
+@pytest.mark.parametrize("stem", _shipped())
+def test_each_shipped_lock_resolves_again_here(stem: str, resolved: dict[str, Any]) -> None:
+    from hvd_container.containers.lockfile import parse_lock
+    from hvd_container.containers.recipe_loader import load_recipe
+
+    name, _, arch = stem.partition(".")
+    recipe = load_recipe(name, arch or None)  # a stale lock would be refused here
+    assert recipe.lock is not None
+    locked = parse_lock(recipe.lock)
+    done = resolved[stem]
+    if isinstance(done, Exception):
+        raise done
     assert done.returncode == 0, done.stderr
     again = parse_lock(done.stdout)
     assert {n: p.version for n, p in again.items()} == {n: p.version for n, p in locked.items()}
