@@ -53,14 +53,14 @@ def trainer_layout(text: str) -> dict[str, int]:
             continue
         for keyword in node.keywords:
             if keyword.arg in ("devices", "num_nodes"):
-                value = keyword.value
-                literal = value.value if isinstance(value, ast.Constant) else None
+                given = keyword.value
+                literal = given.value if isinstance(given, ast.Constant) else None
                 seen.setdefault(keyword.arg, set()).add(literal)
     found: dict[str, int] = {}
     for key, values in seen.items():
-        (value,) = values if len(values) == 1 else (None,)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            found[key] = value
+        (only,) = values if len(values) == 1 else (None,)
+        if isinstance(only, int) and not isinstance(only, bool) and only > 0:
+            found[key] = only
     return found
 
 
