@@ -340,9 +340,18 @@ def bind_working_directory(launch: Launch) -> Prepared:
         if not _inside(parent, cwd):
             wanted[parent] = ("the script's folder", "move the script to a folder")
             moved = str(script.resolve())
+    notes = []
     for folder in python_path_folders(launch.request.env):
-        if not any(_inside(folder, seen) for seen in wanted):
-            wanted[folder] = ("-e PYTHONPATH's folder", "name a folder")
+        if any(_inside(folder, seen) for seen in wanted):
+            continue
+        over = guard.bind_refusal(folder, folder)  # the image's /usr, /opt, or all of /
+        if over is not None:
+            notes.append(
+                f"-e PYTHONPATH names {folder}, which is not bound: it {over.why.split(' (')[0]} "
+                "(the container's own folder of that name is what the ranks see)"
+            )
+            continue
+        wanted[folder] = ("-e PYTHONPATH's folder", "name a folder")
     for path, (what, fix) in wanted.items():
         bad = sorted({c for c in path if c in BIND_SYNTAX})
         if bad:
@@ -352,4 +361,6 @@ def bind_working_directory(launch: Launch) -> Prepared:
                 "whose path has neither"
             )
     added = [f"{path}:{path}" for path in wanted if not any(source_of(b) == path for b in binds)]
-    return Prepared(launch.image, binds=added, workdir=launch.request.workdir or cwd, script=moved)
+    return Prepared(
+        launch.image, binds=added, workdir=launch.request.workdir or cwd, script=moved, notes=notes
+    )

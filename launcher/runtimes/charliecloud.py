@@ -123,7 +123,7 @@ class Charliecloud(Runtime):
                 flags, folders = ["-m", point], [point]
         return Prepared(
             image, flags=flags, env=env, binds=where.binds, workdir=where.workdir,
-            script=where.script, notes=notes, folders=folders,
+            script=where.script, notes=[*where.notes, *notes], folders=folders,
         )  # fmt: skip
 
     def gpu_gap(self, launch: Launch) -> str | None:

@@ -195,6 +195,7 @@ class ContainerEngine(Runtime):
             workdir=where.workdir,
             script=where.script,
             files={str(path): text},
+            notes=where.notes,
         )
 
     def wrap(self, inv: Invocation) -> Wrapped:

@@ -136,6 +136,7 @@ class PodmanHpc(Runtime):
             workdir=where.workdir,
             script=where.script,
             env={"USER": user},
+            notes=where.notes,
         )
 
     def injects_host_mpi(self, launch: Launch) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -1213,3 +1214,19 @@ def test_inside_an_allocation_a_runtime_the_sites_modules_give_must_be_found_her
     dry = plan("neuron", image="x.sif", ntasks=2, inside_allocation=True,
                comment="field=ai;appl=pytorch")  # fmt: skip
     assert [r.status for r in dry.results if r.check == "site-modules"] == ["n/a"]
+
+
+@pytest.mark.parametrize("folder", ["/usr/lib", "/etc", "/"])  # on every Linux host
+def test_a_pythonpath_folder_over_the_images_programs_is_not_bound_and_said(
+    folder: str,
+) -> None:
+    """A host folder named in -e PYTHONPATH is bound at the same path: one of the image's
+    program folders (or /) would then replace the image's own, so it goes through the guard's
+    bind rule and is left out, with a note."""
+    result = plan("local", image="i.sqfs", env={"PYTHONPATH": folder})
+    bound = [result.step[i + 1] for i, word in enumerate(result.step) if word == "-b"]
+    assert not any(b.split(":")[0] == os.path.realpath(folder) for b in bound), bound
+    assert any(
+        w.startswith(f"-e PYTHONPATH names {os.path.realpath(folder)}, which is not bound: it ")
+        for w in result.warnings
+    ), result.warnings
