@@ -138,6 +138,11 @@ class Runtime:
     # a registry image: whether the runtime fetches it itself when the job starts (Shifter
     # runs only what its image gateway has pulled: `pull_hint`)
     pulls_itself: ClassVar[bool] = True
+    # the host folders it mounts on its own ("~": the user's home, ".": the working
+    # directory), and what else may be mounted that the tool cannot see from here; a runtime
+    # that mounts nothing itself binds what the ranks need (`bind_working_directory`)
+    own_mounts: ClassVar[tuple[str, ...]] = ()
+    other_mounts: ClassVar[str] = ""
 
     @classmethod
     def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:
@@ -203,7 +208,24 @@ class Runtime:
 
     def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
         """What the launch needs beyond the argv: `dry_run` computes it without side effects."""
-        return Prepared(launch.image)
+        return Prepared(launch.image, notes=self.unseen_python_path(launch))
+
+    def unseen_python_path(self, launch: Launch) -> list[str]:
+        """A warning for each folder of -e PYTHONPATH that neither the runtime mounts on its own
+        nor a bind (the profile's, --bind) brings in: every rank's import from it would fail."""
+        mounted = [_own_mount(m) for m in self.own_mounts]
+        mounted += [os.path.realpath(bind.source) for bind in launch.binds]
+        notes = []
+        for folder in python_path_folders(launch.request.env):
+            if any(_inside(folder, m) for m in mounted):
+                continue
+            own = ", ".join(self.own_mounts) or "nothing"
+            also = f"; {self.other_mounts}" if self.other_mounts else ""
+            notes.append(
+                f"-e PYTHONPATH names {folder}, which {self.kind} does not mount on its own "
+                f"(it mounts: {own}{also}): add -B {folder}, or the ranks cannot import from it"
+            )
+        return notes
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The variables srun runs with so that the container sees `env`."""
@@ -307,6 +329,15 @@ def tool_folder(purpose: str) -> Path:
 
 
 BIND_SYNTAX = ":,"  # what -b/-v SRC:DST[:OPTS] and -B lists split on
+
+
+def _own_mount(name: str) -> str:
+    """A folder of `Runtime.own_mounts` as a path here."""
+    if name == "~":
+        return os.path.realpath(os.path.expanduser("~"))
+    if name == ".":
+        return os.path.realpath(working_directory())
+    return os.path.realpath(name)
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -62,6 +62,9 @@ class Apptainer(Runtime):
     profile_model = ApptainerProfile
     gpu_flag = "--nv"
     image_files = True
+    # its default bind paths (Apptainer's "Bind Paths and Mounts": $HOME, the working
+    # directory, /tmp and /var/tmp besides /dev, /proc, /sys and a few /etc files)
+    own_mounts = ("~", ".", "/tmp", "/var/tmp")
     profile: ApptainerProfile
 
     def image_ref(self, ref: str) -> str:

@@ -38,6 +38,9 @@ class Pyxis(Runtime):
     srun_option = "--container-image"  # Pyxis is a plugin of srun
     probe_rank = 5
     profile_model = PyxisProfile
+    # nothing but --container-mounts for certain: the home only where enroot's settings or
+    # --container-mount-home say so (Pyxis's usage page)
+    other_mounts = "the home folder where enroot's settings mount it"
 
     def image_ref(self, ref: str) -> str:
         return ref if is_file_ref(ref) else enroot_image_ref(ref)

@@ -75,6 +75,10 @@ class Shifter(Runtime):
     kinds = ("shifter",)
     programs = {"shifter": "shifter"}
     probe_rank = 2
+    # the site's file systems (udiRoot.conf's siteFs), which the tool cannot read from here;
+    # the home and the working directory lie on them at the sites that run Shifter
+    own_mounts = ("~", ".")
+    other_mounts = "and the file systems the site lists in udiRoot.conf's siteFs"
 
     @classmethod
     def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:

@@ -1230,3 +1230,31 @@ def test_a_pythonpath_folder_over_the_images_programs_is_not_bound_and_said(
         w.startswith(f"-e PYTHONPATH names {os.path.realpath(folder)}, which is not bound: it ")
         for w in result.warnings
     ), result.warnings
+
+
+@pytest.mark.parametrize(
+    ("runtime", "image"),
+    [("apptainer", "i.sif"), ("singularity", "i.sif"), ("pyxis", "reg.example/i:1"),
+     ("shifter", "reg.example/i:1")],
+)  # fmt: skip
+def test_a_pythonpath_folder_the_runtime_does_not_mount_is_warned_with_the_bind(
+    tmp_path: Path, runtime: str, image: str
+) -> None:
+    """Runtimes that mount folders on their own (Apptainer: $HOME, the working directory,
+    /tmp, /var/tmp) run ranks that cannot import from another folder of -e PYTHONPATH: the
+    launch says so with the -B that fixes it, and says nothing once it is bound."""
+    lib = Path("/srv" if os.path.isdir("/srv") else "/mnt").resolve()
+    warned = plan("local", runtime=runtime, image=image, env={"PYTHONPATH": f"{lib}"})
+    said = [w for w in warned.warnings if w.startswith(f"-e PYTHONPATH names {lib}")]
+    assert len(said) == 1 and f"add -B {lib}" in said[0], warned.warnings
+    assert f"{runtime} does not mount on its own" in said[0]
+    bound = plan("local", runtime=runtime, image=image, env={"PYTHONPATH": f"{lib}"},
+                 binds=[f"{lib}:{lib}"])  # fmt: skip
+    assert not [w for w in bound.warnings if "-e PYTHONPATH names" in w], bound.warnings
+
+
+def test_a_pythonpath_folder_apptainer_mounts_itself_is_not_warned(tmp_path: Path) -> None:
+    inside = tmp_path / "lib"  # the working directory (and /tmp) are Apptainer's own mounts
+    inside.mkdir()
+    result = plan("local", runtime="apptainer", image="i.sif", env={"PYTHONPATH": str(inside)})
+    assert not [w for w in result.warnings if "-e PYTHONPATH names" in w], result.warnings
