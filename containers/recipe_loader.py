@@ -200,15 +200,22 @@ class LockMissing(UserError):
 
 def load_recipe_to_read(ref: str | Path, arch: str | None = None) -> tuple[Recipe, list[str]]:
     """The recipe as `recipes validate` and `recipes show` read it, with notes: what it
-    inherits that a reader may not expect (inheritance_notes), and, without its lock where it
-    has none yet, that build and render need one (and the command that makes it)."""
+    inherits that a reader may not expect (inheritance_notes: for the author of a recipe file,
+    not of a built-in one, which its user cannot edit), and, without its lock where it has
+    none yet, that build and render need one (and the command that makes it)."""
     recipe: Recipe
     try:
         recipe, notes = load_recipe(ref, arch), []
     except LockMissing as exc:
         recipe = read_recipe(ref, arch)
         notes = [f"no lock yet: build and render need one: `{exc.command}`"]
-    return recipe, [*inheritance_notes(ref), *notes]
+    own = [] if is_builtin(ref) else inheritance_notes(ref)
+    return recipe, [*own, *notes]
+
+
+def is_builtin(ref: str | Path) -> bool:
+    """Whether a recipe reference names a recipe shipped with the package (not a file)."""
+    return recipe_file(ref).resolve() == builtin_path(str(ref)).resolve()
 
 
 def inheritance_notes(ref: str | Path) -> list[str]:

@@ -538,3 +538,20 @@ def test_a_list_of_the_kernels_names_is_two_images_and_a_repeat_is_refused(
     twice = write(tmp_path, "extends: cpu-bookworm-torch\nname: t\narch: [x86_64, amd64]\n", "t.yaml")  # fmt: skip
     with pytest.raises(UserError, match="arch: each architecture may appear once"):
         read_recipe(twice, arch="amd64")
+
+
+def test_a_built_in_recipe_is_shown_without_the_notes_for_recipe_authors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """gpu-bookworm-torch replaces its parent's checks on purpose: a user, who cannot edit
+    it, is not told to repeat an item to keep it; the same lines as a file are told."""
+    from hvd_container.containers.recipe_loader import builtin_path, inheritance_notes
+
+    from hvd_container.cli.app import main
+
+    assert inheritance_notes("gpu-bookworm-torch")  # the project's own lint still sees it
+    assert main(["recipes", "show", "gpu-bookworm-torch"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# gpu-bookworm-torch:1 digest ") and "# note:" not in out
+    assert main(["recipes", "show", str(builtin_path("gpu-bookworm-torch"))]) == 0
+    assert "# note: " in capsys.readouterr().out
