@@ -40,6 +40,9 @@ SIF_SOURCE_ID = PREFIX + "sif.source-id"
 VERIFY_RUN = PREFIX + "verify"  # marks the throw-away containers verification runs
 
 
+RECIPE_SOURCE = "recipe "  # ImageFacts.source of a recipe's facts: "recipe NAME"
+
+
 @dataclass(frozen=True)
 class ImageFacts:
     """What is known about an image without running it; None: not known."""
@@ -65,6 +68,11 @@ class ImageFacts:
     # (sm_NN of each, and PTX of the highest: horovod's cmake/build_utils.py)
     torch_cuda_archs: tuple[str, ...] | None = None
     horovod_cuda_cc: tuple[str, ...] | None = None
+
+    @property
+    def recipe_only(self) -> bool:
+        """Whether these are a recipe's facts, with no image read (facts_from_recipe)."""
+        return self.source.startswith(RECIPE_SOURCE)
 
     def gpu_code(self) -> list[tuple[str, tuple[str, ...]]]:
         """(whose, its sm_NN and compute_NN) for each framework whose GPU code is known."""
@@ -231,7 +239,7 @@ def facts_from_recipe(recipe: Any) -> ImageFacts:
     """The facts an image built from `recipe` (a containers.recipe.Recipe) will have."""
     pip = _pip_names(recipe.pip)
     return ImageFacts(
-        source=f"recipe {recipe.name}",
+        source=f"{RECIPE_SOURCE}{recipe.name}",
         name=recipe.name,
         version=recipe.version,
         arch=recipe.arch,

@@ -661,8 +661,13 @@ def glibc(launch: Launch) -> Verdict | None:
     assert facts is not None
     if needed is None:
         return skip(f"site {launch.site.name}'s profile names no glibc for {launch.runtime.kind}")
+    if not facts.glibc and facts.recipe_only:
+        return skip(
+            f"{facts.source} does not say its image's glibc (the build records it): judge the "
+            "built image with --image IMAGE"
+        )
     if not facts.glibc:
-        return skip("the image's glibc is not recorded (verify it again with hvd-container)")
+        return skip(f"{facts.source}'s glibc is not recorded (hvd-container verify records it)")
     if numbers(facts.glibc)[:2] >= numbers(needed):
         return None
     return refuse(

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from _launch_helpers import isolated  # noqa: F401
+from hvd_container.containers.recipe_loader import read_recipe
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.site_sources import UNKNOWN_HOW, how_to_confirm, source_rows
 from hvd_container.launcher.sites import Partition, Site, Source, load_site
 
-from hvd_container.facts import ImageFacts
+from hvd_container.facts import ImageFacts, facts_from_recipe
 
 GPU_FACTS = dict(source="image x.sif", arch="amd64", gpu=True, glibc="2.36", cuda="13.0")
 
@@ -157,3 +158,20 @@ def test_how_to_confirm_a_key_of_a_partition_and_one_nobody_described() -> None:
     assert how_to_confirm("scheduler.partitions.booster.available_until").startswith("`showque`")
     assert how_to_confirm("scheduler.partitions.booster").startswith("`hvd-container sites probe`")
     assert how_to_confirm("env") == UNKNOWN_HOW
+
+
+def test_the_glibc_skip_under_a_recipe_says_the_build_records_it() -> None:
+    """Under --recipe there is no image to verify again: the skip says the recipe cannot tell
+    and how to judge the built image; an image's facts without it name `verify`."""
+    site = load_site("perlmutter")
+    recipe = facts_from_recipe(read_recipe("gpu-bookworm-torch"))
+    for facts, said in (
+        (recipe, "recipe gpu-bookworm-torch does not say its image's glibc (the build records "
+                 "it): judge the built image with --image IMAGE"),
+        (ImageFacts(source="image x:1", arch="amd64", gpu=True),
+         "image x:1's glibc is not recorded (hvd-container verify records it)"),
+    ):  # fmt: skip
+        request = LaunchRequest(script="t.py", image="u/x:1", account="m1", nodes=1, facts=facts)
+        launch = plan(site, request, "run", dry_run=True, keep_going=True)
+        (result,) = [r for r in launch.results if r.check == "glibc"]
+        assert (result.status, result.message) == ("skip", said)
