@@ -176,6 +176,13 @@ def _load(ref: str | Path, arch: str | None) -> tuple[LockedRecipe, bool]:
     return LockedRecipe.of(recipe, lock), split
 
 
+def makes_image_for(ref: str | Path, arch: str) -> bool:
+    """Whether `build ref --arch arch` can make that architecture's image: the recipe takes
+    nothing from PyPI, or the lock of that image lies beside it (NAME.ARCH.lock)."""
+    recipe, lock = recipe_lock_file(ref, arch)
+    return lock.is_file() or not recipe.parts_needing_a_lock
+
+
 def load_images(ref: str | Path, arches: Sequence[str] = ()) -> LockedRecipe | MultiArch:
     """Every image ref makes: its one LockedRecipe, or a MultiArch where it makes several (a
     recipe naming several architectures, or arches other than its own asked for)."""

@@ -40,6 +40,7 @@ SIF_SOURCE_ID = PREFIX + "sif.source-id"
 VERIFY_RUN = PREFIX + "verify"  # marks the throw-away containers verification runs
 
 
+BUILT_ARCHES = ("amd64", "arm64")  # what `build --arch` makes (arm64 under emulation on amd64)
 RECIPE_SOURCE = "recipe "  # ImageFacts.source of a recipe's facts: "recipe NAME"
 
 

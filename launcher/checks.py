@@ -45,6 +45,7 @@ from hvd_container.launcher.verdict import (
 from hvd_container import known_bad
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
+from hvd_container.facts import BUILT_ARCHES
 
 if TYPE_CHECKING:
     from hvd_container.launcher.sites import Site
@@ -575,9 +576,6 @@ def arch(launch: Launch) -> Verdict | None:
         f"{facts.source} is built for {facts.arch} but {where} runs {site_arch}: {_other_arch_fix(facts, site_arch)}",
         f"{_partition_key(launch)}.arch" if own_arch else "arch",
     )
-
-
-BUILT_ARCHES = ("amd64", "arm64")  # what `build --arch` makes (arm64 under emulation here)
 
 
 def _other_arch_fix(facts: ImageFacts, site_arch: str) -> str:

@@ -34,8 +34,10 @@ def _request(
     reporter: Reporter, script: str, args: list[str] | None, options: LaunchOptions
 ) -> tuple[Site, LaunchRequest]:
     passed_over: list[str] = []
-    site, request = request_from_options(script, args, options, warnings=passed_over)
+    chosen: list[str] = []
+    site, request = request_from_options(script, args, options, warnings=passed_over, notes=chosen)
     reporter.warn(passed_over)
+    reporter.note(chosen)
     return site, request
 
 

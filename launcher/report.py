@@ -12,10 +12,15 @@ class Reporter:
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
+        self.notes: list[str] = []
 
     def warn(self, messages: list[str]) -> None:
         """Things the user should know but that do not stop the launch."""
         self.warnings += [m for m in messages if m not in self.warnings]
+
+    def note(self, messages: list[str]) -> None:
+        """What the tool chose on the user's behalf, as it should (nothing to fix)."""
+        self.notes += [m for m in messages if m not in self.notes]
 
     def status(self, line: str) -> None:
         """A state change: submitted, pending, running, finished, cancelled."""

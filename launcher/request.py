@@ -27,7 +27,7 @@ from hvd_container.launcher.slurm import slurm_seconds
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
 from hvd_container.core.text import ascii_digits, did_you_mean, has_line_ends, is_utf8
-from hvd_container.facts import ImageFacts, facts_from_recipe
+from hvd_container.facts import BUILT_ARCHES, ImageFacts, facts_from_recipe
 
 
 @dataclass
@@ -255,9 +255,11 @@ def request_from_options(
     options: LaunchOptions | None = None,
     *,
     warnings: list[str] | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[Site, LaunchRequest]:
     """(site, request) from the launch parameters. --recipe's facts are read here; a profile
-    passed over while choosing the site is said in `warnings`."""
+    passed over while choosing the site is said in `warnings`, the image chosen for the
+    nodes' architecture in `notes`."""
     given = options or LaunchOptions()
     values: dict[str, Any] = {f.name: getattr(given, f.name) for f in fields(given)}
     site = select_site(values.pop("site"), warnings)
@@ -285,10 +287,10 @@ def request_from_options(
 
         arch = _image_for_partition(recipe, image_arches(recipe), site, values)
         recipe_facts = read_recipe(recipe, arch)
-        if arch is not None and warnings is not None:
-            warnings.append(
+        if arch is not None and notes is not None:
+            notes.append(
                 f"--recipe {recipe}: its {arch} image, {recipe_facts.image_tag}, for the "
-                f"{arch} nodes of {_where(site, values)}"
+                f"{arch} nodes of {_where(site, values)}{_made_by(recipe, arch)}"
             )
         facts = facts_from_recipe(recipe_facts)
     inside = bool(os.environ.get("SLURM_JOB_ID"))
@@ -306,10 +308,17 @@ def _image_for_partition(
     recipe: str, arches: list[str | None], site: Site, values: dict[str, Any]
 ) -> str | None:
     """Of a recipe that makes an image for each of several architectures, the one for the
-    partition's nodes; None for a recipe of one image."""
-    if arches == [None]:
-        return None
+    partition's nodes; of a recipe of one image, that image (None), or the one `build --arch`
+    makes for nodes of another architecture where the recipe can make it (its lock is there:
+    the built-in GPU recipes for Grace Hopper)."""
     wanted = site.arch_for(_partition(site, values))
+    if arches == [None]:
+        from hvd_container.containers.recipe_loader import makes_image_for, read_recipe
+
+        own = read_recipe(recipe).arch
+        if wanted == own or wanted not in BUILT_ARCHES or not makes_image_for(recipe, wanted):
+            return None  # the same image; or one it cannot make: the arch check says what works
+        return wanted
     if wanted not in arches:
         raise UserError(
             f"--recipe {recipe}: its images are for {', '.join(map(str, arches))}, but "
@@ -317,6 +326,15 @@ def _image_for_partition(
             "and build it"
         )
     return wanted
+
+
+def _made_by(recipe: str, arch: str) -> str:
+    """How the image of a recipe of one architecture is made for another, else nothing."""
+    from hvd_container.containers.recipe_loader import image_arches
+
+    if image_arches(recipe) != [None]:
+        return ""
+    return f" (`hvd-container build {recipe} --arch {arch}` makes it)"
 
 
 def _partition(site: Site, values: dict[str, Any]) -> str | None:

@@ -71,6 +71,12 @@ class TerminalReporter(Reporter):
         super().warn(fresh)
         warn(fresh)
 
+    def note(self, messages: list[str]) -> None:
+        fresh = [m for m in dict.fromkeys(messages) if m not in self.notes]
+        super().note(fresh)
+        for message in fresh:
+            _say(f"note: {message}")
+
     def status(self, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 

@@ -668,20 +668,53 @@ def test_amd_h100_2_spreads_8_ranks_over_4_nodes() -> None:
 
 
 def test_an_amd64_image_on_grace_hopper_fails_with_the_fix() -> None:
+    """A recipe that cannot make an arm64 image yet (no arm64 lock beside it)."""
     from hvd_container.launcher.request import LaunchOptions, request_from_options
 
     site, request = request_from_options(
-        "t.py", options=LaunchOptions(site="neuron", recipe="gpu-bookworm", ntasks=1, partition="gh200_1",
-        comment="field=ai;appl=pytorch"))  # fmt: skip
+        "t.py", options=LaunchOptions(site="neuron", recipe="gpu-bookworm-torch-cu12", ntasks=1,
+        partition="gh200_1", comment="field=ai;appl=pytorch"))  # fmt: skip
     with pytest.raises(UserError) as info:
         plan_launch(site, request)
     assert str(info.value) == (
-        "recipe gpu-bookworm is built for amd64 but partition gh200_1 of site neuron runs "
-        "arm64: build the recipe's arm64 image (`hvd-container build gpu-bookworm --arch arm64`, "
-        "then `hvd-container convert gpu-bookworm:1-arm64 --to sif`) and pass --image "
-        "gpu-bookworm_1-arm64.sif, or pick a site with amd64 nodes"
+        "recipe gpu-bookworm-torch-cu12 is built for amd64 but partition gh200_1 of site neuron "
+        "runs arm64: build the recipe's arm64 image (`hvd-container build gpu-bookworm-torch-cu12 "
+        "--arch arm64`, then `hvd-container convert gpu-bookworm-torch-cu12:1-arm64 --to sif`) "
+        "and pass --image gpu-bookworm-torch-cu12_1-arm64.sif, or pick a site with amd64 nodes"
     )
     assert "`arch: arm64` in the recipe" not in str(info.value)  # a built-in: not editable
+
+
+@pytest.mark.parametrize(
+    ("site", "extra"),
+    [("jupiter", dict(account="a1")),
+     ("neuron", dict(partition="gh200_1", comment="field=ai;appl=pytorch"))],
+)  # fmt: skip
+def test_a_built_in_gpu_recipe_launches_its_arm64_image_on_grace_hopper_with_a_note(
+    site: str, extra: dict[str, str]
+) -> None:
+    """`run --site jupiter --recipe gpu-bookworm-torch` told the user to add `arch: arm64`
+    to a recipe they cannot edit: the recipe makes an arm64 image (`build --arch arm64`, its
+    arm64 lock is shipped), so that image is launched, and the choice is a note, not a
+    warning."""
+    from hvd_container.launcher.request import LaunchOptions, request_from_options
+
+    notes: list[str] = []
+    warnings: list[str] = []
+    chosen, request = request_from_options(
+        "t.py", options=LaunchOptions(site=site, recipe="gpu-bookworm-torch", nodes=1, **extra),
+        warnings=warnings, notes=notes)  # fmt: skip
+    where = f"partition {extra.get('partition') or chosen.scheduler.partition}"
+    assert notes == [
+        f"--recipe gpu-bookworm-torch: its arm64 image, gpu-bookworm-torch:1-arm64, for the "
+        f"arm64 nodes of {where} (`hvd-container build gpu-bookworm-torch --arch arm64` makes it)"
+    ]
+    assert not warnings
+    assert request.facts is not None and request.facts.arch == "arm64"
+    result = plan_launch(chosen, request)
+    assert any("gpu-bookworm-torch_1-arm64.sif" in w or "gpu-bookworm-torch:1-arm64" in w
+               for w in result.step), result.step  # fmt: skip
+    assert not any("is built for amd64" in w for w in result.warnings), result.warnings
 
 
 @pytest.mark.parametrize(("partition", "arch"), [("gh200_1", "arm64"), (None, "amd64")])
@@ -692,12 +725,12 @@ def test_a_recipe_of_two_architectures_launches_the_image_of_the_partitions_node
 
     recipe = tmp_path / "pair.yaml"
     recipe.write_text("extends: cpu-bookworm\nname: pair\narch: [amd64, arm64]\n")
-    warnings: list[str] = []
+    notes: list[str] = []
     site, request = request_from_options(
         "t.py", options=LaunchOptions(site="neuron", recipe=str(recipe), ntasks=1,
-        partition=partition, comment="field=ai;appl=pytorch"), warnings=warnings)  # fmt: skip
+        partition=partition, comment="field=ai;appl=pytorch"), notes=notes)  # fmt: skip
     where = f"partition {partition or site.scheduler.partition}"
-    assert warnings == [
+    assert notes == [
         f"--recipe {recipe}: its {arch} image, pair:1-{arch}, for the {arch} nodes of {where}"
     ]
     assert request.facts is not None and request.facts.arch == arch
