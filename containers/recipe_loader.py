@@ -210,14 +210,33 @@ def load_recipe_to_read(ref: str | Path, arch: str | None = None) -> tuple[Recip
     inherits that a reader may not expect (inheritance_notes: for the author of a recipe file,
     not of a built-in one, which its user cannot edit), and, without its lock where it has
     none yet, that build and render need one (and the command that makes it)."""
-    recipe: Recipe
-    try:
-        recipe, notes = load_recipe(ref, arch), []
-    except LockMissing as exc:
-        recipe = read_recipe(ref, arch)
-        notes = [f"no lock yet: build and render need one: `{exc.command}`"]
-    own = [] if is_builtin(ref) else inheritance_notes(ref)
-    return recipe, [*own, *notes]
+    recipes, notes = images_to_read(ref, [arch])
+    return recipes[0], notes
+
+
+def images_to_read(
+    ref: str | Path, arches: Sequence[str | None] | None = None
+) -> tuple[list[Recipe], list[str]]:
+    """Each image of the recipe (of `arches`, default: all it makes) as load_recipe_to_read
+    reads it, and one list of notes: a recipe of several images that lacks their locks is told
+    the one `lock` command that makes them all."""
+    recipes: list[Recipe] = []
+    missing: list[str] = []
+    for arch in arches or image_arches(ref):
+        try:
+            recipes.append(load_recipe(ref, arch))
+        except LockMissing as exc:
+            recipes.append(read_recipe(ref, arch))
+            missing.append(exc.command)
+    notes = [] if is_builtin(ref) else inheritance_notes(ref)
+    if len(missing) == 1:
+        notes.append(f"no lock yet: build and render need one: `{missing[0]}`")
+    elif missing:
+        notes.append(
+            f"no locks yet: build and render need one for each image: `hvd-container lock {ref}` "
+            "makes them"
+        )
+    return recipes, notes
 
 
 def is_builtin(ref: str | Path) -> bool:

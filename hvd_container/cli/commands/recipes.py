@@ -108,10 +108,8 @@ def validate_cmd(
     rows: list[dict[str, Any]] = []
     for ref in recipes or recipe_loader.list_builtin():
         try:
-            images = [load_recipe_to_read(ref, arch) for arch in recipe_loader.image_arches(ref)]
-            loaded, notes = images[0]
-            tags = ", ".join(image.image_tag for image, _notes in images)
-            notes = list(dict.fromkeys(n for _image, found in images for n in found))
+            images, notes = recipe_loader.images_to_read(ref)
+            tags = ", ".join(image.image_tag for image in images)
         except UserError as exc:
             problems = exc.problems
             details = [problem_record(p) for p in problems]

@@ -555,3 +555,23 @@ def test_a_built_in_recipe_is_shown_without_the_notes_for_recipe_authors(
     assert out.startswith("# gpu-bookworm-torch:1 digest ") and "# note:" not in out
     assert main(["recipes", "show", str(builtin_path("gpu-bookworm-torch"))]) == 0
     assert "# note: " in capsys.readouterr().out
+
+
+def test_validate_names_one_lock_command_for_a_recipe_of_two_images(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recipe of an amd64 and an arm64 image without locks was told two commands, one an
+    architecture; `lock` without --arch makes both: one line names it."""
+    from hvd_container.cli.app import main
+
+    pair = write(
+        tmp_path,
+        "extends: gpu-bookworm-torch\nname: pair\ndescription: mine\narch: [amd64, arm64]\n",
+        "pair.yaml",
+    )
+    assert main(["recipes", "validate", str(pair)]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("NOTE")] == [
+        f"NOTE no locks yet: build and render need one for each image: `hvd-container lock "
+        f"{pair}` makes them"
+    ], out
