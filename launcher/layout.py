@@ -40,6 +40,17 @@ class Layout:
         return self.ntasks or (self.nodes or 1) * (self.ntasks_per_node or 1)
 
     @property
+    def tasks_on_each_node(self) -> int | None:
+        """The tasks each node runs: --ntasks-per-node, or -n over -N where it divides (srun
+        infers the tasks a node from both: -n 16 -N 8 normally runs 2 a node); None where no
+        one figure holds."""
+        if self.ntasks_per_node is not None:
+            return self.ntasks_per_node
+        if self.ntasks and self.nodes and self.ntasks % self.nodes == 0:
+            return self.ntasks // self.nodes
+        return None
+
+    @property
     def ranks(self) -> int:
         """The job's ranks: one a task, or the processes torchrun starts in each."""
         return self.tasks * (self.processes_per_node or 1)

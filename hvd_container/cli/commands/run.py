@@ -96,7 +96,7 @@ def layout_record(launch: Plan) -> dict[str, int | None]:
     return {
         "nodes": layout.nodes,
         "tasks": layout.tasks,
-        "tasks_per_node": layout.ntasks_per_node,
+        "tasks_per_node": layout.tasks_on_each_node,
         "ranks": layout.ranks,
         "gpus_per_node": layout.gpus_per_node,
     }

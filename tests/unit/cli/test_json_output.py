@@ -100,7 +100,10 @@ def test_run_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     # what a script reads without parsing the step: the controller and the layout
     assert record["controller"]["name"] == "mpi"
     assert (record["nodes"], record["tasks"], record["ranks"]) == (2, 8, 8)
-    assert record["tasks_per_node"] is None and record["gpus_per_node"] == 4  # Slurm spreads them
+    assert (record["tasks_per_node"], record["gpus_per_node"]) == (4, 4)  # -n 8 over 2 nodes
+    argv[argv.index("8")] = "7"  # 4 and 3: no one figure
+    code, out = run_json(capsys, *argv, "train.py", entry=entry)
+    assert code == 0 and result("run-dry-run", out)["tasks_per_node"] is None
     code, out = run_json(
         capsys, "run", "--site", "perlmutter", "--dry-run", "--json", "t.py", entry=entry
     )
