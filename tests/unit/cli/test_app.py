@@ -382,3 +382,26 @@ def test_every_commands_help_names_values_one_way(capsys: pytest.CaptureFixture[
                 assert piece.strip("{}[].") == piece.strip("{}[].").upper(), (words, usage)
             assert all("\n" not in p.strip() or p.startswith("\b") or "\n-" in p or "\n " in p
                        for p in (sub.help or "").split("\n\n")), (words, sub.help)  # fmt: skip
+
+
+def test_the_readmes_ddp_tutorial_script_is_launched_one_rank_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's script in the style of PyTorch's DDP tutorial (LOCAL_RANK,
+    init_process_group("nccl")) gets the torch controller from its own text, four ranks on
+    each of Perlmutter's 4-GPU nodes, and LOCAL_RANK from each task's place on its node."""
+    import json
+
+    _readme_shell_lines(tmp_path)  # writes the README's here-documents
+    script = tmp_path / "multinode.py"
+    assert 'init_process_group(backend="nccl")' in script.read_text()
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--site", "perlmutter", "--image", "u/img:tag", "--account", "m1234_g",
+            "-N", "2", "--dry-run", "--json", "multinode.py", "50", "10"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["controller"]["name"] == "torch"
+    assert "init_process_group" in record["controller"]["why"]
+    assert (record["nodes"], record["tasks_per_node"], record["gpus_per_node"]) == (2, 4, 4)
+    assert any('LOCAL_RANK="$SLURM_LOCALID"' in word for word in record["step"])
+    assert record["step"][-3:] == ["multinode.py", "50", "10"]
