@@ -40,7 +40,18 @@ NCCL_AVG = KnownBad(
     fix="use NCCL >= 2.29.7 (the image's nccl.version, or the torch whose nvidia-nccl wheel has it)",
 )
 
-TABLE: tuple[KnownBad, ...] = (NCCL_AVG,)
+NCCL_INPROCESS = KnownBad(
+    library="nccl",
+    below="2.28.9",
+    since="2.28.3",
+    effect="NVIDIA's resiliency extension (nvidia-resiliency-ext) restarts ranks in their process "
+    "wrongly with it (its in-process restart issue)",
+    source="NVIDIA/nvidia-resiliency-ext README, platform support: avoid NCCL 2.28.3-2.28.8 "
+    "(read 2026-11-28)",
+    fix="use NCCL < 2.28.3 or >= 2.28.9",
+)
+
+TABLE: tuple[KnownBad, ...] = (NCCL_AVG, NCCL_INPROCESS)
 
 
 def problems(versions: Mapping[str, str | None]) -> list[tuple[KnownBad, str]]:

@@ -24,3 +24,13 @@ def test_every_entry_names_its_source_and_fix() -> None:
     for entry in known_bad.TABLE:
         assert entry.source and entry.fix and entry.effect
         assert entry.affects(entry.below) is False
+
+
+def test_nccl_2_28_3_to_2_28_8_is_known_bad_for_nvidias_in_process_restart() -> None:
+    """nvidia-resiliency-ext's platform table: avoid NCCL 2.28.3-2.28.8."""
+    for version in ("2.28.3", "2.28.8"):
+        found = [entry for entry, _v in known_bad.problems({"nccl": version})]
+        assert found == [known_bad.NCCL_AVG, known_bad.NCCL_INPROCESS], version
+    for version in ("2.28.2", "2.28.9"):  # on either side: the Average's entry only
+        assert [e for e, _v in known_bad.problems({"nccl": version})] == [known_bad.NCCL_AVG]
+    assert "nvidia-resiliency-ext" in known_bad.NCCL_INPROCESS.source
