@@ -348,7 +348,9 @@ def time_limit(launch: Launch) -> Verdict | None:
             f"--time {value}: QOS {qos} of site {launch.site.name} runs jobs of at most {qos_limit}: ask for --time {qos_limit} or less, or another --qos (and checkpoint, to go on in a new job)",
             f"scheduler.qos_max_time.{qos}",
         )
-    if not value or not limit:
+    if not value:
+        return _no_time_given(launch)
+    if not limit:
         return None
     if slurm_seconds(value) <= slurm_seconds(limit):
         return passed(f"{value}, within {limit}")
@@ -368,6 +370,22 @@ def time_limit(launch: Launch) -> Verdict | None:
         f"--time {value}: {where} runs {kind} of at most {limit}: ask for --time {limit} or less (and checkpoint, to go on in a new job)",
         limit_key,
     )
+
+
+def _no_time_given(launch: Launch) -> Verdict | None:
+    """No --time and none in the profile: the job gets the partition's default limit, which
+    is often far shorter than a training (minutes at some sites): said where it is known."""
+    default, key = launch.site.scheduler.default_time_for(launch.partition)
+    if not default:
+        return None
+    where = f"partition {launch.partition}" if launch.partition else f"site {launch.site.name}"
+    message = (
+        f"no --time: the job gets {where}'s default limit, {default}, and is ended then; pass "
+        "-t/--time (or set scheduler.time in your own profile)"
+    )
+    if launch.site.unconfirmed_source(key) is not None:
+        message += f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
+    return warn(message)
 
 
 @check("site-names", "the QOS, partition and constraint are the site's", needs=("allocation",))

@@ -65,6 +65,7 @@ class PartitionFacts:
     arch: str | None = None
     cpus_per_node: int | None = None
     max_time: str | None = None  # None: no limit
+    default_time: str | None = None  # a job's limit without --time; None: none set
     nodes: str = ""
     features: list[str] = field(default_factory=list)  # the nodes' features (--constraint)
 
@@ -198,7 +199,9 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
             probe.default_partition = name
         members = by_partition.get(name, [])
         facts = PartitionFacts(
-            max_time=_limit(record.get("MaxTime")), nodes=record.get("Nodes", "")
+            max_time=_limit(record.get("MaxTime")),
+            default_time=_limit(record.get("DefaultTime")),
+            nodes=record.get("Nodes", ""),
         )
         if members:
             gpus = {_gpus(n.get("Gres", "")) for n in members}
@@ -381,7 +384,7 @@ def nothing_read(found: SiteProbe) -> str | None:
 
 def _partition_entry(facts: PartitionFacts) -> dict[str, object]:
     entry: dict[str, object] = {"gpus_per_node": facts.gpus_per_node or 0}
-    for key in ("gpu", "arch", "cpus_per_node", "max_time"):
+    for key in ("gpu", "arch", "cpus_per_node", "max_time", "default_time"):
         value = getattr(facts, key)
         if value is not None:
             entry[key] = value
@@ -556,6 +559,8 @@ def drift(site: Site, found: SiteProbe) -> list[str]:
                 differ(f"{key}.cpus_per_node", have.cpus_per_node, probed.cpus_per_node)
             if not _same_time(have.max_time, probed.max_time):
                 differ(f"{key}.max_time", have.max_time, probed.max_time or "no limit")
+            if probed.default_time and not _same_time(have.default_time, probed.default_time):
+                differ(f"{key}.default_time", have.default_time, probed.default_time)
     if found.mpi_plugins and site.mpi and site.mpi not in found.mpi_plugins:
         differ("mpi", site.mpi, f"not among srun's plugins ({', '.join(found.mpi_plugins)})")
     findable = dict(runtimes.findable())

@@ -349,6 +349,10 @@ class Partition(Strict):
 
     arch: Arch | None = Field(default=None, description="The nodes' CPU architecture.")
     max_time: SlurmTime | None = Field(default=None, description="The longest job it runs.")
+    default_time: SlurmTime | None = Field(
+        default=None,
+        description="The limit a job without --time gets (Slurm's DefaultTime), where known.",
+    )
     available_until: Annotated[str, AfterValidator(_day_ok)] | None = Field(
         default=None,
         description="The last day (YYYY-MM-DD) of the partition's allocation period, where the "
@@ -403,9 +407,16 @@ class Scheduler(Strict):
         "or --ntasks with --mincpus=ranks per node (ZIH: --ntasks-per-node is not practical "
         "in GPU jobs there).",
     )
-    time: SlurmTime | None = None
+    time: SlurmTime | None = Field(
+        default=None, description="The --time the tool writes when a launch gives none."
+    )
     max_time: SlurmTime | None = Field(
         default=None, description="The longest batch job (a partition's own max_time wins)."
+    )
+    default_time: SlurmTime | None = Field(
+        default=None,
+        description="The limit a job without --time gets (Slurm's DefaultTime; a partition's "
+        "own default_time wins), where known.",
     )
     interactive_max_time: SlurmTime | None = Field(
         default=None, description="The longest interactive job (salloc, jupyter)."
@@ -455,6 +466,13 @@ class Scheduler(Strict):
             return info.gpu, info.compute_capability
         cc = self.gpu_cc or (GPU_CC.get(self.gpu.upper()) if self.gpu else None)
         return self.gpu, cc
+
+    def default_time_for(self, partition: str | None) -> tuple[str | None, str]:
+        """(the limit a job there gets without --time, the profile key that says it)."""
+        info = self.partition_info(partition)
+        if info is not None and info.default_time:
+            return info.default_time, f"scheduler.partitions.{partition}.default_time"
+        return self.default_time, "scheduler.default_time"
 
     def max_time_for(self, partition: str | None, interactive: bool) -> str | None:
         """The longest job Slurm takes there (the interactive limit for an interactive job)."""

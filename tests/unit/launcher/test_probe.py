@@ -139,3 +139,16 @@ def test_a_probe_where_no_slurm_answers_exits_non_zero_with_the_reason(
     )
     assert main(["sites", "probe", "-o", str(tmp_path / "x.yaml")]) == 2
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_partitions_default_time_is_drafted_and_its_drift_said() -> None:
+    """Slurm's DefaultTime (the limit of a job without --time): `sites probe` writes it into
+    the partition's entry, and --diff says when the site changed it."""
+    gpu = probe.PartitionFacts(2, None, "amd64", 4, "01:00:00", default_time="00:30:00")
+    data, _todo = probe.profile_data(_found(debug=TESTBED["debug"], gpu=gpu), "x")
+    partitions = data["scheduler"]["partitions"]  # type: ignore[index]
+    assert partitions["gpu"]["default_time"] == "00:30:00"
+    assert "default_time" not in partitions["debug"]  # none set: nothing written
+    assert probe.drift(load_site("local"), _found(debug=TESTBED["debug"], gpu=gpu)) == [
+        "scheduler.partitions.gpu.default_time: (absent) → 00:30:00"
+    ]

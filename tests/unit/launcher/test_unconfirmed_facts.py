@@ -175,3 +175,43 @@ def test_the_glibc_skip_under_a_recipe_says_the_build_records_it() -> None:
         launch = plan(site, request, "run", dry_run=True, keep_going=True)
         (result,) = [r for r in launch.results if r.check == "glibc"]
         assert (result.status, result.message) == ("skip", said)
+
+
+def _with_default_time(name: str, partition: str | None, value: str) -> Site:
+    site = load_site(name)
+    sched = site.scheduler
+    if partition is None:
+        sched = sched.model_copy(update={"default_time": value})
+    else:
+        own = sched.partitions[partition].model_copy(update={"default_time": value})
+        sched = sched.model_copy(update={"partitions": {**sched.partitions, partition: own}})
+    return site.model_copy(update={"scheduler": sched})
+
+
+def test_a_job_without_time_is_warned_of_the_default_limit_it_gets() -> None:
+    """No --time and none in the profile: Slurm gives the partition's DefaultTime, often far
+    shorter than a training; where the profile knows it the launch says so, once --time (or
+    the profile's scheduler.time) is there it says nothing."""
+    facts = ImageFacts(source="image x.sif", arch="amd64", gpu=True, glibc="2.36")
+
+    def time_result(site: Site, **given: Any) -> Any:
+        request = LaunchRequest(script="t.py", image="x.sif", nodes=1, facts=facts, **given)
+        launch = plan(site, request, "run", dry_run=True, keep_going=True)
+        (result,) = [r for r in launch.results if r.check == "time-limit"]
+        return result
+
+    site = _with_default_time("local", "gpu", "30:00")
+    said = time_result(site, partition="gpu")
+    assert (said.status, said.message) == (
+        "warn",
+        "no --time: the job gets partition gpu's default limit, 30:00, and is ended then; pass "
+        "-t/--time (or set scheduler.time in your own profile)",
+    )
+    assert time_result(site, partition="gpu", time="2:00:00").status != "warn"
+    assert time_result(load_site("local"), partition="gpu").status == "pass"  # not known: quiet
+    whole = _with_default_time("local", None, "1:00:00")
+    assert "site local's default limit, 1:00:00" in time_result(whole).message
+    timed = whole.model_copy(
+        update={"scheduler": whole.scheduler.model_copy(update={"time": "4:00:00"})}
+    )
+    assert time_result(timed).status != "warn"
