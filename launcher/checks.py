@@ -451,8 +451,7 @@ def cpus_per_node(launch: Launch) -> Verdict | None:
     """--cpus-per-task x the ranks on a node, against the cores a job may have there and a
     site's cap per GPU asked for (Slurm or the site refuses the job at submission)."""
     request, sched = launch.request, launch.site.scheduler
-    cpus = request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
-    ranks = launch.layout.node_ranks
+    cpus, ranks = launch.cpus_per_task, launch.layout.node_ranks
     if not cpus or not ranks:
         return not_applicable("the job's CPUs per node are Slurm's choice (no -c or no layout)")
     need, gpus = cpus * ranks, launch.layout.gpus_per_node
@@ -466,12 +465,19 @@ def cpus_per_node(launch: Launch) -> Verdict | None:
             f"{asked} but a node of {where} gives a job {node_cpus}: lower -c to {max(node_cpus // ranks, 1)} or the ranks per node",
             node_key,
         )
+    cap, cap_key = sched.cpu_cap(launch.partition, gpus)
     per_gpu, gpu_key = _node_fact(launch, "cpus_per_gpu")
-    if per_gpu and gpus and need > per_gpu * gpus:
+    if cap and gpus and need > cap:
+        plural = "s" if gpus > 1 else ""
+        allows = (
+            f"{per_gpu} CPU cores per GPU ({cap} here; the scheduler refuses more)"
+            if cap_key.endswith("cpus_per_gpu")
+            else f"{cap} CPU cores to a job of {gpus} GPU{plural} on a node (the scheduler refuses more)"
+        )
         return refuse(
             launch,
-            f"{asked} with {gpus} GPU{'s' if gpus > 1 else ''} but {where} allows {per_gpu} CPU cores per GPU ({per_gpu * gpus} here; the scheduler refuses more): lower -c to {max(per_gpu * gpus // ranks, 1)}, or ask for more GPUs per node",
-            gpu_key,
+            f"{asked} with {gpus} GPU{plural} but {where} allows {allows}: lower -c to {max(cap // ranks, 1)}, or ask for more GPUs per node",
+            cap_key,
         )
     site_gpus = launch.site.gpus_per_node(launch.partition)
     exclusive = "--exclusive" in (*request.sbatch_options, *sched.sbatch_options)

@@ -38,6 +38,7 @@ class Launch:
     env: dict[str, str]  # what the job's environment gets: the site's, then the request's
     binds: tuple[Bind, ...]  # the site's, then --bind's: parsed once, here
     mpi: str | None  # srun's --mpi plugin
+    cpus_per_task: int | None  # a rank's CPUs as written: -c, else the site's within its cap
     dry_run: bool  # nothing is prepared, asked or run
     judged_here: bool  # the launch starts from this machine (not a script for elsewhere)
     machine: ThisMachine | None  # None: this machine is not asked

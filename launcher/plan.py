@@ -169,6 +169,7 @@ def resolve(
         facts, unreadable = request.facts, str(exc)
     controller = controllers.choose(request, facts, site)
     layout = resolve_layout(site, request, controller, partition)
+    cpus = rank_cpus(site, request, layout, partition)
     mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
     env = {
         **site.env,
@@ -195,10 +196,26 @@ def resolve(
         env=env,
         binds=binds,
         mpi=mpi,
+        cpus_per_task=cpus,
         dry_run=dry_run,
         judged_here=keep_going or (not dry_run and mode != "batch"),
         machine=machine,
     )
+
+
+def rank_cpus(
+    site: Site, request: LaunchRequest, layout: Layout, partition: str | None
+) -> int | None:
+    """A rank's CPUs: -c as given; inside an allocation none (the step says only what it was
+    told); else the site's default, lowered where a node's ranks would ask for more cores
+    than the site allows for the GPUs asked for there (ZIH: 8 ranks x 6 > 46 for 8 GPUs)."""
+    if request.cpus_per_task or request.inside_allocation:
+        return request.cpus_per_task
+    default, ranks = site.scheduler.cpus_per_task, layout.node_ranks
+    cap, _key = site.scheduler.cpu_cap(partition, layout.gpus_per_node)
+    if default and ranks and cap and default * ranks > cap:
+        return max(cap // ranks, 1)
+    return default
 
 
 def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only: bool) -> Plan:
@@ -237,9 +254,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     container = [*wrapped.srun_flags, *controller.wrap_task(launch, wrapped.argv)]
     # inside an allocation the step inherits GPUs unless they were asked for; CPUs it does not:
     # srun no longer reads SLURM_CPUS_PER_TASK (Slurm 22.05), so every step says its -c
-    cpus = layout.task_cpus(
-        request.cpus_per_task or (None if request.inside_allocation else sched.cpus_per_task)
-    )
+    cpus = layout.task_cpus(launch.cpus_per_task)
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
     step = controller.wrap_step(

@@ -320,6 +320,11 @@ CPUS_PER_NODE_ABOUT = (
     "The CPU cores a job may ask for on a node (a site that keeps some for itself says the "
     "number left, e.g. 56 of 64)."
 )
+CPUS_BY_GPU_COUNT_ABOUT = (
+    "Where a site caps a job's CPU cores on a node by a table of the GPUs it asks for there "
+    "(ZIH: 7 GPUs -> 40, 8 -> 46): GPUs -> cores; a count it does not list is cpus_per_gpu x "
+    "GPUs."
+)
 CPUS_PER_GPU_ABOUT = (
     "The most CPU cores a job may ask for on a node per GPU it asks for there (sites that "
     "keep GPUs usable refuse more: 'Requested CPU cores per node (10) exceed the allowed "
@@ -336,6 +341,9 @@ class Partition(Strict):
     )
     cpus_per_gpu: int | None = Field(
         default=None, ge=1, le=MAX_CPUS_PER_NODE, description=CPUS_PER_GPU_ABOUT
+    )
+    cpus_by_gpu_count: dict[Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)], int] = Field(
+        default_factory=dict, description=CPUS_BY_GPU_COUNT_ABOUT
     )
     gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
     gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
@@ -466,6 +474,20 @@ class Scheduler(Strict):
             return info.gpu, info.compute_capability
         cc = self.gpu_cc or (GPU_CC.get(self.gpu.upper()) if self.gpu else None)
         return self.gpu, cc
+
+    def cpu_cap(self, partition: str | None, gpus: int) -> tuple[int | None, str]:
+        """(the most CPU cores a job asking for `gpus` GPUs on a node may have there, the
+        profile key that says it): the partition's table, else cpus_per_gpu x GPUs."""
+        info = self.partition_info(partition)
+        key = f"scheduler.partitions.{partition}" if info is not None else "scheduler"
+        if info is not None and gpus in info.cpus_by_gpu_count:
+            return info.cpus_by_gpu_count[gpus], f"{key}.cpus_by_gpu_count"
+        per_gpu = info.cpus_per_gpu if info is not None and info.cpus_per_gpu else None
+        if per_gpu is None:
+            per_gpu, key = self.cpus_per_gpu, "scheduler"
+        if not per_gpu or not gpus:
+            return None, f"{key}.cpus_per_gpu"
+        return per_gpu * gpus, f"{key}.cpus_per_gpu"
 
     def default_time_for(self, partition: str | None) -> tuple[str | None, str]:
         """(the limit a job there gets without --time, the profile key that says it)."""

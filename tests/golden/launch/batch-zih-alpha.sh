@@ -5,7 +5,7 @@
 #SBATCH --mincpus=8
 # (--mincpus=8 with --ntasks: 8 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:8
-#SBATCH --cpus-per-task=6
+#SBATCH --cpus-per-task=5
 #SBATCH --partition=alpha
 #SBATCH --time=08:00:00
 #SBATCH --output=%x_%j.out
@@ -14,4 +14,4 @@
 # hvd-container: site zih-alpha, runtime singularity
 # controller mpi (the default: train.py is not readable here, so nothing tells; pass --controller (torch or torchrun for torch.distributed) if it is not written for Horovod)
 
-srun --kill-on-bad-exit=1 -N 2 -n 16 --cpus-per-task=6 singularity exec --nv hvd.sif python train.py
+srun --kill-on-bad-exit=1 -N 2 -n 16 --cpus-per-task=5 singularity exec --nv hvd.sif python train.py

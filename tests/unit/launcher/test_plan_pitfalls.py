@@ -1291,3 +1291,25 @@ def test_a_pythonpath_folder_apptainer_mounts_itself_is_not_warned(tmp_path: Pat
     inside.mkdir()
     result = plan("local", runtime="apptainer", image="i.sif", env={"PYTHONPATH": str(inside)})
     assert not [w for w in result.warnings if "-e PYTHONPATH names" in w], result.warnings
+
+
+@pytest.mark.parametrize(("ranks", "written"), [(8, 5), (7, 5), (6, 6), (2, 6)])
+def test_zihs_cpu_cap_is_a_table_by_gpus_and_the_default_fits_it(ranks: int, written: int) -> None:
+    """Alpha Centauri caps a job's cores by the GPUs it asks for on a node: 7 -> 40, 8 -> 46
+    (6 a GPU below). A full node of 8 ranks x the site's 6 was written and refused at
+    submission: the default -c now fits the cap, and -c 6 asked for is named with the fix."""
+    result = plan("zih-alpha", image="x.sif", nodes=1, ntasks_per_node=ranks)
+    assert f"--cpus-per-task={written}" in result.step
+    assert "#SBATCH --cpus-per-task=" + str(written) in (result.script or "")
+    if ranks >= 7:
+        cap = {7: 40, 8: 46}[ranks]
+        asked = plan("zih-alpha", image="x.sif", nodes=1, ntasks_per_node=ranks, cpus_per_task=6)
+        said = [w for w in asked.warnings if w.startswith("--cpus-per-task 6 x")]
+        assert (
+            said
+            and (
+                f"but partition alpha allows {cap} CPU cores to a job of {ranks} GPUs on a node "
+                f"(the scheduler refuses more): lower -c to {cap // ranks}"
+            )
+            in said[0]
+        ), asked.warnings
