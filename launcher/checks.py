@@ -388,6 +388,44 @@ def _no_time_given(launch: Launch) -> Verdict | None:
     return warn(message)
 
 
+@check("partition-size", "the nodes and node-time fit the partition's", needs=("allocation",))
+def partition_size(launch: Launch) -> Verdict | None:
+    """A partition that takes at most so many nodes, or so many node-minutes a job (CSCS's
+    debug QoS: a job over its budget waits in the queue for ever)."""
+    info = launch.site.scheduler.partition_info(launch.partition)
+    nodes = launch.layout.nodes
+    if info is None or not nodes or (info.max_nodes is None and info.max_node_minutes is None):
+        return None
+    key, where = _partition_key(launch), _where(launch)
+    if info.max_nodes is not None and nodes > info.max_nodes:
+        return refuse(
+            launch,
+            f"-N {nodes}: {where} runs jobs of at most {info.max_nodes} nodes: ask for "
+            f"-N {info.max_nodes} or fewer, or another partition",
+            f"{key}.max_nodes",
+        )
+    budget = info.max_node_minutes
+    asked = launch.request.time or launch.site.scheduler.time or info.max_time
+    if budget is None or not asked:
+        return None
+    minutes = -(-slurm_seconds(asked) // 60)
+    if nodes * minutes <= budget:
+        return passed(f"{nodes} node{'s' if nodes > 1 else ''} x {minutes} min, within {budget}")
+    given = (
+        f"--time {asked} on {nodes} nodes is"
+        if launch.request.time
+        else f"no --time: the job asks for {asked}, which on {nodes} nodes is"
+    )
+    fit = max(budget // nodes, 1)
+    return refuse(
+        launch,
+        f"{given} {nodes * minutes} node-minutes, but {where} runs jobs of "
+        f"at most {budget} node-minutes (the job would wait for ever): ask for --time {fit} "
+        f"(minutes) or fewer nodes",
+        f"{key}.max_node_minutes",
+    )
+
+
 @check("site-names", "the QOS, partition and constraint are the site's", needs=("allocation",))
 def site_names(launch: Launch) -> Verdict | None:
     """A QOS, partition or constraint the profile does not know goes to sbatch as given: said

@@ -361,6 +361,13 @@ class Partition(Strict):
         default=None,
         description="The limit a job without --time gets (Slurm's DefaultTime), where known.",
     )
+    max_nodes: int | None = Field(default=None, ge=1, description="The most nodes a job gets.")
+    max_node_minutes: int | None = Field(
+        default=None,
+        ge=1,
+        description="The most nodes x minutes a job may ask for (a QoS's node-time budget: "
+        "CSCS's debug, 90: 1 node 90 min, 2 nodes 45).",
+    )
     available_until: Annotated[str, AfterValidator(_day_ok)] | None = Field(
         default=None,
         description="The last day (YYYY-MM-DD) of the partition's allocation period, where the "

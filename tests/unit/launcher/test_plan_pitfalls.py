@@ -1313,3 +1313,24 @@ def test_zihs_cpu_cap_is_a_table_by_gpus_and_the_default_fits_it(ranks: int, wri
             )
             in said[0]
         ), asked.warnings
+
+
+def test_claridens_debug_partition_is_a_node_time_budget() -> None:
+    """CSCS Clariden's debug QoS: 90 node-minutes and 4 nodes a job (1 node 90 min, 2 nodes
+    45). Two nodes at the partition's 1:30 asked for 180 and waited for ever: refused with the
+    --time that fits; 2 x 45 and 1 x 90 pass; 5 nodes are refused; `low` (24 h) is known."""
+    fails(
+        r"^no --time: the job asks for 1:30:00, which on 2 nodes is 180 node-minutes, but "
+        r"partition debug runs jobs of at most 90 node-minutes \(the job would wait for ever\): "
+        r"ask for --time 45 \(minutes\) or fewer nodes$",
+        "cscs-clariden", image="u/x:1", partition="debug", nodes=2,
+    )  # fmt: skip
+    for nodes, time in ((2, "45"), (1, None), (4, "0:22:00")):
+        result = plan("cscs-clariden", image="u/x:1", partition="debug", nodes=nodes, time=time)
+        (size,) = [r for r in result.results if r.check == "partition-size"]
+        assert size.status == "pass", size
+    fails(r"^-N 5: partition debug runs jobs of at most 4 nodes", "cscs-clariden",
+          image="u/x:1", partition="debug", nodes=5)  # fmt: skip
+    fails(r"^--time 1:00:00 on 2 nodes is 120 node-minutes", "cscs-clariden", image="u/x:1",
+          partition="debug", nodes=2, time="1:00:00")  # fmt: skip
+    assert "low" in load_site("cscs-clariden").scheduler.partitions

@@ -149,7 +149,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
-        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpus_per_node'\? \(allowed: gpus_per_node, cpus_per_node, cpus_per_gpu, cpus_by_gpu_count, gpu, gpu_cc, arch, max_time, default_time, available_until\)",
+        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpus_per_node'\? \(allowed: gpus_per_node, cpus_per_node, cpus_per_gpu, cpus_by_gpu_count, gpu, gpu_cc, arch, max_time, default_time, max_nodes, max_node_minutes, available_until\)",
     ),
     (
         MINIMAL + "scheduler:\n  partitions: [a, b]\n",
