@@ -1334,3 +1334,10 @@ def test_claridens_debug_partition_is_a_node_time_budget() -> None:
     fails(r"^--time 1:00:00 on 2 nodes is 120 node-minutes", "cscs-clariden", image="u/x:1",
           partition="debug", nodes=2, time="1:00:00")  # fmt: skip
     assert "low" in load_site("cscs-clariden").scheduler.partitions
+
+
+def test_daints_debug_partition_takes_two_nodes() -> None:
+    """cscs-docs' Daint page: debug runs 30 minutes on at most 2 nodes a job."""
+    fails(r"^-N 3: partition debug runs jobs of at most 2 nodes: ask for -N 2 or fewer",
+          "cscs-daint", image="u/x:1", partition="debug", nodes=3)  # fmt: skip
+    assert plan("cscs-daint", image="u/x:1", partition="debug", nodes=2).step
