@@ -996,6 +996,13 @@ def nccl_interface(launch: Launch) -> Verdict | None:
         return None
     if launch.site.nccl_finds_network:
         return not_applicable(_nccl_left_to_itself(launch))
+    network = launch.env.get("NCCL_NET", "")
+    if network and network.lower() != "socket":
+        # the data goes over the forced network's plugin; NCCL's own bootstrap leaves out
+        # docker* and lo by itself (NCCL_SOCKET_IFNAME's default)
+        return not_applicable(
+            f"NCCL_NET={network}: the data goes over that network's plugin, not a socket"
+        )
     return warn(
         f"site {launch.site.name} sets no NCCL_SOCKET_IFNAME for this {launch.nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )

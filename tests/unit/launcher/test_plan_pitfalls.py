@@ -575,7 +575,9 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
     def on_it(**fields: Any) -> Any:
         return plan_launch(undeclared, LaunchRequest(script="train.py", **fields))
 
-    net = {"NCCL_NET": "IB"}  # the next test's warning
+    # over sockets the interface carries the data (a forced IB or plugin network carries it
+    # itself: nothing to say then); NCCL_NET set: not the next test's warning
+    net = {"NCCL_NET": "Socket"}
     fields: dict[str, Any] = dict(
         image="x.sif", nodes=2, ntasks_per_node=8, comment="field=ai;appl=pytorch"
     )
@@ -588,6 +590,7 @@ def test_multi_node_gpu_launch_without_nccl_interface_is_warned() -> None:
     assert warned(on_it(**fields, env={"NCCL_SOCKET_IFNAME": "ib0", **net})) == []
     assert load_site("perlmutter").env["NCCL_SOCKET_IFNAME"] == "hsn"
     assert warned(plan("perlmutter", image="u/i:t", nodes=2, account="m1_g")) == []
+    assert warned(on_it(**fields, env={"NCCL_NET": "IB"})) == []
     # or said by the profile: the built-in neuron's NCCL finds InfiniBand itself
     assert warned(plan("neuron", **fields)) == []
     # one node, or no GPUs: NCCL does not cross the network
@@ -1341,3 +1344,22 @@ def test_daints_debug_partition_takes_two_nodes() -> None:
     fails(r"^-N 3: partition debug runs jobs of at most 2 nodes: ask for -N 2 or fewer",
           "cscs-daint", image="u/x:1", partition="debug", nodes=3)  # fmt: skip
     assert plan("cscs-daint", image="u/x:1", partition="debug", nodes=2).step
+
+
+@pytest.mark.parametrize("site", ["cscs-clariden", "cscs-daint", "jupiter", "juwels-booster",
+                                  "neuron", "perlmutter", "zih-alpha", "zih-capella", "zih-ml"])  # fmt: skip
+@pytest.mark.parametrize("controller", ["mpi", "gloo", "torch", "torchrun"])
+def test_a_built_in_profile_does_not_warn_about_itself_on_two_nodes(
+    site: str, controller: str
+) -> None:
+    """Every 2-node launch at cscs-daint said `site cscs-daint sets no NCCL_SOCKET_IFNAME ...
+    add it to the site profile's env`: a built-in profile must not warn about itself, at any
+    controller across nodes (where NCCL_NET forces a network, its plugin carries the data)."""
+    kind = load_site(site).runtime.kind
+    image = "/shared/images/x.sif" if kind in ("apptainer", "singularity") else "reg.example/u/x:1"
+    extra: dict[str, Any] = {"account": "a1"}
+    if site == "neuron":
+        extra["comment"] = "field=ai;appl=pytorch"
+    result = plan(site, image=image, nodes=2, controller=controller, **extra)
+    about_itself = [w for w in warned(result) if "profile" in w or f"site {site} sets" in w]
+    assert about_itself == [], about_itself
