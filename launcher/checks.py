@@ -1018,6 +1018,12 @@ def nccl_network(launch: Launch) -> Verdict | None:
     forced NCCL_NET makes a missing plugin fail at start instead."""
     if "NCCL_NET" not in launch.env and launch.site.nccl_finds_network:
         return not_applicable(_nccl_left_to_itself(launch))
+    brought = launch.runtime.brings_nccl_plugin(launch)
+    if "NCCL_NET" not in launch.env and brought:
+        return not_applicable(
+            f"{brought} puts NCCL's network plugin in the container, which NCCL loads by itself "
+            "(NERSC's modules force no NCCL_NET)"
+        )
     if "NCCL_NET" not in launch.env:
         return warn(
             f"site {launch.site.name} sets no NCCL_NET for this {launch.nodes}-node GPU launch: if NCCL's network plugin is missing it falls back to TCP without a word; set NCCL_NET (e.g. 'AWS Libfabric' on Slingshot, IB on InfiniBand) in the profile's env or with -e, so a missing plugin fails at start"

@@ -255,6 +255,11 @@ class Runtime:
         """Why NCCL's network plugin is absent from the container although NCCL_NET is forced."""
         return None
 
+    def brings_nccl_plugin(self, launch: Launch) -> str | None:
+        """What puts NCCL's network plugin in the container for this launch (a module of the
+        runtime's), which NCCL then loads by itself; None where nothing does."""
+        return None
+
     def dropped_task_env(self, launch: Launch) -> str | None:
         """Why srun's per-task variables (SLURM_*, PMI_*) do not reach the program."""
         return None

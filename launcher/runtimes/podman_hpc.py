@@ -142,6 +142,9 @@ class PodmanHpc(Runtime):
     def injects_host_mpi(self, launch: Launch) -> bool:
         return self.profile.mpi_module in CRAY_MPICH
 
+    def brings_nccl_plugin(self, launch: Launch) -> str | None:
+        return "podman-hpc's nccl module (--nccl)" if "--nccl" in self.profile.flags else None
+
     def wrap(self, inv: Invocation) -> Wrapped:
         argv = ["podman-hpc", "run", "--rm"]
         if inv.gpu:

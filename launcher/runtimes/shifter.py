@@ -162,6 +162,10 @@ class Shifter(Runtime):
     def injects_host_mpi(self, launch: Launch) -> bool:
         return "mpich" in self.modules(launch)
 
+    def brings_nccl_plugin(self, launch: Launch) -> str | None:
+        found = [m for m in self.modules(launch) if "nccl" in m]
+        return f"shifter's {found[0]} module" if found else None
+
     def missing_nccl_plugin(self, launch: Launch) -> str | None:
         if any("nccl" in m for m in self.modules(launch)):
             return None

@@ -90,7 +90,7 @@ def test_the_wheel_works_outside_the_source_tree(tmp_path: Path) -> None:
     expected = cli(*perlmutter)  # outside an allocation: what sbatch is given
     assert expected.startswith(f"sbatch --parsable --chdir={elsewhere} <<'HVD_CONTAINER_SCRIPT'\n")
     assert "\n#SBATCH --qos=regular\n#SBATCH --constraint=gpu\n" in expected
-    assert "\nexport NCCL_NET='AWS Libfabric'\n" in expected
+    assert "\nexport NCCL_SOCKET_IFNAME=hsn\n" in expected and "NCCL_NET=" not in expected
     assert expected.endswith(
         "\nsrun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=32 shifter "
         "--module=gpu,nccl-plugin,mpich --image=docker:u/i:t python t.py\nHVD_CONTAINER_SCRIPT\n"

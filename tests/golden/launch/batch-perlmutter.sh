@@ -22,6 +22,5 @@ export NCCL_CROSS_NIC=1
 export NCCL_NET_GDR_LEVEL=PHB
 export FI_CXI_DISABLE_HOST_REGISTER=1
 export FI_MR_CACHE_MONITOR=userfaultfd
-export NCCL_NET='AWS Libfabric'
 
 srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 --ntasks-per-node=4 --cpus-per-task=32 shifter --module=gpu,nccl-plugin,mpich --image=docker:u/hvd:tf2.10 python tf_keras_fashion_mnist.py

@@ -96,12 +96,19 @@ def test_gpu_image_without_gpus_is_warned() -> None:
 
 
 def test_forced_nccl_net_without_the_plugin_module_fails_at_once() -> None:
-    # Perlmutter's profile forces NCCL_NET and names an NCCL module: nothing to say
+    # Perlmutter's shifter names an NCCL module, which brings the plugin: nothing to say
     found = doctor_results("perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    assert found["nccl-network"].status == "n/a"
+    forced = {"NCCL_NET": "AWS Libfabric"}
+    found = doctor_results(
+        "perlmutter", image="u/i:t", nodes=2, account="m1_g", facts=MPICH, env=forced
+    )
     assert found["nccl-network"].status == "pass"
     runtime = load_site("perlmutter").runtime.model_copy(update={"modules": ["gpu"]})
     no_plugin = with_values("perlmutter", runtime=runtime)
-    missing = doctor_results(no_plugin, image="u/i:t", nodes=2, account="m1_g", facts=MPICH)
+    missing = doctor_results(
+        no_plugin, image="u/i:t", nodes=2, account="m1_g", facts=MPICH, env=forced
+    )
     assert missing["nccl-network"].status == "fail"
     assert "shifter gets no nccl module" in missing["nccl-network"].message
     undeclared = with_values("neuron", nccl_finds_network=False)

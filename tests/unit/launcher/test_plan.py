@@ -502,11 +502,11 @@ def test_podman_names_every_variable_it_must_pass() -> None:
         dict(image="u/i:t", runtime="podman-hpc", ntasks=1, env={"X": "1"}, inside_allocation=True),
     ).argv
     assert argv[argv.index("podman-hpc") : argv.index("u/i:t")] == [
-        # NCCL_NET is set: --nccl brings the network plugin it names
+        # --nccl: the profile's, NERSC's NCCL and its network plugin
         "podman-hpc", "run", "--rm", "--gpu", "--mpi", "--nccl", "-v", "/home/u/job:/home/u/job",
         "-e", "SLURM_CPU_BIND", "-e", "NCCL_SOCKET_IFNAME",
         "-e", "NCCL_CROSS_NIC", "-e", "NCCL_NET_GDR_LEVEL", "-e", "FI_CXI_DISABLE_HOST_REGISTER",
-        "-e", "FI_MR_CACHE_MONITOR", "-e", "NCCL_NET", "-e", "X",
+        "-e", "FI_MR_CACHE_MONITOR", "-e", "X",
         # podman-hpc takes the user from $USER when there is no login terminal (a batch job)
         "-e", "USER",
         # what srun sets per task: rank, sizes, the PMI client's rendezvous
@@ -725,11 +725,30 @@ def test_nccl_net_is_forced_only_when_the_launch_spans_nodes(
     nodes: int | None,
     forced: bool,
 ) -> None:
-    """Perlmutter's NCCL_NET sits in multi_node_env: one node needs no network transport (and
+    """Clariden's NCCL_NET sits in multi_node_env: one node needs no network transport (and
     a forced one fails where the plugin is absent); nodes left to Slurm may be several."""
-    fields: dict = {"script": "t.py", "image": "u/i:t", "account": "m1_g", "controller": "torch",
+    fields: dict = {"script": "t.py", "image": "u/i:t", "controller": "torch",
                     "ntasks": 4 if nodes == 1 else 8, "nodes": nodes}  # fmt: skip
-    launch = plan_launch(load_site("perlmutter"), LaunchRequest(**fields))
+    launch = plan_launch(load_site("cscs-clariden"), LaunchRequest(**fields))
     assert ("NCCL_NET" in launch.env) is forced
-    assert launch.env["NCCL_SOCKET_IFNAME"] == "hsn"  # the rest of the site's env, always
+    assert launch.env["FI_MR_CACHE_MONITOR"] == "userfaultfd"  # the rest of the site's env
     assert (launch.env.get("NCCL_NET") == "AWS Libfabric") is forced
+
+
+@pytest.mark.parametrize("runtime", ["shifter", "podman-hpc"])
+def test_perlmutter_forces_no_nccl_net_as_nersc_stopped_doing(
+    job_dir: str,  # noqa: F811
+    runtime: str,
+) -> None:
+    """NERSC's NCCL module stopped setting NCCL_NET="AWS Libfabric" on 2025-05-16: the
+    profile forced it on every multi-node launch. The runtime's NCCL module (shifter's
+    nccl-plugin, podman-hpc's --nccl) brings the plugin NCCL loads by itself, which the
+    nccl-network check says instead of a warning."""
+    fields: dict = {"script": "t.py", "image": "u/i:t", "account": "m1_g", "controller": "torch",
+                    "nodes": 2, "runtime": runtime}  # fmt: skip
+    launch = plan_launch(load_site("perlmutter"), LaunchRequest(**fields))
+    assert "NCCL_NET" not in launch.env and launch.env["NCCL_SOCKET_IFNAME"] == "hsn"
+    (net,) = [r for r in launch.results if r.check == "nccl-network"]
+    module = "shifter's nccl-plugin module" if runtime == "shifter" else "podman-hpc's nccl module"
+    assert net.status == "n/a" and net.message.startswith(module), net
+    assert "--nccl" in launch.step or "--module=gpu,nccl-plugin" in launch.step
