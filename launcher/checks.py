@@ -996,13 +996,16 @@ def nccl_interface(launch: Launch) -> Verdict | None:
         return None
     if launch.site.nccl_finds_network:
         return not_applicable(_nccl_left_to_itself(launch))
+    # the data goes over a network plugin or transport, not a socket; NCCL's own bootstrap
+    # leaves out docker* and lo by itself (NCCL_SOCKET_IFNAME's default)
     network = launch.env.get("NCCL_NET", "")
     if network and network.lower() != "socket":
-        # the data goes over the forced network's plugin; NCCL's own bootstrap leaves out
-        # docker* and lo by itself (NCCL_SOCKET_IFNAME's default)
         return not_applicable(
             f"NCCL_NET={network}: the data goes over that network's plugin, not a socket"
         )
+    brought = launch.runtime.brings_nccl_plugin(launch)
+    if brought and not network:
+        return not_applicable(f"{brought} brings NCCL's network plugin: the data goes over it")
     return warn(
         f"site {launch.site.name} sets no NCCL_SOCKET_IFNAME for this {launch.nodes}-node GPU launch: NCCL may pick the wrong interface (docker0, lo); add `NCCL_SOCKET_IFNAME: <interface>` (e.g. ib0, hsn) to the site profile's env, or pass -e NCCL_SOCKET_IFNAME=<interface>"
     )
@@ -1021,8 +1024,8 @@ def nccl_network(launch: Launch) -> Verdict | None:
     brought = launch.runtime.brings_nccl_plugin(launch)
     if "NCCL_NET" not in launch.env and brought:
         return not_applicable(
-            f"{brought} puts NCCL's network plugin in the container, which NCCL loads by itself "
-            "(NERSC's modules force no NCCL_NET)"
+            f"{brought} brings NCCL's network plugin into the container, and NCCL uses it (the "
+            "launch forces no NCCL_NET over it)"
         )
     if "NCCL_NET" not in launch.env:
         return warn(

@@ -155,6 +155,11 @@ class ContainerEngine(Runtime):
     def gpu_gap(self, launch: Launch) -> str | None:
         return None  # the container gets the GPUs Slurm allocates
 
+    def brings_nccl_plugin(self, launch: Launch) -> str | None:
+        hook = self.profile.aws_ofi_nccl
+        on = hook and hook != "none"
+        return f"the Container Engine's AWS OFI NCCL hook ({hook})" if on else None
+
     def missing_nccl_plugin(self, launch: Launch) -> str | None:
         if self.profile.aws_ofi_nccl == "none":
             return (

@@ -14,18 +14,9 @@
 # controller torch (asked for with --controller)
 
 export PMIX_MCA_psec='^munge'
-export NCCL_NET_GDR_LEVEL=PHB
-export NCCL_CROSS_NIC=1
-export NCCL_PROTO='^LL128'
-export FI_CXI_DEFAULT_CQ_SIZE=131072
-export FI_CXI_DEFAULT_TX_SIZE=16384
-export FI_CXI_DISABLE_HOST_REGISTER=1
-export FI_CXI_RX_MATCH_MODE=software
-export FI_MR_CACHE_MONITOR=userfaultfd
-export NCCL_NET='AWS Libfabric'
 
-# edf-56a165ca6edc3409.toml, read by the srun line below
-(umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-56a165ca6edc3409.toml) <<'HVD_FILE_END'
+# edf-812458a445bd8f6c.toml, read by the srun line below
+(umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-812458a445bd8f6c.toml) <<'HVD_FILE_END'
 image = "registry.example.org#team/ddp:1"
 mounts = [
     "/home/u/job:/home/u/job",
@@ -34,15 +25,6 @@ workdir = "/home/u/job"
 
 [env]
 PMIX_MCA_psec = "^munge"
-NCCL_NET_GDR_LEVEL = "PHB"
-NCCL_CROSS_NIC = "1"
-NCCL_PROTO = "^LL128"
-FI_CXI_DEFAULT_CQ_SIZE = "131072"
-FI_CXI_DEFAULT_TX_SIZE = "16384"
-FI_CXI_DISABLE_HOST_REGISTER = "1"
-FI_CXI_RX_MATCH_MODE = "software"
-FI_MR_CACHE_MONITOR = "userfaultfd"
-NCCL_NET = "AWS Libfabric"
 
 [annotations.com.hooks.aws_ofi_nccl]
 enabled = "true"
@@ -113,4 +95,4 @@ done;
 export MASTER_ADDR MASTER_PORT; eval "$own"; exec "$@"
 HVD_PROGRAM_END
 
-sh -c "$hvd_torch_step_setup" hvd-torch '' srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=72 --environment=/home/u/job/.hvd-container/edf-56a165ca6edc3409.toml sh -c "$hvd_torch_rendezvous" hvd-torch '' 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' python train.py
+sh -c "$hvd_torch_step_setup" hvd-torch '' srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=72 --environment=/home/u/job/.hvd-container/edf-812458a445bd8f6c.toml sh -c "$hvd_torch_rendezvous" hvd-torch '' 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' python train.py

@@ -725,13 +725,16 @@ def test_nccl_net_is_forced_only_when_the_launch_spans_nodes(
     nodes: int | None,
     forced: bool,
 ) -> None:
-    """Clariden's NCCL_NET sits in multi_node_env: one node needs no network transport (and
-    a forced one fails where the plugin is absent); nodes left to Slurm may be several."""
+    """A profile's multi_node_env (a forced NCCL_NET, say) goes only into launches that span
+    nodes: one node needs no network transport (and a forced one fails where the plugin is
+    absent); nodes left to Slurm may be several."""
+    site = load_site("cscs-clariden")
+    site = site.model_copy(update={"multi_node_env": {"NCCL_NET": "AWS Libfabric"}})
     fields: dict = {"script": "t.py", "image": "u/i:t", "controller": "torch",
                     "ntasks": 4 if nodes == 1 else 8, "nodes": nodes}  # fmt: skip
-    launch = plan_launch(load_site("cscs-clariden"), LaunchRequest(**fields))
+    launch = plan_launch(site, LaunchRequest(**fields))
     assert ("NCCL_NET" in launch.env) is forced
-    assert launch.env["FI_MR_CACHE_MONITOR"] == "userfaultfd"  # the rest of the site's env
+    assert launch.env["PMIX_MCA_psec"] == "^munge"  # the rest of the site's env, always
     assert (launch.env.get("NCCL_NET") == "AWS Libfabric") is forced
 
 
