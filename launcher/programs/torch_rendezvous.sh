@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # shellcheck disable=SC2034  # `here` is read by the exports in $2 (eval "$own")
 # torch's controllers, on each task's node before the runtime: $1 = the site's suffix of the
-# first node's name (JSC's `i`; often empty), $2 = the controller's own exports (constant sh
+# first node's name (JSC's `i`; often empty: used where that name resolves), $2 = the controller's own exports (constant sh
 # text), the rest = the runtime's command. Without MASTER_ADDR, the first node of the step
 # (with the suffix); MASTER_PORT from the job and step IDs; `here` = this node's tasks, read
 # from SLURM_STEP_TASKS_PER_NODE ("2(x3),1": counts per node in SLURM_NODEID order). A batch
@@ -16,7 +16,11 @@ suffix=$1; own=$2; shift 2; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}
 if [ -z "$MASTER_ADDR" ]; then
     echo "hvd-container torch: no first node: scontrol show hostnames $nodes gave nothing on $(hostname) (is this inside a Slurm step?)" >&2; exit 1;
 fi;
-[ -z "$first" ] || MASTER_ADDR="$MASTER_ADDR$suffix";
+# the suffix only where that name resolves here: the plain name, and which one, otherwise
+if [ -n "$first" ] && [ -n "$suffix" ]; then
+    if getent hosts "$MASTER_ADDR$suffix" >/dev/null 2>&1; then MASTER_ADDR="$MASTER_ADDR$suffix";
+    else echo "hvd-container torch: $MASTER_ADDR$suffix (the first node with the site's first_node_suffix $suffix) does not resolve on $(hostname): the rendezvous is $MASTER_ADDR" >&2; fi;
+fi;
 chosen=; [ -n "${MASTER_PORT:-}" ] || { MASTER_PORT=$((20000 + (SLURM_JOB_ID % 798) * 16 + ${SLURM_STEP_ID:-0} % 16)); chosen=1; };
 # (sysctl files answer one read whole: `read`, a byte at a time, would get the first digit)
 ports=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || ports="32768 60999";

@@ -29,6 +29,11 @@ if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
         case $named in " ") ;; *" $node "*) ;; *) continue ;; esac;
         MASTER_ADDR=$node; break;
     done;
-    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";
+    # the suffix only where that name resolves here: the plain name, and which one, otherwise
+    if [ -n "$MASTER_ADDR" ] && [ -n "$suffix" ]; then
+        if getent hosts "$MASTER_ADDR$suffix" >/dev/null 2>&1; then MASTER_ADDR="$MASTER_ADDR$suffix";
+        else echo "hvd-container torch: $MASTER_ADDR$suffix (the first node with the site's first_node_suffix $suffix) does not resolve on $(hostname): the rendezvous is $MASTER_ADDR" >&2; fi;
+    fi;
+    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR;
 fi;
 exec "$@"

@@ -41,7 +41,12 @@ if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
         case $named in " ") ;; *" $node "*) ;; *) continue ;; esac;
         MASTER_ADDR=$node; break;
     done;
-    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR="$MASTER_ADDR$suffix";
+    # the suffix only where that name resolves here: the plain name, and which one, otherwise
+    if [ -n "$MASTER_ADDR" ] && [ -n "$suffix" ]; then
+        if getent hosts "$MASTER_ADDR$suffix" >/dev/null 2>&1; then MASTER_ADDR="$MASTER_ADDR$suffix";
+        else echo "hvd-container torch: $MASTER_ADDR$suffix (the first node with the site's first_node_suffix $suffix) does not resolve on $(hostname): the rendezvous is $MASTER_ADDR" >&2; fi;
+    fi;
+    [ -z "$MASTER_ADDR" ] || export MASTER_ADDR;
 fi;
 exec "$@"
 HVD_PROGRAM_END
@@ -53,7 +58,11 @@ suffix=$1; own=$2; shift 2; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}
 if [ -z "$MASTER_ADDR" ]; then
     echo "hvd-container torch: no first node: scontrol show hostnames $nodes gave nothing on $(hostname) (is this inside a Slurm step?)" >&2; exit 1;
 fi;
-[ -z "$first" ] || MASTER_ADDR="$MASTER_ADDR$suffix";
+# the suffix only where that name resolves here: the plain name, and which one, otherwise
+if [ -n "$first" ] && [ -n "$suffix" ]; then
+    if getent hosts "$MASTER_ADDR$suffix" >/dev/null 2>&1; then MASTER_ADDR="$MASTER_ADDR$suffix";
+    else echo "hvd-container torch: $MASTER_ADDR$suffix (the first node with the site's first_node_suffix $suffix) does not resolve on $(hostname): the rendezvous is $MASTER_ADDR" >&2; fi;
+fi;
 chosen=; [ -n "${MASTER_PORT:-}" ] || { MASTER_PORT=$((20000 + (SLURM_JOB_ID % 798) * 16 + ${SLURM_STEP_ID:-0} % 16)); chosen=1; };
 # (sysctl files answer one read whole: `read`, a byte at a time, would get the first digit)
 ports=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || ports="32768 60999";

@@ -130,14 +130,29 @@ def test_values_the_user_set_win() -> None:
 JSC = load_site("local").model_copy(update={"first_node_suffix": "i"})  # JSC's InfiniBand names
 
 
+def resolving(tmp_path: Path, *names: str) -> str:
+    """A PATH whose getent resolves only `names` (the nodes' names as a site's DNS has them)."""
+    fake = tmp_path / "getent"
+    known = " ".join(names)
+    fake.write_text(
+        f'#!/bin/sh\ncase " {known} " in *" $2 "*) echo "10.0.0.7 $2";; *) exit 2;; esac\n'
+    )
+    fake.chmod(0o755)
+    return f"{tmp_path}:{os.environ['PATH']}"
+
+
 @needs_scontrol
 @pytest.mark.parametrize("controller", ["torch", "torchrun"])
-def test_a_sites_first_node_suffix_makes_the_rendezvous_address(controller: str) -> None:
-    env = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0")
+def test_a_sites_first_node_suffix_makes_the_rendezvous_address(
+    controller: str, tmp_path: Path
+) -> None:
+    path = resolving(tmp_path, "gpu07", "gpu07i")
+    env = task_env(controller, JSC, PATH=path, SLURM_PROCID="1", SLURM_NODEID="1",
+                   SLURM_LOCALID="0")  # fmt: skip
     assert env["MASTER_ADDR"] == "gpu07i"
     # a batch script's step sets it once for every task, suffix and all; the tasks keep it
     step = get(controller).wrap_step(launch_at(controller, JSC), ["env"])
-    clean = {"PATH": os.environ["PATH"], "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    clean = {"PATH": path, "SLURM_JOB_NODELIST": "gpu[07-08]"}
     out = subprocess.run(step, capture_output=True, text=True, env=clean, check=True).stdout
     assert "MASTER_ADDR=gpu07i" in out.splitlines()
     kept = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0",
@@ -147,6 +162,27 @@ def test_a_sites_first_node_suffix_makes_the_rendezvous_address(controller: str)
     mine = task_env(controller, JSC, SLURM_PROCID="1", SLURM_NODEID="1", SLURM_LOCALID="0",
                     MASTER_ADDR="10.0.0.1")  # fmt: skip
     assert mine["MASTER_ADDR"] == "10.0.0.1"
+
+
+@needs_scontrol
+@pytest.mark.parametrize("controller", ["torch", "torchrun"])
+def test_a_suffixed_name_that_does_not_resolve_falls_back_and_says_so(
+    controller: str, tmp_path: Path
+) -> None:
+    """JUPITER's `i` suffix is unconfirmed: where the suffixed name does not resolve, the
+    rendezvous takes the plain name and says which, instead of an unresolvable host."""
+    path = resolving(tmp_path, "gpu07")
+    done = run_task(controller, JSC, PATH=path, SLURM_PROCID="1", SLURM_NODEID="1",
+                    SLURM_LOCALID="0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "MASTER_ADDR=gpu07" in done.stdout.splitlines()
+    assert "gpu07i (the first node with the site's first_node_suffix i) does not resolve on " in (
+        done.stderr
+    ) and done.stderr.rstrip().endswith(": the rendezvous is gpu07")
+    step = get(controller).wrap_step(launch_at(controller, JSC), ["env"])
+    clean = {"PATH": path, "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    out = subprocess.run(step, capture_output=True, text=True, env=clean, check=True)
+    assert "MASTER_ADDR=gpu07" in out.stdout.splitlines() and "does not resolve" in out.stderr
 
 
 @needs_scontrol
