@@ -18,6 +18,7 @@ from hvd_container.containers.convert.output import SIF_MODE, check_output_path,
 from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.metadata import ImageConfig
+from hvd_container.containers.sif.reader import SifInfo, read_sif, rootfs_compressor
 from hvd_container.containers.sif.writer import write_sif
 from hvd_container.containers.transfer import OnTransfer
 
@@ -43,6 +44,7 @@ class SifResult:
     rootfs_size: int
     seconds: float
     shift_method: str
+    kept: bool = False  # the SIF at path was already this conversion: left as it was
 
 
 def source_date_epoch() -> int | None:
@@ -88,6 +90,29 @@ def check_arch(image_arch: str, wanted: str | None, ref: str) -> str:
     return image_arch
 
 
+def up_to_date(
+    target: Path, image_id: str, arch: str, compression: str, epoch: int | None
+) -> SifInfo | None:
+    """The SIF at target, where it is already what this conversion would write: made from the
+    same image id (its label), for the same architecture, with the same compressor (and, under
+    SOURCE_DATE_EPOCH, at that time); else None. A 2 GB image converts in a minute or more: a
+    second `convert` of an unchanged image (a script run again) costs nothing."""
+    if not target.is_file():
+        return None
+    try:
+        info = read_sif(target)
+        compressor = rootfs_compressor(info)
+    except UserError:  # not a SIF, or a damaged one: converted again
+        return None
+    same = (
+        info.labels.get(facts.SIF_SOURCE_ID) == image_id
+        and info.arch == arch
+        and compressor == compression
+        and (epoch is None or info.created == epoch)
+    )
+    return info if same else None
+
+
 def _guarded(chunks: Iterable[bytes], ref: str) -> Iterator[bytes]:
     """The export stream, with engine failures turned into one-line errors."""
 
@@ -120,6 +145,16 @@ def convert_image_to_sif(
     image = _image(engine, ref)
     image_id = str(image["Id"])
     image_arch = check_arch(image.get("Architecture", ""), arch, ref)
+    kept = up_to_date(target, image_id, image_arch, compression, epoch)
+    if kept is not None:
+        (on_step or (lambda _msg: None))(
+            f"{target} is already the SIF of {ref} ({image_id[:19]}, {compression}): kept"
+        )
+        return SifResult(
+            path=target, image=ref, image_id=image_id, arch=image_arch, compression=compression,
+            size=target.stat().st_size, rootfs_offset=kept.rootfs_offset,
+            rootfs_size=kept.rootfs_size, seconds=0.0, shift_method="", kept=True,
+        )  # fmt: skip
     config = ImageConfig.from_docker(image.get("Config"))
     labels = sif_labels(ref, image_id, config)
     image_uuid = (

@@ -135,6 +135,7 @@ def _convert_one(
             "compression": result.compression,
             "rootfs_offset": result.rootfs_offset,
             "seconds": round(result.seconds, 1),
+            **({"kept": True} if result.kept else {}),
         }
     ref = publish_to_site(
         src.image,

@@ -215,6 +215,24 @@ def _check_header(
         )
 
 
+# squashfs's superblock: the magic, then at byte 20 the compressor's id (squashfs_fs.h)
+_SQUASHFS_MAGIC = b"hsqs"
+_SQUASHFS_COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
+
+
+def rootfs_compressor(info: SifInfo) -> str | None:
+    """The compressor of the SIF's root filesystem (squashfs), or None where it is not one."""
+    if not info.rootfs_size:
+        return None
+    fh, _size = open_regular(info.path, "a SIF file")
+    with fh:
+        fh.seek(info.rootfs_offset)
+        head = fh.read(22)
+    if len(head) < 22 or head[:4] != _SQUASHFS_MAGIC:
+        return None
+    return _SQUASHFS_COMPRESSORS.get(int.from_bytes(head[20:22], "little"))
+
+
 def read_sif(path: str | os.PathLike[str]) -> SifInfo:
     """Parse the SIF at path. Raises UserError for a missing, truncated or non-SIF file."""
     path = Path(path)

@@ -348,6 +348,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "compression": _STR,
             "rootfs_offset": _INT,
             "seconds": {"type": "number"},
+            "kept": {"type": "boolean"},  # the SIF there was already this conversion
             "engine": _STR,
             "note": _STR,
             "images": {"type": "array"},  # a SIF an architecture: these fields each

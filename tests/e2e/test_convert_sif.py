@@ -57,9 +57,48 @@ def test_json_conversion_reports_progress_then_the_result(
     progress = [r for r in records(done.stdout) if r["event"] == "progress"]
     assert progress and progress[-1]["phase"] == "export"
     assert progress[-1]["done"] > 0 and progress[-1]["written"] > 0
-    plain = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--progress", "plain")
+    again = tmp_path / "plain.sif"  # the first is this conversion already: it would be kept
+    plain = cli("convert", shell_image, "--to", "sif", "-o", str(again), "--progress", "plain")
     assert plain.returncode == 0, plain.stderr
     assert re.search(r"^\[export\]    .* MB/s", plain.stdout, re.M), plain.stdout
+
+
+def test_a_sif_already_converted_from_the_image_is_kept(
+    shell_image: str,  # noqa: F811
+    docker_client: Any,  # noqa: F811
+    sif_tools: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A second `convert` of the same image to the same file writes nothing: the file there
+    was made from this image id, for its arch, with this compressor. Another compressor, or
+    another image under the same tag, converts again."""
+    target = tmp_path / "x.sif"
+    wrote = rf"^wrote {re.escape(str(target))} "  # the last line, after the progress lines
+    first = cli("convert", shell_image, "--to", "sif", "-o", str(target))
+    assert first.returncode == 0 and re.search(wrote, first.stdout, re.M), first.stdout
+    made = target.stat()
+    again = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--json")
+    assert again.returncode == 0, again.stderr
+    record = json.loads(again.stdout.splitlines()[-1])
+    assert record["kept"] is True and record["size"] == made.st_size
+    assert (target.stat().st_ino, target.stat().st_mtime_ns) == (made.st_ino, made.st_mtime_ns)
+    plain = cli("convert", shell_image, "--to", "sif", "-o", str(target))
+    kept = rf"^kept {re.escape(str(target))}: already the SIF of {re.escape(shell_image)} "
+    assert re.search(kept, plain.stdout, re.M), plain.stdout
+    zstd = cli("convert", shell_image, "--to", "sif", "-o", str(target), "--compression", "zstd")
+    assert zstd.returncode == 0 and re.search(wrote, zstd.stdout, re.M), zstd.stdout
+    assert target.stat().st_ino != made.st_ino
+    # the same tag, another image: converted again
+    tag = import_image(docker_client, "hvd-test/kept:1", shell_rootfs(extra_bytes=4096), LABELS)
+    other = tmp_path / "k.sif"
+    try:
+        one = cli("convert", tag, "--to", "sif", "-o", str(other))
+        assert re.search(r"^wrote ", one.stdout, re.M), one.stdout + one.stderr
+        import_image(docker_client, tag, shell_rootfs(extra_bytes=8192), LABELS)
+        two = cli("convert", tag, "--to", "sif", "-o", str(other))
+        assert two.returncode == 0 and re.search(r"^wrote ", two.stdout, re.M), two.stdout
+    finally:
+        docker_client.images.remove(tag, force=True)
 
 
 def test_siftool_lists_the_primary_partition_in_group_1(shell_sif: Path) -> None:

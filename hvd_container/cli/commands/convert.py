@@ -143,6 +143,11 @@ def _say(result: dict[str, Any]) -> None:
         typer.echo(result["note"], err=True)
     if "reference" in result:
         typer.echo(f"ready: {result['reference']}")
+    elif result.get("kept"):
+        typer.echo(
+            f"kept {result['path']}: already the SIF of {result['image']} ({result['arch']}, "
+            f"{result['compression']}); remove it to convert again"
+        )
     elif "seconds" in result:
         typer.echo(
             f"wrote {result['path']} ({result['size'] / 1e6:.1f} MB, {result['arch']}, "
