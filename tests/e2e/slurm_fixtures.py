@@ -106,6 +106,23 @@ def _drop_sifs_of_gone_images(directory: Path, client: Any) -> None:
             sif.unlink(missing_ok=True)
 
 
+def _sif_path(client: Any, tag: str) -> Path:
+    """Where sif_of keeps the SIF of the image tag names now (by its id)."""
+    image_id = client.images.get(tag).id.split(":", 1)[-1][:16]
+    return Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "sif" / f"{image_id}.sif"
+
+
+def converted_sif(tag: str) -> Path | None:
+    """The SIF sif_of made of the image tag names now, if an earlier test made it."""
+    import docker
+
+    try:
+        path = _sif_path(docker.from_env(), tag)
+    except docker.errors.DockerException:  # no engine yet, or no such image
+        return None
+    return path if path.is_file() else None
+
+
 def sif_of(tag: str) -> Path:
     """A Docker image as a SIF, converted once per image id.
 
@@ -115,8 +132,7 @@ def sif_of(tag: str) -> Path:
 
     run_testbed("sif-tools.sh", "up")
     client: Any = docker.from_env()
-    image_id = client.images.get(tag).id.split(":", 1)[-1][:16]
-    target = Path(os.environ.get("HVD_E2E_CACHE", "/var/tmp/hvd-e2e")) / "sif" / f"{image_id}.sif"
+    target = _sif_path(client, tag)
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         _drop_sifs_of_gone_images(target.parent, client)
