@@ -280,19 +280,7 @@ def request_from_options(
     for name in ("binds", "modules", "srun_options", "sbatch_options"):
         values[name] = list(values.get(name) or [])
     recipe = values.get("recipe")
-    facts = None
-    if recipe:
-        # the recipe model only for --recipe: importing it adds about 40 ms to a dry run
-        from hvd_container.containers.recipe_loader import image_arches, read_recipe
-
-        arch = _image_for_partition(recipe, image_arches(recipe), site, values)
-        recipe_facts = read_recipe(recipe, arch)
-        if arch is not None and notes is not None:
-            notes.append(
-                f"--recipe {recipe}: its {arch} image, {recipe_facts.image_tag}, for the "
-                f"{arch} nodes of {_where(site, values)}{_made_by(recipe, arch)}"
-            )
-        facts = facts_from_recipe(recipe_facts)
+    facts = _recipe_facts(recipe, site, values, notes) if recipe else None
     inside = bool(os.environ.get("SLURM_JOB_ID"))
     if inside and values.get("cpus_per_task") is None:
         # the allocation's CPUs per task, which a step no longer inherits (Slurm 22.05)
@@ -304,37 +292,40 @@ def request_from_options(
     return site, request
 
 
-def _image_for_partition(
-    recipe: str, arches: list[str | None], site: Site, values: dict[str, Any]
-) -> str | None:
-    """Of a recipe that makes an image for each of several architectures, the one for the
-    partition's nodes; of a recipe of one image, that image (None), or the one `build --arch`
-    makes for nodes of another architecture where the recipe can make it (its lock is there:
-    the built-in GPU recipes for Grace Hopper)."""
-    wanted = site.arch_for(_partition(site, values))
-    if arches == [None]:
-        from hvd_container.containers.recipe_loader import makes_image_for, read_recipe
+def _recipe_facts(
+    recipe: str, site: Site, values: dict[str, Any], notes: list[str] | None
+) -> ImageFacts:
+    """--recipe's facts, of the image for the partition's nodes: of a recipe that makes one for
+    each of several architectures, that one; of a recipe of one image, that image, or the one
+    `build --arch` makes for nodes of another architecture where the recipe can make it (its
+    lock is there: the built-in GPU recipes for Grace Hopper). The choice is a note."""
+    # the recipe model only for --recipe: importing it adds about 40 ms to a dry run
+    from hvd_container.containers import recipe_loader
 
-        own = read_recipe(recipe).arch
-        if wanted == own or wanted not in BUILT_ARCHES or not makes_image_for(recipe, wanted):
-            return None  # the same image; or one it cannot make: the arch check says what works
-        return wanted
-    if wanted not in arches:
+    arches = recipe_loader.image_arches(recipe)
+    wanted = site.arch_for(_partition(site, values))
+    arch: str | None = wanted
+    if arches == [None]:
+        own = recipe_loader.read_recipe(recipe).arch
+        makes = wanted in BUILT_ARCHES and recipe_loader.makes_image_for(recipe, wanted)
+        # the same image; or one it cannot make: the arch check says what works
+        arch = wanted if wanted != own and makes else None
+    elif wanted not in arches:
         raise UserError(
             f"--recipe {recipe}: its images are for {', '.join(map(str, arches))}, but "
             f"{_where(site, values)} runs {wanted}: add {wanted} to the recipe's arch: list "
             "and build it"
         )
-    return wanted
-
-
-def _made_by(recipe: str, arch: str) -> str:
-    """How the image of a recipe of one architecture is made for another, else nothing."""
-    from hvd_container.containers.recipe_loader import image_arches
-
-    if image_arches(recipe) != [None]:
-        return ""
-    return f" (`hvd-container build {recipe} --arch {arch}` makes it)"
+    found = recipe_loader.read_recipe(recipe, arch)
+    if arch is not None and notes is not None:
+        made = (
+            f" (`hvd-container build {recipe} --arch {arch}` makes it)" if arches == [None] else ""
+        )
+        notes.append(
+            f"--recipe {recipe}: its {arch} image, {found.image_tag}, for the {arch} nodes of "
+            f"{_where(site, values)}{made}"
+        )
+    return facts_from_recipe(found)
 
 
 def _partition(site: Site, values: dict[str, Any]) -> str | None:
