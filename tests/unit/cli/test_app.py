@@ -405,3 +405,20 @@ def test_the_readmes_ddp_tutorial_script_is_launched_one_rank_a_gpu(
     assert (record["nodes"], record["tasks_per_node"], record["gpus_per_node"]) == (2, 4, 4)
     assert any('LOCAL_RANK="$SLURM_LOCALID"' in word for word in record["step"])
     assert record["step"][-3:] == ["multinode.py", "50", "10"]
+
+
+def test_the_readmes_login_node_install_names_the_python_and_works_in_a_venv() -> None:
+    """`pip install --user` fails inside a venv and the README never said which Python: its
+    login-node install names the oldest Python pyproject allows and installs into a venv."""
+    import tomllib
+
+    text = README.read_text()
+    oldest = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    minimum = oldest["requires-python"].removeprefix(">=")
+    login = text[text.index("**On a login node**") :]
+    login = login[: login.index("```sh\n", login.index("```sh\n") + 1)]  # up to the next block
+    assert f"Python {minimum} or newer" in " ".join(login.split())
+    block = login[login.index("```sh\n") :]
+    first = block.splitlines()[1]
+    assert first.startswith("python3 -m venv ") and "bin/activate" in first
+    assert "pip install --user" not in first.split("#")[0]  # only offered outside a venv
