@@ -61,6 +61,8 @@ class BatchScript:
     files: dict[str, str] = field(default_factory=dict)  # written before the step: path -> text
     folders: list[str] = field(default_factory=list)  # made (owner-only) before the step
     until_done: UntilDone | None = None
+    # why the tool wrote an #SBATCH option of its own choosing: option -> reason, a comment
+    option_notes: dict[str, str] = field(default_factory=dict)
 
 
 # characters sbatch takes as they are in an #SBATCH word; any other makes the value quoted
@@ -109,10 +111,10 @@ def script_text(script: BatchScript) -> str:
     lines = ["#!/bin/bash"]
     for option in script.options:
         lines += [_sbatch_line(option), *_option_note(option)]
+        if option in script.option_notes:
+            lines.append(f"# ({_one_line(script.option_notes[option])})")
     lines.append(f"# hvd-container: site {script.site}, runtime {script.runtime}")
-    # a comment of one line, whatever the script's name holds
-    said = "".join(c if c.isprintable() else "?" for c in script.controller)
-    lines.append(f"# controller {said}")
+    lines.append(f"# controller {_one_line(script.controller)}")
     lines.append("")
     if script.modules:
         lines.append(shell.join(["module", "load", *script.modules], one_line=True))
@@ -133,6 +135,11 @@ def script_text(script: BatchScript) -> str:
     else:
         lines += segment_lines(script.step, script.until_done)
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """A comment of one line, whatever the text holds (a script's name)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def until_done_options(until: UntilDone) -> list[str]:

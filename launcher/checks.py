@@ -30,8 +30,13 @@ from typing import TYPE_CHECKING
 from hvd_container.launcher import controllers, runtimes
 from hvd_container.launcher.check_declarations import Check, Need, check, declared
 from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.memory import (
+    RANK_NEEDS_MB,
+    default_megabytes,
+    node_megabytes,
+)
 from hvd_container.launcher.sites import slurm_cluster_name
-from hvd_container.launcher.slurm import slurm_seconds
+from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 from hvd_container.launcher.verdict import (
     Status,
     Verdict,
@@ -526,6 +531,63 @@ def cpus_per_node(launch: Launch) -> Verdict | None:
             gpu_key,
         )
     return passed(f"{need} CPUs a node")
+
+
+@check("memory", "a node's ranks get the memory a training rank needs, within what a node has")
+def memory(launch: Launch) -> Verdict | None:
+    """The memory option written (given, or the tool's where the site's default is too small)
+    against the site's facts: one the site refuses, more than a node has, too little a rank."""
+    facts, key = launch.site.scheduler.memory_for(launch.partition)
+    choice, ranks = launch.memory, launch.layout.node_ranks or launch.layout.tasks_on_each_node or 1
+    where = _where(launch)
+    if choice is None:
+        if launch.request.inside_allocation:
+            return not_applicable("inside an allocation the step has the job's memory")
+        if facts is None:
+            return skip(
+                f"site {launch.site.name} states no memory facts ({key}): the job gets the "
+                f"partition's default, which may be too small for a training rank "
+                f"(`scontrol show partition` shows DefMemPerCPU; --mem asks for more)"
+            )
+        if not facts.requests:
+            return passed(f"{where} gives memory with the GPUs (no --mem)")
+        if facts.whole_node:
+            return passed("the job gets all the memory of its nodes")
+        given = default_megabytes(facts, launch.gpus, (launch.cpus_per_task or 1) * ranks)
+        if given is None:
+            return skip(
+                f"{key} says neither a default per CPU nor per GPU: Slurm's default applies"
+            )
+        return passed(f"{where}'s default gives a node's ranks {given}M, {given // ranks}M each")
+    flag = choice.option.partition("=")[0]
+    if facts is not None and not facts.requests:
+        return refuse(
+            launch,
+            f"{flag}: {where} takes no memory request (memory comes with the GPUs asked for): leave {flag} out",
+            f"{key}.requests",
+        )
+    asked = node_megabytes(choice, launch.gpus)
+    if asked is not None and facts is not None and facts.per_node is not None:
+        most = slurm_megabytes(facts.per_node)
+        if asked > most:
+            return refuse(
+                launch,
+                f"{choice.option} asks for {asked}M a node, but a node of {where} gives a job at most {facts.per_node}: ask for less, or --mem=0 for all of it",
+                f"{key}.per_node",
+            )
+    if asked is not None and asked < ranks * RANK_NEEDS_MB:
+        return warn(
+            f"{choice.option} gives a node's ranks {asked // ranks}M each, less than the {RANK_NEEDS_MB}M a training rank holds (CUDA, NCCL, the data loader): it may be killed for memory"
+        )
+    if choice.why is not None:
+        unconfirmed = launch.site.unconfirmed_source(f"{key}.per_node", f"{key}.default_per_cpu")
+        said = (
+            f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
+            if unconfirmed
+            else ""
+        )
+        return passed(f"{choice.option} written: {choice.why}{said}")
+    return passed(f"{choice.option} as given")
 
 
 @check("gpu-jobs-only", "a job on a GPU-only cluster asks for a GPU", needs=("allocation",))

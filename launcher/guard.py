@@ -150,7 +150,7 @@ PLACEMENT_OPTIONS = frozenset(
         "dependency", "distribution", "exact", "exclude", "exclusive", "extra",
         "extra-node-info", "gpu-bind", "gpu-freq", "gpus", "gpus-per-socket", "gres",
         "gres-flags", "hint", "hold", "immediate", "kill-on-bad-exit", "label", "licenses",
-        "mail-type", "mail-user", "mem", "mem-bind", "mem-per-cpu", "mem-per-gpu", "mincpus",
+        "mail-type", "mail-user", "mem-bind", "mincpus",
         "network", "nice", "nodelist", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-socket",
         "oom-kill-step", "overcommit", "overlap", "oversubscribe", "prefer", "priority",
         "profile", "propagate", "quiet", "reservation", "resv-ports", "segment", "signal",
@@ -160,7 +160,7 @@ PLACEMENT_OPTIONS = frozenset(
     }
 )  # fmt: skip
 PLACEMENT_WORDS = (
-    "options on resources and placement: --mem, --exclusive, --gres=..., --reservation, "
+    "options on resources and placement: --exclusive, --gres=..., --reservation, "
     "--mail-type, --hint, --cpu-bind, ... (never a program, a file, the job's folder, output "
     "or environment)"
 )
@@ -173,6 +173,9 @@ TOOL_OPTIONS = {
     "account": "-A/--account", "qos": "-q/--qos", "constraint": "-C/--constraint",
     "comment": "--comment", "requeue": "--requeue", "no-requeue": "--requeue", "mpi": "--mpi",
     "output": "--job-output", "error": "--job-error", "no-kill": "--screen",
+    "mem": "--mem (a profile: scheduler.memory)",
+    "mem-per-gpu": "--mem-per-gpu (a profile: scheduler.memory)",
+    "mem-per-cpu": "--mem or --mem-per-gpu (a profile: scheduler.memory)",
 }  # fmt: skip
 # a profile may also name the site's PMI plugin (srun --mpi=pmix): a name from Slurm's list
 PROFILE_OPTIONS = PLACEMENT_OPTIONS | {"mpi"}
@@ -184,7 +187,7 @@ def slurm_entry_refusal(entry: str, command: str, *, profile: bool = True) -> Re
     --sbatch-option value (not profile) is refused, or None. The entry is read alone, as
     getopt_long reads it on the command's line: it must be whole options, each one allowed."""
     if not entry.startswith("-") or entry.strip("-") == "":
-        return Refusal(f"{entry!r}: give one option, such as --mem=64G or --exclusive", False)
+        return Refusal(f"{entry!r}: give one option, such as --exclusive or --mail-type=END", False)
     try:
         # a word after it: an option that takes a value from the next word shows itself
         read, end = read_slurm_options([entry, "WORD"], command)
@@ -194,7 +197,7 @@ def slurm_entry_refusal(entry: str, command: str, *, profile: bool = True) -> Re
     if taken is not None:
         return Refusal(f"{entry!r}: --{taken.name} takes a value: write --{taken.name}=VALUE", False)  # fmt: skip
     if end != 1 or not read:
-        return Refusal(f"{entry!r}: give one option, such as --mem=64G or --exclusive", False)
+        return Refusal(f"{entry!r}: give one option, such as --exclusive or --mail-type=END", False)
     for option in read:
         if option.name in (PROFILE_OPTIONS if profile else PLACEMENT_OPTIONS):
             continue

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from hvd_container.launcher.controllers import Controller
     from hvd_container.launcher.layout import Layout
     from hvd_container.launcher.machine import ThisMachine
+    from hvd_container.launcher.memory import MemoryChoice
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.runtimes import Runtime
     from hvd_container.launcher.sites import Site
@@ -39,6 +40,7 @@ class Launch:
     binds: tuple[Bind, ...]  # the site's, then --bind's: parsed once, here
     mpi: str | None  # srun's --mpi plugin
     cpus_per_task: int | None  # a rank's CPUs as written: -c, else the site's within its cap
+    memory: MemoryChoice | None  # the memory option written: --mem as given, else the site's need
     dry_run: bool  # nothing is prepared, asked or run
     judged_here: bool  # the launch starts from this machine (not a script for elsewhere)
     machine: ThisMachine | None  # None: this machine is not asked

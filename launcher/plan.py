@@ -46,6 +46,7 @@ from hvd_container.launcher.layout import (
     with_spares,
 )
 from hvd_container.launcher.machine import ThisMachine
+from hvd_container.launcher.memory import memory_choice
 from hvd_container.launcher.request import (
     DEFAULT_MAX_RESTARTS,
     LaunchRequest,
@@ -170,6 +171,7 @@ def resolve(
     controller = controllers.choose(request, facts, site)
     layout = resolve_layout(site, request, controller, partition)
     cpus = rank_cpus(site, request, layout, partition)
+    memory = memory_choice(site, request, layout, partition, cpus)
     mpi, _note = controller.mpi_plugin(site, request, facts, layout.single_task)
     env = {
         **site.env,
@@ -197,6 +199,7 @@ def resolve(
         binds=binds,
         mpi=mpi,
         cpus_per_task=cpus,
+        memory=memory,
         dry_run=dry_run,
         judged_here=keep_going or (not dry_run and mode != "batch"),
         machine=machine,
@@ -256,10 +259,13 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     # srun no longer reads SLURM_CPUS_PER_TASK (Slurm 22.05), so every step says its -c
     cpus = layout.task_cpus(launch.cpus_per_task)
     cpu_opts = [f"--cpus-per-task={cpus}"] if cpus else []
+    mem_opts = [launch.memory.option] if launch.memory else []
     step_gpus = gpus if layout.gpu_bind_none or request.gpus_per_node is not None else []
     step = controller.wrap_step(
-        launch, [*head, *tasks, *step_gpus, *bind_none, *cpu_opts, *container]
-    )
+        launch,
+        [*head, *tasks, *step_gpus, *bind_none, *cpu_opts,
+         *(mem_opts if request.inside_allocation else []), *container],
+    )  # fmt: skip
     if request.stage:
         step = staged_step(launch, invocation.image, step)
     notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
@@ -310,7 +316,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     allocation = [
         f"--job-name={job_name}",
         *allocation_tasks(with_spares(layout, request.spare_nodes), sched.ranks_per_node_as),
-        *gpus, *cpu_opts, *resources,
+        *gpus, *cpu_opts, *mem_opts, *resources,
         # a node the screen finds down, or one lost mid-run, must not end the job: its steps
         # run without it
         *(["--no-kill"] if request.screen or until is not None else []),
@@ -331,6 +337,11 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             site=site.name,
             runtime=runtime.kind,
             controller=f"{controller.name} ({controller.why})",
+            option_notes=(
+                {launch.memory.option: launch.memory.why}
+                if launch.memory and launch.memory.why
+                else {}
+            ),
             modules=site.modules,
             env=env,
             step=step,

@@ -34,7 +34,7 @@ from hvd_container.launcher.sites import (
     valid_site_name,
     validate_site_file,
 )
-from hvd_container.launcher.slurm import slurm_seconds
+from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
@@ -66,6 +66,8 @@ class PartitionFacts:
     cpus_per_node: int | None = None
     max_time: str | None = None  # None: no limit
     default_time: str | None = None  # a job's limit without --time; None: none set
+    default_mem_per_cpu: int | None = None  # megabytes (DefMemPerCPU); None: not set
+    max_mem_per_node: int | None = None  # megabytes (MaxMemPerNode); None: no limit
     nodes: str = ""
     features: list[str] = field(default_factory=list)  # the nodes' features (--constraint)
 
@@ -177,6 +179,11 @@ def _limit(value: str | None) -> str | None:
     return None if value in (None, "", "UNLIMITED", "INFINITE", "NONE") else value
 
 
+def _megabytes(value: str | None) -> int | None:
+    """A memory figure of `scontrol show partition` (megabytes; UNLIMITED: none)."""
+    return int(value) if value and ascii_digits(value) and len(value) <= 9 else None
+
+
 def _partitions(probe: SiteProbe, timeout: float) -> None:
     parts = _run(["scontrol", "show", "partition", "-o"], timeout, probe.unread)
     nodes = _run(["scontrol", "show", "node", "-o"], timeout, probe.unread)
@@ -201,6 +208,8 @@ def _partitions(probe: SiteProbe, timeout: float) -> None:
         facts = PartitionFacts(
             max_time=_limit(record.get("MaxTime")),
             default_time=_limit(record.get("DefaultTime")),
+            default_mem_per_cpu=_megabytes(record.get("DefMemPerCPU")),
+            max_mem_per_node=_megabytes(record.get("MaxMemPerNode")),
             nodes=record.get("Nodes", ""),
         )
         if members:
@@ -388,6 +397,15 @@ def _partition_entry(facts: PartitionFacts) -> dict[str, object]:
         value = getattr(facts, key)
         if value is not None:
             entry[key] = value
+    memory = {
+        key: f"{value}M"
+        for key, value in (
+            ("per_node", facts.max_mem_per_node), ("default_per_cpu", facts.default_mem_per_cpu)
+        )
+        if value is not None
+    }  # fmt: skip
+    if memory:
+        entry["memory"] = memory
     return entry
 
 
@@ -561,6 +579,14 @@ def drift(site: Site, found: SiteProbe) -> list[str]:
                 differ(f"{key}.max_time", have.max_time, probed.max_time or "no limit")
             if probed.default_time and not _same_time(have.default_time, probed.default_time):
                 differ(f"{key}.default_time", have.default_time, probed.default_time)
+            memory, memory_key = sched.memory_for(name)
+            for field, value in (
+                ("default_per_cpu", probed.default_mem_per_cpu),
+                ("per_node", probed.max_mem_per_node),
+            ):
+                said = getattr(memory, field) if memory is not None else None
+                if value is not None and (said is None or slurm_megabytes(said) != value):
+                    differ(f"{memory_key}.{field}", said, f"{value}M")
     if found.mpi_plugins and site.mpi and site.mpi not in found.mpi_plugins:
         differ("mpi", site.mpi, f"not among srun's plugins ({', '.join(found.mpi_plugins)})")
     findable = dict(runtimes.findable())

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 from hvd_container.launcher import controllers, guard, runtimes
 from hvd_container.launcher.hang import parse_duration
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
-from hvd_container.launcher.slurm import slurm_seconds
+from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.model import env_name
@@ -47,6 +47,8 @@ class LaunchRequest:
     gpus_per_node: int | None = None
     gpus_per_task: int | None = None
     cpus_per_task: int | None = None
+    mem: str | None = None  # a node's memory, as Slurm writes a size (64G)
+    mem_per_gpu: str | None = None  # each GPU's
     mpi: str | None = None  # srun --mpi= plugin; overrides the site's
     controller: str | None = None  # None: the one the script is written for, else mpi
     runtime: str | None = None  # another runtime than the site's default
@@ -113,6 +115,8 @@ OPTIONS: dict[str, Option] = {
     "gpus_per_node": Option(("--gpus-per-node",), "int", "GPUs per node (default: one per rank).", RESOURCES),
     "gpus_per_task": Option(("--gpus-per-task",), "int", "Discouraged (every rank sees only GPU 0): turned into per-node GPUs.", RESOURCES),
     "cpus_per_task": Option(("-c", "--cpus-per-task"), "int", "CPUs per rank.", RESOURCES),
+    "mem": Option(("--mem",), "str", "Memory a node, as Slurm writes it (64G, 990000M; megabytes without a unit; 0: all of it) (default: the site's, or the node's share for the GPUs asked for where the site's default is too small for a training rank).", RESOURCES),
+    "mem_per_gpu": Option(("--mem-per-gpu",), "str", "Memory for each GPU asked for (instead of --mem).", RESOURCES),
     "mpi": Option(("--mpi",), "str", "srun --mpi plugin (default: the site's).", LAUNCH),
     "controller": Option(("--controller",), "str", "", LAUNCH),  # help: _controller_help()
     "runtime": Option(("--runtime",), "str", "Container runtime instead of the site's: {runtimes}.", CONTAINER),
@@ -140,7 +144,7 @@ OPTIONS: dict[str, Option] = {
     "screen": Option(("--screen",), "flag", "Inside an allocation: first screen its nodes with short steps of the image's smoke program (each node alone, then pairs over the network: the container starts, the all-reduce is right and not slow), then run on the good ones (srun --exclude the others); see --screen-policy.", LAUNCH),
     "screen_policy": Option(("--screen-policy",), "str", "When --screen, or a lost node with --spare-nodes, leaves fewer good nodes than asked: fail (default: stop), shrink (run on those, fewer ranks, with a warning) or, with --until-done, requeue (the job goes on in a next segment, a job of its own without the lost nodes: sbatch --exclude).", LAUNCH),
     "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
-    "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--mem=64G, --exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
+    "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
 }  # fmt: skip
 
 
@@ -219,6 +223,8 @@ class LaunchOptions:
     gpus_per_node: int | str | None = None
     gpus_per_task: int | str | None = None
     cpus_per_task: int | str | None = None
+    mem: str | None = None
+    mem_per_gpu: str | None = None
     mpi: str | None = None
     controller: str | None = None
     runtime: str | None = None
@@ -345,7 +351,7 @@ def _where(site: Site, values: dict[str, Any]) -> str:
 REORDERING = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 _ONE_LINE = (
-    "image", "recipe", "mpi", "runtime", "job_name", "time", "partition", "account", "qos",
+    "image", "recipe", "mem", "mem_per_gpu", "mpi", "runtime", "job_name", "time", "partition", "account", "qos",
     "constraint", "comment", "workdir", "job_output", "job_error", "controller",
 )  # fmt: skip
 
@@ -358,7 +364,7 @@ def passthrough_refusal(option: str, flag: str) -> str | None:
     """Why --sbatch-option/--srun-option may not pass `option`, or None: whole options read as
     Slurm reads them, each one the guard allows and none this tool has a flag for."""
     if not option.startswith("-") or option.strip("-") == "" or has_line_ends(option):
-        return f"{flag} {option!r}: give one option, such as --mem=64G or --exclusive"
+        return f"{flag} {option!r}: give one option, such as --exclusive or --mail-type=END"
     if flag == "--sbatch-option" and any(c.isspace() for c in option):
         return f"{flag} {option!r}: an #SBATCH option has no spaces (--mail-type=END,FAIL)"
     command = "srun" if flag == "--srun-option" else "sbatch"
@@ -385,6 +391,23 @@ def restarting(request: LaunchRequest) -> bool:
     """Whether the step starts again after a hang, a lost node or a script error: the loop
     of --until-done's job, or --max-restarts inside an allocation."""
     return request.until_done or (request.inside_allocation and request.max_restarts is not None)
+
+
+def check_memory(request: LaunchRequest) -> None:
+    """--mem and --mem-per-gpu: one of them (Slurm takes one of --mem, --mem-per-cpu and
+    --mem-per-gpu), a size as Slurm writes it."""
+    if request.mem is not None and request.mem_per_gpu is not None:
+        raise UserError("--mem and --mem-per-gpu: give one of them (Slurm refuses a job with both)")
+    for flag, value in (("--mem", request.mem), ("--mem-per-gpu", request.mem_per_gpu)):
+        if value is not None and not re.fullmatch(r"[0-9]{1,9}[KMGTkmgt]?", value):
+            raise UserError(
+                f"{flag}: {value!r} is not a memory size as Slurm writes it (allowed: megabytes, "
+                "or a number with K, M, G or T: 64G, 990000M)"
+            )
+    if request.mem_per_gpu is not None and slurm_megabytes(request.mem_per_gpu) == 0:
+        raise UserError(
+            "--mem-per-gpu: must be more than 0 (--mem=0 asks for all of a node's memory)"
+        )
 
 
 def check_until_done(site: Site, request: LaunchRequest) -> None:
@@ -545,6 +568,7 @@ def check(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--time: {request.time!r} is not a Slurm time (MINUTES, HH:MM:SS or D-HH:MM:SS)"
         )
+    check_memory(request)
     one_line = [
         (flag_name(n) if n in OPTIONS else "SCRIPT", getattr(request, n))
         for n in (*_ONE_LINE, "script")

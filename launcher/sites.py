@@ -185,6 +185,12 @@ def _unique(value: list[str]) -> list[str]:
 Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
 PartitionName = Annotated[str, Field(pattern=_PARTITION_PATTERN)]
 SlurmTime = Annotated[Line, Field(pattern=_TIME_PATTERN)]
+# a memory size as Slurm reads one (str_to_mbytes): megabytes, or a number with K, M, G or T
+MEM_PATTERN = r"^[0-9]{1,9}[KMGT]?$"
+PATTERN_WORDS[MEM_PATTERN] = (
+    "a memory size as Slurm writes it: megabytes, or a number with K, M, G or T (64G, 990000M)"
+)
+MemSize = Annotated[str, Field(pattern=MEM_PATTERN)]
 
 
 _KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_.+-]+)*$"
@@ -332,6 +338,34 @@ CPUS_PER_GPU_ABOUT = (
 )
 
 
+class Memory(Strict):
+    """What Slurm gives a job of a node's memory when it asks for none, and what it may ask
+    for (the facts of `scontrol show partition`: DefMemPerCPU, DefMemPerGPU, MaxMemPerNode)."""
+
+    per_node: MemSize | None = Field(
+        default=None,
+        description="The most memory a job may ask for on one node (MaxMemPerNode, else the "
+        "nodes' memory less what the site keeps), e.g. 990000M.",
+    )
+    default_per_cpu: MemSize | None = Field(
+        default=None,
+        description="What a job that asks for no memory gets per CPU (DefMemPerCPU; ZIH: 300M).",
+    )
+    default_per_gpu: MemSize | None = Field(
+        default=None, description="What it gets per GPU (DefMemPerGPU)."
+    )
+    whole_node: bool = Field(
+        default=False,
+        description="A job is given all the memory of its nodes (nodes are not shared "
+        "between jobs: CSCS Alps, JSC).",
+    )
+    requests: bool = Field(
+        default=True,
+        description="The scheduler takes --mem/--mem-per-gpu (KISTI Neuron: no, memory comes "
+        "with the GPUs).",
+    )
+
+
 class Partition(Strict):
     """A partition's nodes and limits: what a launch on it is checked against."""
 
@@ -367,6 +401,9 @@ class Partition(Strict):
         ge=1,
         description="The most nodes x minutes a job may ask for (a QoS's node-time budget: "
         "CSCS's debug, 90: 1 node 90 min, 2 nodes 45).",
+    )
+    memory: Memory | None = Field(
+        default=None, description="Its memory facts (the site's scheduler.memory otherwise)."
     )
     available_until: Annotated[str, AfterValidator(_day_ok)] | None = Field(
         default=None,
@@ -441,6 +478,11 @@ class Scheduler(Strict):
         description="The longest job of each QOS (--qos, or qos: above), where a site limits "
         "them by QOS (NERSC).",
     )
+    memory: Memory | None = Field(
+        default=None,
+        description="What a job is given of a node's memory and may ask for (a partition's own "
+        "memory wins); none: the tool writes no memory request of its own.",
+    )
     requeue: bool = Field(
         default=False,
         description="A running batch job may requeue itself (`scontrol requeue`): --until-done "
@@ -495,6 +537,13 @@ class Scheduler(Strict):
         if not per_gpu or not gpus:
             return None, f"{key}.cpus_per_gpu"
         return per_gpu * gpus, f"{key}.cpus_per_gpu"
+
+    def memory_for(self, partition: str | None) -> tuple[Memory | None, str]:
+        """(the memory facts of the partition's nodes, else the site's; the profile key)."""
+        info = self.partition_info(partition)
+        if info is not None and info.memory is not None:
+            return info.memory, f"scheduler.partitions.{partition}.memory"
+        return self.memory, "scheduler.memory"
 
     def default_time_for(self, partition: str | None) -> tuple[str | None, str]:
         """(the limit a job there gets without --time, the profile key that says it)."""

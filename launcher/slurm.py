@@ -107,6 +107,16 @@ def slurm_seconds(value: str) -> int:
     return ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
 
 
+_MEM_UNITS = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def slurm_megabytes(value: str) -> int:
+    """A Slurm memory size in megabytes, read as sbatch reads it (str_to_mbytes): a number of
+    megabytes, or one with K, M, G or T; kilobytes are rounded up."""
+    number, unit = (value[:-1], value[-1].upper()) if value[-1:].isalpha() else (value, "")
+    return -int(-int(number) * _MEM_UNITS[unit] // 1)
+
+
 def require_slurm(command: str = "sbatch") -> str:
     path = shutil.which(command)
     if path is None:

@@ -332,7 +332,7 @@ def test_every_written_line_is_read_by_srun_as_the_tool_meant(
     )
     given = LaunchOptions(
         site=name, image=image, nodes="2", controller="torch", account="a1",
-        srun_options=["-uK1", "--mem-bind=local"], sbatch_options=["--mem=64G"],
+        srun_options=["-uK1", "--mem-bind=local"], sbatch_options=["--mail-type=END"], mem=None if name == "neuron" else "64G",
         comment="field=ai;appl=pytorch" if name == "neuron" else None,
     )  # fmt: skip
     _site, request = request_from_options("train.py", ["--lr", "0.1"], given)

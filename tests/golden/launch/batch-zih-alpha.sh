@@ -6,6 +6,8 @@
 # (--mincpus=8 with --ntasks: 8 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:8
 #SBATCH --cpus-per-task=5
+#SBATCH --mem=990000M
+# (site zih-alpha's default (scheduler.memory: 300M per CPU) gives the 8 ranks of a node 12000M, 1500M a rank, less than the 8192M a training rank needs: the node's share for 8 of its 8 GPUs (990000M))
 #SBATCH --partition=alpha
 #SBATCH --time=08:00:00
 #SBATCH --output=%x_%j.out

@@ -6,6 +6,8 @@
 # (--mincpus=4 with --ntasks: 4 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:4
 #SBATCH --cpus-per-task=14
+#SBATCH --mem=768000M
+# (site zih-capella's default (scheduler.memory: 300M per CPU) gives the 4 ranks of a node 16800M, 4200M a rank, less than the 8192M a training rank needs: the node's share for 4 of its 4 GPUs (768000M))
 #SBATCH --partition=capella
 #SBATCH --time=24:00:00
 #SBATCH --output=%x_%j.out

@@ -6,6 +6,8 @@
 # (--mincpus=6 with --ntasks: 6 ranks on each node, the site's form for GPU jobs in place of --ntasks-per-node)
 #SBATCH --gres=gpu:6
 #SBATCH --cpus-per-task=7
+#SBATCH --mem=254000M
+# (site zih-ml's default (scheduler.memory: 300M per CPU) gives the 6 ranks of a node 12600M, 2100M a rank, less than the 8192M a training rank needs: the node's share for 6 of its 6 GPUs (254000M))
 #SBATCH --partition=ml
 #SBATCH --time=08:00:00
 #SBATCH --output=%x_%j.out

@@ -36,7 +36,7 @@ def test_other_variables_are_refused_and_the_rendezvous_even_when_trusted(
      ("--expo=ALL", "srun", "--export"), ("--c=1", "srun", "ambiguous"),
      ("--mem", "srun", "takes a value"), ("-w", "sbatch", "takes a value"),
      ("--exclusive=user", "srun", None), ("-K1", "srun", None), ("-vK", "srun", None),
-     ("--wrap=id", "srun", "has no option"), ("--mem=1G extra", "srun", None)],
+     ("--wrap=id", "srun", "has no option"), ("--mem-bind=local extra", "srun", None)],
 )  # fmt: skip
 def test_an_entry_is_read_whole_as_getopt_long_reads_it(
     entry: str, command: str, why: str | None

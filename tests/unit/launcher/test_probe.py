@@ -152,3 +152,29 @@ def test_a_partitions_default_time_is_drafted_and_its_drift_said() -> None:
     assert probe.drift(load_site("local"), _found(debug=TESTBED["debug"], gpu=gpu)) == [
         "scheduler.partitions.gpu.default_time: (absent) → 00:30:00"
     ]
+
+
+def test_a_partitions_memory_facts_are_drafted_and_their_drift_said() -> None:
+    """DefMemPerCPU and MaxMemPerNode (scontrol show partition): `sites probe` writes them as
+    the partition's memory, and --diff says where the profile's differ (ZIH's 300 MB a CPU)."""
+    gpu = probe.PartitionFacts(
+        2, None, "amd64", 4, "01:00:00", default_mem_per_cpu=300, max_mem_per_node=990000
+    )
+    data, _todo = probe.profile_data(_found(debug=TESTBED["debug"], gpu=gpu), "x")
+    partitions = data["scheduler"]["partitions"]  # type: ignore[index]
+    assert partitions["gpu"]["memory"] == {"per_node": "990000M", "default_per_cpu": "300M"}
+    assert "memory" not in partitions["debug"]
+    assert probe.drift(load_site("local"), _found(debug=TESTBED["debug"], gpu=gpu)) == [
+        "scheduler.memory.default_per_cpu: (absent) → 300M",
+        "scheduler.memory.per_node: (absent) → 990000M",
+    ]
+    alpha = load_site("zih-alpha")
+    same = probe.PartitionFacts(8, "A100", "amd64", 48, "7-00:00:00", default_mem_per_cpu=300,
+                                max_mem_per_node=990000)  # fmt: skip
+    assert not [d for d in probe.drift(alpha, _found(alpha=same)) if "memory" in d]
+
+
+def test_memory_figures_of_scontrol_are_read_as_megabytes() -> None:
+    assert probe._megabytes("300") == 300
+    assert probe._megabytes("UNLIMITED") is None
+    assert probe._megabytes("3e5") is None and probe._megabytes(None) is None

@@ -36,7 +36,7 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     given = LaunchOptions(
         site="local", image="x.sif", nodes="2",
-        sbatch_options=["--mem=64G", "--exclusive", "--mail-type=END,FAIL"],
+        sbatch_options=["--hint=nomultithread", "--exclusive", "--mail-type=END,FAIL"],
         srun_options=["--mem-bind=local", "-K0"],
     )  # fmt: skip
     site, request = request_from_options("train.py", [], given)
@@ -45,7 +45,7 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
     lines = plan.script.splitlines()
     sbatch = [line for line in lines if line.startswith("#SBATCH ")]
     assert sbatch[-3:] == [
-        "#SBATCH --mem=64G",
+        "#SBATCH --hint=nomultithread",
         "#SBATCH --exclusive",
         "#SBATCH --mail-type=END,FAIL",
     ]
@@ -55,7 +55,9 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
     from hvd_container.launcher.plan import plan as make_plan
 
     salloc = make_plan(site, request, "run", dry_run=True, salloc=True)
-    assert salloc.argv[0] == "salloc" and {"--mem=64G", "--exclusive"} <= set(salloc.argv)
+    assert salloc.argv[0] == "salloc" and {"--hint=nomultithread", "--exclusive"} <= set(
+        salloc.argv
+    )
     assert salloc.argv.index("--exclusive") < salloc.argv.index("srun")
 
 
@@ -67,6 +69,10 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
         ("--sbatch-option=--part=gpu",  # getopt's abbreviation of --partition
          "--sbatch-option '--part=gpu': --partition is set by the tool: use its -p/--partition"),
         ("--srun-option=-N4", "--srun-option '-N4': --nodes is set by the tool: use its -N/--nodes"),
+        ("--sbatch-option=--mem=64G",
+         "--sbatch-option '--mem=64G': --mem is set by the tool: use its --mem (a profile: scheduler.memory)"),
+        ("--sbatch-option=--mem-per-cpu=3G",  # Slurm refuses it beside the tool's --mem
+         "--sbatch-option '--mem-per-cpu=3G': --mem-per-cpu is set by the tool: use its --mem or --mem-per-gpu"),
         ("--sbatch-option=--output=/tmp/x",
          "--sbatch-option '--output=/tmp/x': --output is set by the tool: use its --job-output"),
         ("--srun-option=--wrap=id", "--srun-option '--wrap=id': srun has no option --wrap (Slurm "),
@@ -78,7 +84,7 @@ def test_scheduler_options_pass_through_to_the_script_and_the_step(
         ("--srun-option=--nodelist", "--srun-option '--nodelist': --nodelist takes a value: write --nodelist=VALUE"),
         ("--sbatch-option=--mail-type=END, FAIL",
          "--sbatch-option '--mail-type=END, FAIL': an #SBATCH option has no spaces (--mail-type=END,FAIL)"),
-        ("--sbatch-option=mem=4G", "--sbatch-option 'mem=4G': give one option, such as --mem=64G or --exclusive"),
+        ("--sbatch-option=mem=4G", "--sbatch-option 'mem=4G': give one option, such as --exclusive or --mail-type=END"),
         ("--sbatch-option=--mem=1G\n#SBATCH --uid=0", "--sbatch-option '--mem=1G\\n#SBATCH --uid=0': give one option"),
     ],
 )  # fmt: skip
@@ -101,12 +107,13 @@ def test_inside_an_allocation_sbatch_options_are_said_to_be_unused(
 
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     site, request = request_from_options(
-        "t.py", [], LaunchOptions(site="local", image="x.sif", sbatch_options=["--mem=1G"])
+        "t.py", [], LaunchOptions(site="local", image="x.sif", sbatch_options=["--exclusive"])
     )
     plan = plan_launch(site, request)
-    assert "--mem=1G" not in plan.argv
+    assert "--exclusive" not in plan.argv
     assert any(
-        n.startswith("--sbatch-option --mem=1G: not used inside an allocation") for n in plan.notes
+        n.startswith("--sbatch-option --exclusive: not used inside an allocation")
+        for n in plan.notes
     )
 
 

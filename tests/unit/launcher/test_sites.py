@@ -102,7 +102,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  qos: debug\n  colour: 1\n",
-        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_required, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, gpu, gpu_cc, cpus_per_node, cpus_per_gpu, cpus_per_task, gpu_jobs_only, ranks_per_node_as, time, max_time, default_time, interactive_max_time, qos_max_time, requeue, max_grace, srun_options, sbatch_options\)",
+        r"6: scheduler.colour: unknown key \(allowed: partition, partitions, account, account_required, account_suffix, qos, constraint, comment, gpu_request, gpus_per_node, gpu, gpu_cc, cpus_per_node, cpus_per_gpu, cpus_per_task, gpu_jobs_only, ranks_per_node_as, time, max_time, default_time, interactive_max_time, qos_max_time, memory, requeue, max_grace, srun_options, sbatch_options\)",
     ),
     ("name: mysite\n", r"1: runtime: required key is missing"),
     ("name: mysite\nruntime:\n  flags: []\n", r"2: runtime.kind: required key is missing"),
@@ -149,7 +149,7 @@ INVALID = [
     ),
     (
         MINIMAL + "scheduler:\n  partitions:\n    small: {gpus: 4}\n",
-        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpus_per_node'\? \(allowed: gpus_per_node, cpus_per_node, cpus_per_gpu, cpus_by_gpu_count, gpu, gpu_cc, arch, max_time, default_time, max_nodes, max_node_minutes, available_until\)",
+        r"6: scheduler.partitions.small.gpus: unknown key, did you mean 'gpus_per_node'\? \(allowed: gpus_per_node, cpus_per_node, cpus_per_gpu, cpus_by_gpu_count, gpu, gpu_cc, arch, max_time, default_time, max_nodes, max_node_minutes, memory, available_until\)",
     ),
     (
         MINIMAL + "scheduler:\n  partitions: [a, b]\n",
