@@ -38,6 +38,16 @@ _INIT = {
 }
 
 # prints the package versions the image really has, as JSON (containers/programs/)
+# dlopen of the unversioned name, in a python of its own (torch's own libcudart.so.N, loaded by
+# its RPATH, does not count): what the AWS OFI NCCL plugin linked to CUDA dynamically does when
+# NCCL starts it (CSCS's Container Engine hooks; cscs-docs, container-engine/known-issue.md)
+CUDART_PROBE = ["python", "-c", "import ctypes; ctypes.CDLL('libcudart.so')"]
+CUDART_MISSING = (
+    "the image's CUDA runtime has no unversioned libcudart.so on the loader's path: at CSCS "
+    '(Container Engine, AWS OFI NCCL hook) NCCL fails when it starts ("libcudart.so could not '
+    "be found\"); hvd-container's GPU recipes make the link, or add it to the image (ln -s "
+    "libcudart.so.N libcudart.so where libcudart.so.N lies, then ldconfig)"
+)
 VERSIONS_SCRIPT = program_text("hvd_container.containers", "verify_versions.py")
 
 
@@ -140,6 +150,7 @@ class VerifyResult:
     problems: list[str] = field(default_factory=list)
     checks_run: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # known-bad versions: said, not refused
+    cudart_link: bool | None = None  # the unversioned libcudart.so loads; None: no CUDA or not run
 
     @property
     def ok(self) -> bool:
@@ -162,6 +173,7 @@ def fact_labels(result: VerifyResult, recipe: Recipe | None) -> dict[str, str]:
         recipe=recipe,
         torch_backends=backends.split(",") if backends is not None else None,
         torch_cuda_archs=archs.split(",") if archs else None,
+        cudart_link=result.cudart_link,
     )
 
 
@@ -221,6 +233,14 @@ def verify_image(
         )
         result.warnings.append(said)
         note(f"warning: {said}")
+    if result.versions.get("cuda"):
+        note("libcudart.so")
+        result.checks_run.append("libcudart.so")
+        code, _out = run(CUDART_PROBE)
+        result.cudart_link = code == 0
+        if not result.cudart_link:
+            result.warnings.append(CUDART_MISSING)
+            note(f"warning: {CUDART_MISSING}")
     if recipe is not None:
         result.problems += compare_versions(recipe, result.versions)
     elif facts is not None and result.versions:

@@ -34,6 +34,9 @@ VERSIONS = (
 TORCH_DISTRIBUTED = PREFIX + "torch.distributed"  # the backends torch.distributed has: gloo,nccl
 # the GPU code torch carries: sm_NN machine code and compute_NN PTX (its compiled arch flags)
 TORCH_CUDA_ARCHS = PREFIX + "torch.cuda_archs"
+# "true": the unversioned libcudart.so loads in the image (what a dynamically linked NCCL
+# network plugin needs: CSCS's Container Engine hooks); "false": only libcudart.so.N
+CUDART_LINK = PREFIX + "cuda.libcudart_so"
 HOROVOD_CUDA_CC = PREFIX + "horovod.cuda_cc"  # the compute capabilities Horovod was built for
 SIF_SOURCE_IMAGE = PREFIX + "sif.source-image"
 SIF_SOURCE_ID = PREFIX + "sif.source-id"
@@ -69,6 +72,7 @@ class ImageFacts:
     # (sm_NN of each, and PTX of the highest: horovod's cmake/build_utils.py)
     torch_cuda_archs: tuple[str, ...] | None = None
     horovod_cuda_cc: tuple[str, ...] | None = None
+    cudart_link: bool | None = None  # the unversioned libcudart.so loads (verify records it)
 
     @property
     def recipe_only(self) -> bool:
@@ -126,6 +130,7 @@ def verified_labels(
     recipe: Any = None,
     torch_backends: Iterable[str] | None = None,
     torch_cuda_archs: Iterable[str] | None = None,
+    cudart_link: bool | None = None,
 ) -> dict[str, str]:
     """What a verification found, as labels: `horovod` is check-build's (frameworks,
     controllers, tensor operations), `versions` the probe's package versions, `recipe` the
@@ -140,6 +145,8 @@ def verified_labels(
         labels[TORCH_DISTRIBUTED] = ",".join(sorted(torch_backends))
     if torch_cuda_archs:
         labels[TORCH_CUDA_ARCHS] = ",".join(torch_cuda_archs)
+    if cudart_link is not None:
+        labels[CUDART_LINK] = "true" if cudart_link else "false"
     for key, value in sorted(versions.items()):
         labels[VERSIONS + key] = value
     labels[VERIFIED] = "true" if ok else "false"
@@ -218,6 +225,7 @@ def facts_from_labels(
         nccl=facts.get(VERSIONS + "nccl", known.nccl if known else None),
         torch_cuda_archs=_names(facts.get(TORCH_CUDA_ARCHS)),
         horovod_cuda_cc=_names(facts.get(HOROVOD_CUDA_CC)),
+        cudart_link={"true": True, "false": False}.get(facts.get(CUDART_LINK, "")),
     )
 
 
@@ -254,6 +262,8 @@ def facts_from_recipe(recipe: Any) -> ImageFacts:
         torch=recipe.pytorch is not None or "torch" in pip,
         controller=recipe.controller,
         nccl=recipe.nccl.version if recipe.nccl is not None else None,
+        # CUDA from NVIDIA's wheels: the build links libcudart.so (containers/blocks/gpu_wheels.py)
+        cudart_link=True if recipe.cuda is not None and recipe.cuda.source == "pip" else None,
         horovod_cuda_cc=(
             tuple(recipe.horovod.cuda_cc)
             if recipe.horovod is not None and recipe.horovod.cuda_cc

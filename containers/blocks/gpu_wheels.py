@@ -4,6 +4,8 @@ The wheels come with the lock (containers/blocks/locked.py) into the venv's site
 block, after them, gives them the layout CMake and Horovod look for: the toolkit linked as
 /usr/local/cuda, `lib64` (CMake's CUDA check looks there), the unversioned `libcudart.so` and
 `libnccl.so` (FindCUDAToolkit, Horovod's FindNCCL) and an ld.so.conf entry for both lib dirs.
+CUDA 12's wheels bring the runtime only: its `libcudart.so` link and lib dir are laid out too,
+for what loads it by that name (a dynamically linked NCCL network plugin).
 """
 
 from __future__ import annotations
@@ -59,14 +61,30 @@ def requirements(recipe: Recipe) -> list[str]:
     return reqs
 
 
+def cudart_dir(recipe: Recipe) -> str:
+    """Where CUDA 12's runtime wheel (nvidia-cuda-runtime-cu12) puts libcudart.so.12."""
+    return f"{site_packages(recipe)}/nvidia/cuda_runtime/lib"
+
+
 def render(recipe: LockedRecipe) -> Block | None:
     cuda, nccl = recipe.cuda, recipe.nccl
-    from_pip_cuda = cuda is not None and cuda.source == "pip" and wheels_have_compiler(recipe)
+    from_pip = cuda is not None and cuda.source == "pip"
+    from_pip_cuda = from_pip and wheels_have_compiler(recipe)
     from_pip_nccl = cuda is not None and nccl is not None and nccl.source == "pip"
-    if not (from_pip_cuda or from_pip_nccl):
+    if not (from_pip or from_pip_nccl):
         return None
     commands: list[str] = []
     lib_dirs: list[str] = []
+    if from_pip and not from_pip_cuda:
+        # the runtime alone (torch finds it by its RPATH); the unversioned link on the loader's
+        # path is for what loads it by that name: a dynamically linked NCCL network plugin
+        # (CSCS's Container Engine hooks fail at NCCL start without it)
+        lib, major = cudart_dir(recipe), cuda_major(recipe)
+        commands += [
+            f"test -f {lib}/libcudart.so.{major} || {{ echo 'no libcudart.so.{major} in {lib}' >&2; exit 1; }}",
+            f"ln -s libcudart.so.{major} {lib}/libcudart.so",
+        ]
+        lib_dirs.append(lib)
     if from_pip_cuda:
         cu = toolkit_dir(recipe)
         major = cuda_major(recipe)

@@ -235,3 +235,36 @@ def nccl_hook(launch: Launch) -> Verdict | None:
             f"in the container-engine runtime of site {launch.site.name}'s profile"
         )
     return passed(f"{variant} for the image's CUDA {cuda}")
+
+
+@check(
+    "ce-libcudart",
+    "the image has the unversioned libcudart.so the hook's NCCL plugin loads",
+    needs=("facts",),
+)
+def libcudart_link(launch: Launch) -> Verdict | None:
+    """The AWS OFI NCCL plugin the hook mounts from CSCS's network-stack artifacts (the default
+    on Clariden and Daint) or as cuda-dl is linked to CUDA dynamically and loads the unversioned
+    libcudart.so: an image with only libcudart.so.N fails when NCCL starts (cscs-docs,
+    container-engine/known-issue.md). `verify` records whether the link is there."""
+    variant = getattr(launch.runtime.profile, "aws_ofi_nccl", "none")
+    if variant == "none":
+        return not_applicable("the EDF switches no NCCL hook on")
+    assert launch.facts is not None
+    if launch.facts.cuda == "":
+        return not_applicable("the image has no CUDA (NCCL does not run there)")
+    if launch.facts.cudart_link is None:
+        return skip(
+            "whether the image has the unversioned libcudart.so is not recorded: `hvd-container "
+            "verify IMAGE` records it (an image from an hvd-container GPU recipe has it)"
+        )
+    if not launch.facts.cudart_link:
+        return fail(
+            f"{launch.facts.source} has no unversioned libcudart.so (verify found only "
+            "libcudart.so.N), which the Container Engine's NCCL plugin loads: NCCL would fail "
+            "when it starts ('libcudart.so could not be found'): build the image from an "
+            "hvd-container GPU recipe (it makes the link), or add `ln -s libcudart.so.N "
+            "libcudart.so` in its CUDA lib folder and ldconfig to its build"
+        )
+    how = "its recipe's build makes it" if launch.facts.recipe_only else "verify found it"
+    return passed(f"the image has libcudart.so ({how})")

@@ -35,6 +35,8 @@ def test_gpu_torch_image_is_verified_with_nccl_and_without_horovod(
     assert labels[p + "versions.torch"].startswith("2.14.1")
     assert labels[p + "versions.cuda"].startswith("13.0")
     assert not any(k.startswith(p + "horovod.") for k in labels)  # no check-build to record
+    # the unversioned libcudart.so loads (CSCS's Container Engine NCCL plugin needs it)
+    assert labels[p + "cuda.libcudart_so"] == "true"
 
 
 def test_gpu_torch_image_trains_ddp_on_two_nodes_from_its_sif(
@@ -80,6 +82,8 @@ def test_the_cuda_12_twin_is_verified_and_carries_volta_kernels(api: Any, base_i
     assert labels[p + "versions.torch"].startswith("2.10.0")
     assert labels[p + "versions.cuda"].startswith("12.8")
     assert set(labels[p + "torch.distributed"].split(",")) >= {"gloo", "nccl"}
+    # CUDA 12's runtime wheel brings libcudart.so.12 only: the recipe links libcudart.so
+    assert labels[p + "cuda.libcudart_so"] == "true"
     # what verify read from torch in the image (torch._C._cuda_getArchFlags(): no GPU needed)
     assert labels[p + "torch.cuda_archs"].split(",") == [
         "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",

@@ -29,9 +29,11 @@ COPY requirements.lock /opt/hvd/requirements.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
 
 # hvd-container phase: frameworks
-RUN test -f /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2 || { echo 'no libnccl.so.2 in /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib' >&2; exit 1; } \
+RUN test -f /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12 || { echo 'no libcudart.so.12 in /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib' >&2; exit 1; } \
+    && ln -s libcudart.so.12 /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so \
+    && test -f /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2 || { echo 'no libnccl.so.2 in /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib' >&2; exit 1; } \
     && ln -s libnccl.so.2 /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so \
-    && printf '%s\n' /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib > /etc/ld.so.conf.d/hvd-gpu-wheels.conf \
+    && printf '%s\n' /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib > /etc/ld.so.conf.d/hvd-gpu-wheels.conf \
     && ldconfig
 
 # hvd-container phase: frameworks

@@ -288,3 +288,39 @@ def test_verify_command_reports_a_label_mismatch_in_one_line(
         1,
     )
     assert captured.err.splitlines() == [f"hvd-container: error: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("cuda", "rc", "link"), [("12.8", 1, False), ("13.0", 0, True), ("", 0, None)]
+)
+def test_verify_records_whether_the_unversioned_libcudart_loads(
+    cuda: str, rc: int, link: bool | None
+) -> None:
+    """An image with CUDA: verify dlopens libcudart.so by that name in a python of its own
+    (what a dynamically linked NCCL plugin does), records the answer as a label and warns
+    where it is missing; an image without CUDA is not asked."""
+    from hvd_container.containers.verify import CUDART_PROBE, fact_labels
+
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        calls.append(argv)
+        if argv == CUDART_PROBE:
+            return rc, "" if rc == 0 else "OSError: libcudart.so: cannot open shared object file"
+        if argv[:2] == ["python", "-c"] and "HVD-VERSIONS" in argv[2]:
+            found = {"python": "3.11.2", "torch": "2.9.1", "cuda": cuda}
+            return 0, "HVD-VERSIONS " + json.dumps(found)
+        return 0, GOLDEN.read_text()
+
+    result = verify_image("img", run, "amd64")
+    assert result.cudart_link is link
+    assert (CUDART_PROBE in calls) is (link is not None)
+    labels = fact_labels(result, None)
+    label = labels.get("org.hvd-container.cuda.libcudart_so")
+    assert label == {None: None, True: "true", False: "false"}[link]
+    missing = [w for w in result.warnings if "no unversioned libcudart.so" in w]
+    assert bool(missing) is (link is False)
+    from hvd_container.facts import facts_from_labels
+
+    facts = facts_from_labels(labels, "image img")
+    assert facts is not None and facts.cudart_link is link

@@ -221,3 +221,42 @@ def test_a_hook_linked_to_another_cuda_than_the_images_is_refused(
         match=rf"^the EDF's AWS OFI NCCL hook is {variant}, linked to CUDA 13 statically, but the image's CUDA is {cuda}: set aws_ofi_nccl: cuda-dl \(any CUDA\) or cuda12 in the container-engine runtime of site alps's profile$",
     ):
         plan_launch(load_site(str(site)), request)
+
+
+@pytest.mark.parametrize(("link", "status"), [(False, "fail"), (True, "pass"), (None, "skip")])
+def test_an_image_without_the_unversioned_libcudart_is_refused_at_a_ce_site(
+    tmp_path: Path, monkeypatch: Any, link: bool | None, status: str
+) -> None:
+    """CSCS's known issue: the hook's NCCL plugin (artifacts, the default on Clariden and
+    Daint, or cuda-dl) is linked to CUDA dynamically and loads libcudart.so; an image with only
+    libcudart.so.12 fails when NCCL starts. verify records it; unrecorded is said, not passed."""
+    from dataclasses import replace
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "train.py", "")
+    facts = replace(_gpu_facts("12.8"), cudart_link=link)
+    request = LaunchRequest(script="train.py", facts=facts, image="u/x:1", nodes=2, account="a")
+    for name in ("cscs-clariden", "cscs-daint"):
+        if status == "fail":
+            with pytest.raises(UserError, match=r"^recipe g has no unversioned libcudart.so .*ln -s libcudart.so.N libcudart.so"):  # fmt: skip
+                plan_launch(load_site(name), request)
+            continue
+        planned = plan_launch(load_site(name), request)
+        (said,) = [r for r in planned.results if r.check == "ce-libcudart"]
+        assert said.status == status, said
+    cpu = replace(_gpu_facts(""), cudart_link=None)
+    planned = plan_launch(load_site("cscs-daint"), replace(request, facts=cpu))
+    (said,) = [r for r in planned.results if r.check == "ce-libcudart"]
+    assert said.status == "n/a", said
+
+
+def test_a_gpu_recipe_from_nvidias_wheels_has_the_link() -> None:
+    """The built-in GPU recipes make libcudart.so (containers/blocks/gpu_wheels.py): their facts
+    say so, and a launch of one at Daint passes the check."""
+    from hvd_container.containers.recipe_loader import read_recipe
+
+    from hvd_container.facts import facts_from_recipe
+
+    for name in ("gpu-bookworm-torch", "gpu-bookworm-torch-cu12", "gpu-bookworm"):
+        assert facts_from_recipe(read_recipe(name)).cudart_link is True, name
+    assert facts_from_recipe(read_recipe("cpu-bookworm")).cudart_link is None

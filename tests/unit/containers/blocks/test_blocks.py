@@ -376,6 +376,18 @@ def test_gpu_wheels_give_the_toolkit_layout(tmp_path: Path) -> None:
     assert gpu_wheels.render(recipe_of(tmp_path, CPU_RECIPE)) is None
 
 
+def test_cuda_12_wheels_get_the_unversioned_libcudart_on_the_loaders_path(tmp_path: Path) -> None:
+    """CUDA 12's wheels bring the runtime only (nvidia/cuda_runtime/lib/libcudart.so.12, the
+    layout of nvidia-cuda-runtime-cu12 12.8.90): the block links libcudart.so there and puts the
+    folder on the loader's path, for a dynamically linked NCCL plugin (CSCS's Container Engine)."""
+    text = text_of(gpu_wheels.render(load_recipe("gpu-bookworm-torch-cu12")))
+    lib = f"{SITE}/nvidia/cuda_runtime/lib"
+    assert f"test -f {lib}/libcudart.so.12" in text
+    assert f"ln -s libcudart.so.12 {lib}/libcudart.so" in text
+    assert f"printf '%s\\n' {lib} {SITE}/nvidia/nccl/lib > /etc/ld.so.conf.d/" in text
+    assert "nvcc" not in text and "/usr/local/cuda" not in text
+
+
 def test_horovod_builds_against_the_wheels_nccl_without_stubs(tmp_path: Path) -> None:
     recipe = recipe_of(tmp_path, WHEELS_RECIPE)
     flags = horovod.build_env(recipe)
