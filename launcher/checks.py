@@ -35,6 +35,7 @@ from hvd_container.launcher.memory import (
     default_megabytes,
     node_megabytes,
 )
+from hvd_container.launcher.scheduler_values import scheduler_values
 from hvd_container.launcher.sites import slurm_cluster_name
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 from hvd_container.launcher.verdict import (
@@ -101,7 +102,7 @@ def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
 
 
 def _partition_key(launch: Launch) -> str:
-    return f"scheduler.partitions.{launch.partition or launch.site.scheduler.partition}"
+    return f"scheduler.partitions.{launch.partition}"
 
 
 def registry() -> list[Check]:
@@ -342,10 +343,10 @@ def _field_appl_problem(launch: Launch, value: str | None, appl: str | None) -> 
 @check("time-limit", "the time limit fits the partition's", needs=("allocation",))
 def time_limit(launch: Launch) -> Verdict | None:
     sched = launch.site.scheduler
-    value = launch.request.time or sched.time
+    value = launch.scheduled.time
     interactive = launch.mode == "jupyter"
     limit = sched.max_time_for(launch.partition, interactive)
-    qos = launch.request.qos or sched.qos
+    qos = launch.scheduled.qos
     qos_limit = sched.qos_max_time.get(qos or "")
     if value and qos_limit and slurm_seconds(value) > slurm_seconds(qos_limit):
         return refuse(
@@ -410,7 +411,9 @@ def partition_size(launch: Launch) -> Verdict | None:
             f"{key}.max_nodes",
         )
     budget = info.max_node_minutes
-    asked = launch.request.time or launch.site.scheduler.time or info.max_time
+    # without --time Slurm gives the partition's DefaultTime, else its MaxTime
+    written = launch.scheduled.time
+    asked = written or launch.site.scheduler.default_time_for(launch.partition)[0] or info.max_time
     if budget is None or not asked:
         return None
     minutes = -(-slurm_seconds(asked) // 60)
@@ -418,7 +421,7 @@ def partition_size(launch: Launch) -> Verdict | None:
         return passed(f"{nodes} node{'s' if nodes > 1 else ''} x {minutes} min, within {budget}")
     given = (
         f"--time {asked} on {nodes} nodes is"
-        if launch.request.time
+        if written
         else f"no --time: the job asks for {asked}, which on {nodes} nodes is"
     )
     fit = max(budget // nodes, 1)
@@ -436,24 +439,25 @@ def site_names(launch: Launch) -> Verdict | None:
     """A QOS, partition or constraint the profile does not know goes to sbatch as given: said
     (never refused: a profile may not list them all), with the ones it knows."""
     sched, name, request = launch.site.scheduler, launch.site.name, launch.request
+    own = scheduler_values(launch.site)  # the profile's own, what a launch gets without flags
     said = []
-    qos_known = sorted({*sched.qos_max_time, *([sched.qos] if sched.qos else [])})
+    qos_known = sorted({*sched.qos_max_time, *([own.qos] if own.qos else [])})
     if request.qos and qos_known and request.qos not in qos_known:
         said.append(
             f"-q {request.qos} is not a QOS of site {name}'s profile ({', '.join(qos_known)})"
         )
     # (a partition the profile does not list is refused where the request is read)
-    if request.partition and not sched.partitions and not sched.partition:
-        how = f" (its nodes are asked for with -C {sched.constraint})" if sched.constraint else ""
+    if request.partition and not sched.partitions and not own.partition:
+        how = f" (its nodes are asked for with -C {own.constraint})" if own.constraint else ""
         said.append(
             f"site {name}'s profile names no partition{how}, yet -p {request.partition} is given"
         )
-    asked, own = request.constraint, sched.constraint
-    if asked and own and asked != own:
+    asked, feature = request.constraint, own.constraint
+    if asked and feature and asked != feature:
         terms = set(re.split(r"[&|,*\[\]()]+", asked))
-        if not set(re.split(r"[&|,*\[\]()]+", own)) <= terms:
+        if not set(re.split(r"[&|,*\[\]()]+", feature)) <= terms:
             said.append(
-                f"-C {asked} leaves out site {name}'s own -C {own} (its GPU nodes' feature)"
+                f"-C {asked} leaves out site {name}'s own -C {feature} (its GPU nodes' feature)"
             )
     if not said:
         return None
@@ -659,7 +663,7 @@ def script_here(launch: Launch) -> Verdict | None:
 def account(launch: Launch) -> Verdict | None:
     """Perlmutter GPU jobs are charged to <project>_g; other accounts are refused or wrong."""
     suffix = launch.site.scheduler.account_suffix
-    value = launch.request.account or launch.site.scheduler.account
+    value = launch.scheduled.account
     name = launch.site.name
     if value is None and launch.site.scheduler.account_required:
         return refuse(

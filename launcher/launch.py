@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from hvd_container.launcher.memory import MemoryChoice
     from hvd_container.launcher.request import LaunchRequest
     from hvd_container.launcher.runtimes import Runtime
+    from hvd_container.launcher.scheduler_values import SchedulerValues
     from hvd_container.launcher.sites import Site
 
     from hvd_container.facts import ImageFacts
@@ -31,7 +32,7 @@ class Launch:
     runtime: Runtime
     controller: Controller
     layout: Layout
-    partition: str | None
+    scheduled: SchedulerValues  # partition, account, QOS, constraint, time: as written
     image: str | None  # as named (--image, or the site's template for --recipe)
     image_origin: str  # where that name came from, for messages
     image_unreadable: str | None  # why the image's file could not be read, if it could not
@@ -44,6 +45,10 @@ class Launch:
     dry_run: bool  # nothing is prepared, asked or run
     judged_here: bool  # the launch starts from this machine (not a script for elsewhere)
     machine: ThisMachine | None  # None: this machine is not asked
+
+    @property
+    def partition(self) -> str | None:
+        return self.scheduled.partition
 
     @property
     def gpus(self) -> int:

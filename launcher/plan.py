@@ -55,6 +55,7 @@ from hvd_container.launcher.request import (
     run_options,
 )
 from hvd_container.launcher.runtimes import Invocation
+from hvd_container.launcher.scheduler_values import requested_values
 from hvd_container.launcher.sites import Site, site_ref
 from hvd_container.launcher.staging import staged_step
 
@@ -161,7 +162,8 @@ def resolve(
     check(site, request)
     binds = parsed_binds(site, request)
     runtime = runtimes.runtime(site.runtime_for(request.runtime))
-    partition = request.partition or site.scheduler.partition
+    scheduled = requested_values(site, request)
+    partition = scheduled.partition
     image, origin = resolve_image(site, request, runtime)
     unreadable = None
     try:
@@ -190,7 +192,7 @@ def resolve(
         runtime=runtime,
         controller=controller,
         layout=layout,
-        partition=partition,
+        scheduled=scheduled,
         image=image,
         image_origin=origin,
         image_unreadable=unreadable,
@@ -311,7 +313,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
                 else f"; site {site.name} is not known to allow requeue (scheduler.requeue)"
             )
         )
-    resources = allocation_options(site, request, controller.application(launch.facts))
+    resources = allocation_options(launch, controller.application(launch.facts))
     job_name = layout.job_name or request.job_name or stem(request.script)
     allocation = [
         f"--job-name={job_name}",
@@ -384,20 +386,19 @@ def _says_kill_on_bad_exit(options: list[str]) -> bool:
     return any(o.startswith(("-K", "--kill-on-bad-exit")) for o in options)
 
 
-def allocation_options(
-    site: Site, request: LaunchRequest, application: str | None = None
-) -> list[str]:
-    """Options that ask Slurm for resources: on srun outside an allocation, or as #SBATCH.
+def allocation_options(launch: Launch, application: str | None = None) -> list[str]:
+    """Options that ask Slurm for resources by name: on salloc, or as #SBATCH. The values are
+    the launch's, resolved once (launch.scheduled), the ones the checks judged.
     `application`: what the launch runs (pytorch, ...), for a site's accounting comment."""
-    sched = site.scheduler
+    values, comment = launch.scheduled, launch.site.scheduler.comment
     opts: list[str] = []
     for flag, value in (
-        ("--partition", request.partition or sched.partition),
-        ("--account", request.account or sched.account),
-        ("--qos", request.qos or sched.qos),
-        ("--constraint", request.constraint or sched.constraint),
-        ("--comment", sched.comment.compose(request.comment, application)),
-        ("--time", request.time or sched.time),
+        ("--partition", values.partition),
+        ("--account", values.account),
+        ("--qos", values.qos),
+        ("--constraint", values.constraint),
+        ("--comment", comment.compose(launch.request.comment, application)),
+        ("--time", values.time),
     ):
         if value:
             opts.append(f"{flag}={value}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 from hvd_container.launcher import runtimes
+from hvd_container.launcher.scheduler_values import scheduler_values
 from hvd_container.launcher.sites import (
     MPI_PLUGINS,
     PARTITION_WORDS,
@@ -547,10 +548,11 @@ def drift(site: Site, found: SiteProbe) -> list[str]:
         lines.append(f"{key}: {_show(have)} → {_show(probed)}")
 
     if found.partitions:
-        if sched.partition and sched.partition not in found.partitions:
+        default = scheduler_values(site).partition  # the profile's own
+        if default and default not in found.partitions:
             differ(
                 "scheduler.partition",
-                sched.partition,
+                default,
                 f"not a partition (default {found.default_partition})",
             )
         for name in sorted(set(sched.partitions) | set(found.partitions)):

@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, guard, runtimes
 from hvd_container.launcher.hang import parse_duration
+from hvd_container.launcher.scheduler_values import scheduler_values
 from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
@@ -336,7 +337,7 @@ def _recipe_facts(
 
 def _partition(site: Site, values: dict[str, Any]) -> str | None:
     """The partition the launch asks for, else the site's default."""
-    return values.get("partition") or site.scheduler.partition
+    return scheduler_values(site, partition=values.get("partition")).partition
 
 
 def _where(site: Site, values: dict[str, Any]) -> str:
@@ -462,7 +463,7 @@ def check_until_done(site: Site, request: LaunchRequest) -> None:
         raise UserError(
             f"--grace: {grace}s is longer than site {site.name} lets a job ask for ({longest}s)"
         )
-    time = request.time or site.scheduler.time
+    time = scheduler_values(site, time=request.time).time
     if time and valid_slurm_time(time) and grace >= slurm_seconds(time):
         raise UserError(
             f"--grace: {grace}s is not shorter than the time limit {time}: the job would be told to stop at once"

@@ -4,7 +4,10 @@
   code compares anything with a runtime's kind;
 - what is special about a controller lives in launcher/controllers/<name>.py: no other code
   compares anything with a controller's name;
-- a deferred import (inside a function) says in its comment what it saves, with a figure.
+- a deferred import (inside a function) says in its comment what it saves, with a figure;
+- a launch's partition, account, QOS, constraint and time fall back to the site's in one place
+  (launcher/scheduler_values.py): no other code reads the profile's defaults of them, so a check
+  judges the value the script writes.
 """
 
 from __future__ import annotations
@@ -102,6 +105,44 @@ def test_the_rule_sees_planted_branches() -> None:
         (3, "shifter"), (5, "apptainer"), (5, "singularity"), (10, "pyxis"),
     ]  # fmt: skip
     assert sorted(branches(PLANTED, CONTROLLER_NAMES)) == [(8, "gloo"), (10, "mpi")]
+
+
+SCHEDULER_VALUES = frozenset({"partition", "account", "qos", "constraint", "time"})
+# the profile's model, and the one function that resolves them
+RESOLVER = ("hvd_container.launcher.scheduler_values", "hvd_container.launcher.sites")
+
+
+def scheduler_default_reads(source: str) -> list[tuple[int, str]]:
+    """(line, name) where code reads a scheduler value's site default itself: `X.scheduler.time`,
+    `sched.qos` (a name ending in sched or scheduler)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute) or node.attr not in SCHEDULER_VALUES:
+            continue
+        owner = node.value
+        name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+        if name in ("sched", "scheduler"):
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def test_scheduler_values_fall_back_to_the_sites_in_one_place() -> None:
+    found = [
+        f"{module}:{line}: {name}"
+        for module, path in MODULES.items()
+        if module.startswith(CHECKED) and module not in RESOLVER
+        for line, name in scheduler_default_reads(path.read_text())
+    ]
+    assert found == [], "read launch.scheduled (or scheduler_values(site) for the profile's own)"
+
+
+def test_the_scheduler_rule_sees_planted_reads() -> None:
+    planted = (
+        "def f(launch, request, sched):\n"
+        "    a = request.time or launch.site.scheduler.time\n"
+        "    return sched.qos, sched.qos_max_time, launch.scheduled.partition\n"
+    )
+    assert scheduler_default_reads(planted) == [(2, "time"), (3, "qos")]
 
 
 # a figure: "about 110 ms", "45 ms a call"
