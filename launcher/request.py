@@ -1,11 +1,13 @@
 """What a user asks of one launch: the parameters, the list of valid ones, and the one place
 that checks them.
 
-`OPTIONS` lists every launch parameter with its flags, its kind of value and its help; the
-CLI makes its options from it (spelled once for run, batch, doctor and jupyter).
-`LaunchOptions` holds them as a command line gives them (the one typed object the CLI hands the
-library); `request_from_options` turns them into a `LaunchRequest` and `check` checks it; the plan
-(launcher/plan.py) runs `check` once, so a request that passes it is one the plan can write.
+Each launch parameter is declared once, as a field of `LaunchRequest` (`param`: its flags, its
+kind of value, its help, the profile key it falls back to); `OPTIONS` lists them, and the CLI
+makes its options from it (spelled once for run, batch, doctor and jupyter). `LaunchOptions`
+holds them as a command line gives them (the one object the CLI hands the library);
+`request_from_options` reads them into a `LaunchRequest` by their declared kind and `check`
+checks it; the plan (launcher/plan.py) runs `check` once, so a request that passes it is one the
+plan can write.
 Each problem is one line naming the flag and what is allowed.
 """
 
@@ -14,9 +16,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from hvd_container.launcher import controllers, guard, runtimes
@@ -30,72 +33,241 @@ from hvd_container.core.model import env_name
 from hvd_container.core.text import ascii_digits, did_you_mean, has_line_ends, is_utf8
 from hvd_container.facts import BUILT_ARCHES, ImageFacts, facts_from_recipe
 
-
-@dataclass
-class LaunchRequest:
-    """Everything a user asks for in one launch; None means "the site's default"."""
-
-    script: str
-    args: list[str] = field(default_factory=list)
-    # False: `doctor` without a script (`script` is then a stand-in: nothing to read or detect)
-    script_given: bool = True
-    image: str | None = None
-    recipe: str | None = None
-    facts: ImageFacts | None = None  # the recipe's (the image's own labels win over them)
-    ntasks: int | None = None
-    nodes: int | None = None
-    ntasks_per_node: int | None = None
-    gpus_per_node: int | None = None
-    gpus_per_task: int | None = None
-    cpus_per_task: int | None = None
-    mem: str | None = None  # a node's memory, as Slurm writes a size (64G)
-    mem_per_gpu: str | None = None  # each GPU's
-    mpi: str | None = None  # srun --mpi= plugin; overrides the site's
-    controller: str | None = None  # None: the one the script is written for, else mpi
-    runtime: str | None = None  # another runtime than the site's default
-    modules: list[str] = field(default_factory=list)  # extra shifter modules
-    job_name: str | None = None
-    time: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    comment: str | None = None
-    job_output: str | None = None  # sbatch's --output: the job's stdout file
-    job_error: str | None = None  # sbatch's --error
-    env: dict[str, str] = field(default_factory=dict)
-    binds: list[str] = field(default_factory=list)
-    workdir: str | None = None
-    requeue: bool = False  # a job a node failure or preemption ends is queued again
-    until_done: bool = (
-        False  # the job goes on in segments past its time limit until the script exits 0
-    )
-    max_restarts: int | None = None  # restarts of the step and segments after the first, at most
-    spare_nodes: int | None = None  # nodes the allocation holds beyond -N, for a lost node's ranks
-    grace: int | None = None  # seconds between Slurm's warning and the time limit (--until-done)
-    stage: bool = False  # the image file copied to each node's local storage (sbcast) first
-    hang_after: int | None = None  # seconds without output after which `run` calls it a hang
-    cancel_on_hang: bool = False  # `run` ends a job it found hung
-    screen: bool = False  # the allocation's nodes screened first, the step on the good ones
-    screen_policy: str = "fail"  # fewer good nodes than asked: fail, or shrink
-    srun_options: list[str] = field(default_factory=list)  # --srun-option: on the step's srun
-    sbatch_options: list[str] = field(default_factory=list)  # --sbatch-option: #SBATCH, salloc
-    inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
-
-
 LAUNCH = "Launch"
 RESOURCES = "Resources"
 SCHEDULER = "Scheduler"
 CONTAINER = "Container"
 
+OptionType = Literal["str", "int", "list", "flag"]
+
 
 class Option(NamedTuple):
-    """One launch parameter on the command line: its flags, its kind of value, its help."""
+    """One launch parameter on the command line: its flags, its kind of value, its help, the
+    panel of `--help` it shows in, and the profile key it falls back to where not given."""
 
     flags: tuple[str, ...]
-    type: Literal["str", "int", "list", "flag"]
+    type: OptionType
     help: str
     panel: str
+    site_key: str | None = None
+
+
+def param(
+    flags: tuple[str, ...],
+    kind: OptionType,
+    help: str,  # noqa: A002 (the option's help, as typer names it)
+    panel: str,
+    *,
+    default: Any = None,
+    factory: Callable[[], Any] | None = None,
+    site_key: str | None = None,
+) -> Any:
+    """A LaunchRequest field that is a launch parameter: the one place it is declared."""
+    option = {"option": Option(flags, kind, help, panel, site_key)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=option)
+    return field(default=default, metadata=option)
+
+
+@dataclass
+class LaunchRequest:
+    """Everything a user asks for in one launch; None means "the site's default". Each launch
+    parameter is declared here once, with its flags and help (`param`): OPTIONS, the CLI's
+    options, LaunchOptions and run_options are made from these declarations."""
+
+    script: str
+    args: list[str] = field(default_factory=list)
+    image: str | None = param(
+        ("--image",), "str", "Image to run: a .sif/.sqfs path or a registry reference.", CONTAINER
+    )
+    recipe: str | None = param(
+        ("--recipe",),
+        "str",
+        "Recipe the image was built from (name or path): names the image, enables checks.",
+        CONTAINER,
+    )
+    ntasks: int | None = param(("-n", "--ntasks"), "int", "Total ranks.", RESOURCES)
+    nodes: int | None = param(("-N", "--nodes"), "int", "Nodes.", RESOURCES)
+    ntasks_per_node: int | None = param(("--ntasks-per-node",), "int", "Ranks per node.", RESOURCES)
+    gpus_per_node: int | None = param(
+        ("--gpus-per-node",),
+        "int",
+        "GPUs per node (default: one per rank).",
+        RESOURCES,
+        site_key="scheduler.gpus_per_node",
+    )
+    gpus_per_task: int | None = param(
+        ("--gpus-per-task",),
+        "int",
+        "Discouraged (every rank sees only GPU 0): turned into per-node GPUs.",
+        RESOURCES,
+    )
+    cpus_per_task: int | None = param(
+        ("-c", "--cpus-per-task"),
+        "int",
+        "CPUs per rank.",
+        RESOURCES,
+        site_key="scheduler.cpus_per_task",
+    )
+    mem: str | None = param(
+        ("--mem",),
+        "str",
+        "Memory a node, as Slurm writes it (64G, 990000M; megabytes without a unit; 0: all of it) (default: the site's, or the node's share for the GPUs asked for where the site's default is too small for a training rank).",
+        RESOURCES,
+    )  # a node's memory, as Slurm writes a size (64G)
+    mem_per_gpu: str | None = param(
+        ("--mem-per-gpu",), "str", "Memory for each GPU asked for (instead of --mem).", RESOURCES
+    )  # each GPU's
+    mpi: str | None = param(
+        ("--mpi",), "str", "srun --mpi plugin (default: the site's).", LAUNCH, site_key="mpi"
+    )  # srun --mpi= plugin; overrides the site's
+    controller: str | None = param(
+        ("--controller",), "str", "", LAUNCH, site_key="controller"
+    )  # None: the one the script is written for, else mpi
+    runtime: str | None = param(
+        ("--runtime",),
+        "str",
+        "Container runtime instead of the site's: {runtimes}.",
+        CONTAINER,
+        site_key="runtime.kind",
+    )  # another runtime than the site's default
+    modules: list[str] = param(
+        ("--module",), "list", "Extra shifter module (repeatable).", CONTAINER, factory=list
+    )  # extra shifter modules
+    binds: list[str] = param(
+        ("-B", "--bind"),
+        "list",
+        "Bind mount SRC[:DST[:ro|rw]] (repeatable).",
+        CONTAINER,
+        factory=list,
+    )
+    env: dict[str, str] = param(
+        ("-e", "--env"),
+        "list",
+        "Environment variable NAME=VALUE (repeatable). Not sbatch's -e/--error: that is --job-error.",
+        LAUNCH,
+        factory=dict,
+    )
+    workdir: str | None = param(
+        ("--workdir",), "str", "Working directory inside the container.", CONTAINER
+    )
+    job_name: str | None = param(("-J", "--job-name"), "str", "Job name.", SCHEDULER)
+    time: str | None = param(
+        ("-t", "--time"), "str", "Time limit (HH:MM:SS).", SCHEDULER, site_key="scheduler.time"
+    )
+    partition: str | None = param(
+        ("-p", "--partition"), "str", "Partition.", SCHEDULER, site_key="scheduler.partition"
+    )
+    account: str | None = param(
+        ("-A", "--account"), "str", "Account.", SCHEDULER, site_key="scheduler.account"
+    )
+    qos: str | None = param(("-q", "--qos"), "str", "QOS.", SCHEDULER, site_key="scheduler.qos")
+    constraint: str | None = param(
+        ("-C", "--constraint"),
+        "str",
+        "Node constraint.",
+        SCHEDULER,
+        site_key="scheduler.constraint",
+    )
+    comment: str | None = param(
+        ("--comment",), "str", "Job comment (mandatory on some sites).", SCHEDULER
+    )
+    job_output: str | None = param(
+        ("--job-output",),
+        "str",
+        "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).",
+        SCHEDULER,
+    )  # sbatch's --output: the job's stdout file
+    job_error: str | None = param(
+        ("--job-error",),
+        "str",
+        "The job's stderr file, sbatch's -e/--error (default %x_%j.err).",
+        SCHEDULER,
+    )  # sbatch's --error
+    requeue: bool = param(
+        ("--requeue",),
+        "flag",
+        "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).",
+        SCHEDULER,
+        default=False,
+    )  # a job a node failure or preemption ends is queued again
+    until_done: bool = param(
+        ("--until-done",),
+        "flag",
+        "Go on past the time limit until the script exits 0: Slurm warns the job --grace before its limit, the ranks get SIGUSR1 (HVD_CHECKPOINT_SIGNAL names it: write a checkpoint, exit non-zero), and the job goes on from that checkpoint in a next segment: requeued where the site allows it (scheduler.requeue), else a job that depends on this one.",
+        SCHEDULER,
+        default=False,
+    )
+    max_restarts: int | None = param(
+        ("--max-restarts",),
+        "int",
+        "With --until-done, or inside an allocation: restarts at most (default 10), the next segments and the step's own: the step starts again from the last checkpoint after a hang (--hang-after), a lost node, or a script error after progress (a line in $HVD_PROGRESS); a SyntaxError, a missing module or file, out of memory, or the same error twice are not retried.",
+        SCHEDULER,
+    )  # restarts of the step and segments after the first, at most
+    spare_nodes: int | None = param(
+        ("--spare-nodes",),
+        "int",
+        "With --until-done, or --max-restarts inside an allocation: the allocation holds this many nodes beyond -N; when a node is lost the nodes are screened (as --screen does) and the step starts again on -N good ones (fewer only with --screen-policy shrink).",
+        RESOURCES,
+    )  # nodes the allocation holds beyond -N, for a lost node's ranks
+    grace: int | None = param(
+        ("--grace",),
+        "str",
+        "With --until-done: how long before the time limit the ranks are told to checkpoint (90s, 5m; default: the site's, else 2m).",
+        SCHEDULER,
+    )  # seconds between Slurm's warning and the time limit (--until-done)
+    stage: bool = param(
+        ("--stage",),
+        "flag",
+        "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).",
+        CONTAINER,
+        default=False,
+    )  # the image file copied to each node's local storage (sbcast) first
+    hang_after: int | None = param(
+        ("--hang-after",),
+        "str",
+        "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).",
+        LAUNCH,
+    )  # seconds without output after which `run` calls it a hang
+    cancel_on_hang: bool = param(
+        ("--cancel-on-hang",),
+        "flag",
+        "With --hang-after: then end the job; run exits 124.",
+        LAUNCH,
+        default=False,
+    )  # `run` ends a job it found hung
+    screen: bool = param(
+        ("--screen",),
+        "flag",
+        "Inside an allocation: first screen its nodes with short steps of the image's smoke program (each node alone, then pairs over the network: the container starts, the all-reduce is right and not slow), then run on the good ones (srun --exclude the others); see --screen-policy.",
+        LAUNCH,
+        default=False,
+    )  # the allocation's nodes screened first, the step on the good ones
+    screen_policy: str = param(
+        ("--screen-policy",),
+        "str",
+        "When --screen, or a lost node with --spare-nodes, leaves fewer good nodes than asked: fail (default: stop), shrink (run on those, fewer ranks, with a warning) or, with --until-done, requeue (the job goes on in a next segment, a job of its own without the lost nodes: sbatch --exclude).",
+        LAUNCH,
+        default="fail",
+    )  # fewer good nodes than asked: fail, or shrink
+    srun_options: list[str] = param(
+        ("--srun-option",),
+        "list",
+        "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).",
+        SCHEDULER,
+        factory=list,
+    )  # --srun-option: on the step's srun
+    sbatch_options: list[str] = param(
+        ("--sbatch-option",),
+        "list",
+        "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).",
+        SCHEDULER,
+        factory=list,
+    )  # --sbatch-option: #SBATCH, salloc
+    # False: `doctor` without a script (`script` is then a stand-in: nothing to read or detect)
+    script_given: bool = True
+    facts: ImageFacts | None = None  # the recipe's (the image's own labels win over them)
+    inside_allocation: bool = False  # True inside salloc/sbatch: no resource options on srun
 
 
 def _controller_help() -> str:
@@ -105,48 +277,17 @@ def _controller_help() -> str:
     )
 
 
-# The parameters of a launch (LaunchRequest's fields), as run, batch, doctor and jupyter take them.
+SITE = Option(
+    ("--site",), "str",
+    "Site name or profile path (default: $HVD_CONTAINER_SITE, config.yaml, cluster name, local).",
+    LAUNCH,
+)  # fmt: skip
+# The parameters of a launch, as run, batch, doctor and jupyter take them: the site, then
+# LaunchRequest's declared ones in their order.
 OPTIONS: dict[str, Option] = {
-    "site": Option(("--site",), "str", "Site name or profile path (default: $HVD_CONTAINER_SITE, config.yaml, cluster name, local).", LAUNCH),
-    "image": Option(("--image",), "str", "Image to run: a .sif/.sqfs path or a registry reference.", CONTAINER),
-    "recipe": Option(("--recipe",), "str", "Recipe the image was built from (name or path): names the image, enables checks.", CONTAINER),
-    "ntasks": Option(("-n", "--ntasks"), "int", "Total ranks.", RESOURCES),
-    "nodes": Option(("-N", "--nodes"), "int", "Nodes.", RESOURCES),
-    "ntasks_per_node": Option(("--ntasks-per-node",), "int", "Ranks per node.", RESOURCES),
-    "gpus_per_node": Option(("--gpus-per-node",), "int", "GPUs per node (default: one per rank).", RESOURCES),
-    "gpus_per_task": Option(("--gpus-per-task",), "int", "Discouraged (every rank sees only GPU 0): turned into per-node GPUs.", RESOURCES),
-    "cpus_per_task": Option(("-c", "--cpus-per-task"), "int", "CPUs per rank.", RESOURCES),
-    "mem": Option(("--mem",), "str", "Memory a node, as Slurm writes it (64G, 990000M; megabytes without a unit; 0: all of it) (default: the site's, or the node's share for the GPUs asked for where the site's default is too small for a training rank).", RESOURCES),
-    "mem_per_gpu": Option(("--mem-per-gpu",), "str", "Memory for each GPU asked for (instead of --mem).", RESOURCES),
-    "mpi": Option(("--mpi",), "str", "srun --mpi plugin (default: the site's).", LAUNCH),
-    "controller": Option(("--controller",), "str", "", LAUNCH),  # help: _controller_help()
-    "runtime": Option(("--runtime",), "str", "Container runtime instead of the site's: {runtimes}.", CONTAINER),
-    "modules": Option(("--module",), "list", "Extra shifter module (repeatable).", CONTAINER),
-    "binds": Option(("-B", "--bind"), "list", "Bind mount SRC[:DST[:ro|rw]] (repeatable).", CONTAINER),
-    "env": Option(("-e", "--env"), "list", "Environment variable NAME=VALUE (repeatable). Not sbatch's -e/--error: that is --job-error.", LAUNCH),
-    "workdir": Option(("--workdir",), "str", "Working directory inside the container.", CONTAINER),
-    "job_name": Option(("-J", "--job-name"), "str", "Job name.", SCHEDULER),
-    "time": Option(("-t", "--time"), "str", "Time limit (HH:MM:SS).", SCHEDULER),
-    "partition": Option(("-p", "--partition"), "str", "Partition.", SCHEDULER),
-    "account": Option(("-A", "--account"), "str", "Account.", SCHEDULER),
-    "qos": Option(("-q", "--qos"), "str", "QOS.", SCHEDULER),
-    "constraint": Option(("-C", "--constraint"), "str", "Node constraint.", SCHEDULER),
-    "comment": Option(("--comment",), "str", "Job comment (mandatory on some sites).", SCHEDULER),
-    "job_output": Option(("--job-output",), "str", "The job's stdout file, sbatch's -o/--output (default %x_%j.out: job name and id).", SCHEDULER),
-    "job_error": Option(("--job-error",), "str", "The job's stderr file, sbatch's -e/--error (default %x_%j.err).", SCHEDULER),
-    "requeue": Option(("--requeue",), "flag", "Queue the job again when a node fails or it is preempted; the script must resume from its last checkpoint (default: --no-requeue, a node failure ends the job as NODE_FAIL).", SCHEDULER),
-    "until_done": Option(("--until-done",), "flag", "Go on past the time limit until the script exits 0: Slurm warns the job --grace before its limit, the ranks get SIGUSR1 (HVD_CHECKPOINT_SIGNAL names it: write a checkpoint, exit non-zero), and the job goes on from that checkpoint in a next segment: requeued where the site allows it (scheduler.requeue), else a job that depends on this one.", SCHEDULER),
-    "max_restarts": Option(("--max-restarts",), "int", "With --until-done, or inside an allocation: restarts at most (default 10), the next segments and the step's own: the step starts again from the last checkpoint after a hang (--hang-after), a lost node, or a script error after progress (a line in $HVD_PROGRESS); a SyntaxError, a missing module or file, out of memory, or the same error twice are not retried.", SCHEDULER),
-    "spare_nodes": Option(("--spare-nodes",), "int", "With --until-done, or --max-restarts inside an allocation: the allocation holds this many nodes beyond -N; when a node is lost the nodes are screened (as --screen does) and the step starts again on -N good ones (fewer only with --screen-policy shrink).", RESOURCES),
-    "grace": Option(("--grace",), "str", "With --until-done: how long before the time limit the ranks are told to checkpoint (90s, 5m; default: the site's, else 2m).", SCHEDULER),
-    "stage": Option(("--stage",), "flag", "Copy the image file to each node's local storage with sbcast (Slurm's tree broadcast) before the step and run it from there: no rank reads it from the shared file system (the site's images.stage_dir, default /tmp).", CONTAINER),
-    "hang_after": Option(("--hang-after",), "str", "When the job prints nothing for this long (90s, 10m, 1h) while it runs, say so and show each Python process's stacks (the launch loads a watcher in them and sets PYTHONUNBUFFERED; a batch script carries it for `logs -f --hang-after`).", LAUNCH),
-    "cancel_on_hang": Option(("--cancel-on-hang",), "flag", "With --hang-after: then end the job; run exits 124.", LAUNCH),
-    "screen": Option(("--screen",), "flag", "Inside an allocation: first screen its nodes with short steps of the image's smoke program (each node alone, then pairs over the network: the container starts, the all-reduce is right and not slow), then run on the good ones (srun --exclude the others); see --screen-policy.", LAUNCH),
-    "screen_policy": Option(("--screen-policy",), "str", "When --screen, or a lost node with --spare-nodes, leaves fewer good nodes than asked: fail (default: stop), shrink (run on those, fewer ranks, with a warning) or, with --until-done, requeue (the job goes on in a next segment, a job of its own without the lost nodes: sbatch --exclude).", LAUNCH),
-    "srun_options": Option(("--srun-option",), "list", "An srun option this tool has no flag for, with its value after '=': --srun-option=--mem-bind=local (repeatable; the rules of a profile's srun_options).", SCHEDULER),
-    "sbatch_options": Option(("--sbatch-option",), "list", "An sbatch/salloc option this tool has no flag for, with its value after '=': --sbatch-option=--exclusive, --reservation=R, --mail-type=END (repeatable; the rules of a profile's sbatch_options).", SCHEDULER),
-}  # fmt: skip
+    "site": SITE,
+    **{f.name: f.metadata["option"] for f in fields(LaunchRequest) if "option" in f.metadata},
+}
 
 
 def run_options(request: LaunchRequest, site: str) -> list[str]:
@@ -209,51 +350,31 @@ def parse_env(values: list[str] | None) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
-    """The launch parameters as a command line gives them: one field per OPTIONS entry, in its
-    order (tests/unit/launcher/test_request.py holds the two together), None where not given; counts
-    may be text. Frozen: what the CLI hands the library reaches it as given."""
+class LaunchOptions(Mapping[str, Any]):
+    """The launch parameters as a command line gives them: keyword arguments named as in
+    OPTIONS (another name is a TypeError), None where not given; counts may be text. Read-only:
+    what the CLI hands the library reaches it as given."""
 
-    site: str | None = None
-    image: str | None = None
-    recipe: str | None = None
-    ntasks: int | str | None = None
-    nodes: int | str | None = None
-    ntasks_per_node: int | str | None = None
-    gpus_per_node: int | str | None = None
-    gpus_per_task: int | str | None = None
-    cpus_per_task: int | str | None = None
-    mem: str | None = None
-    mem_per_gpu: str | None = None
-    mpi: str | None = None
-    controller: str | None = None
-    runtime: str | None = None
-    modules: Sequence[str] | None = None
-    binds: Sequence[str] | None = None
-    env: Sequence[str] | None = None
-    workdir: str | None = None
-    job_name: str | None = None
-    time: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    comment: str | None = None
-    job_output: str | None = None
-    job_error: str | None = None
-    requeue: bool | None = None
-    until_done: bool | None = None
-    max_restarts: int | str | None = None
-    spare_nodes: int | str | None = None
-    grace: str | None = None
-    stage: bool | None = None
-    hang_after: str | None = None
-    cancel_on_hang: bool | None = None
-    screen: bool | None = None
-    screen_policy: str | None = None
-    srun_options: Sequence[str] | None = None
-    sbatch_options: Sequence[str] | None = None
+    __slots__ = ("_values",)
+
+    def __init__(self, **given: Any) -> None:
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"not a launch parameter: {', '.join(unknown)}")
+        self._values = MappingProxyType({name: given.get(name) for name in OPTIONS})
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{k}={v!r}" for k, v in self._values.items() if v is not None)
+        return f"LaunchOptions({given})"
 
 
 def request_from_options(
@@ -267,25 +388,9 @@ def request_from_options(
     """(site, request) from the launch parameters. --recipe's facts are read here; a profile
     passed over while choosing the site is said in `warnings`, the image chosen for the
     nodes' architecture in `notes`."""
-    given = options or LaunchOptions()
-    values: dict[str, Any] = {f.name: getattr(given, f.name) for f in fields(given)}
-    site = select_site(values.pop("site"), warnings)
-    for name, option in OPTIONS.items():
-        if option.type == "int" and values.get(name) is not None:
-            values[name] = plain_count(values[name], name)
-    values["env"] = parse_env(values.get("env"))
-    values["requeue"] = bool(values.get("requeue"))
-    values["until_done"] = bool(values.get("until_done"))
-    if values.get("grace") is not None:
-        values["grace"] = parse_duration(values["grace"], "--grace")
-    values["stage"] = bool(values.get("stage"))
-    values["cancel_on_hang"] = bool(values.get("cancel_on_hang"))
-    values["screen"] = bool(values.get("screen"))
-    values["screen_policy"] = values.get("screen_policy") or "fail"
-    if values.get("hang_after") is not None:
-        values["hang_after"] = parse_duration(values["hang_after"])
-    for name in ("binds", "modules", "srun_options", "sbatch_options"):
-        values[name] = list(values.get(name) or [])
+    given = dict(options or LaunchOptions())
+    site = select_site(given.pop("site"), warnings)
+    values = {name: _read(name, value) for name, value in given.items() if value is not None}
     recipe = values.get("recipe")
     facts = _recipe_facts(recipe, site, values, notes) if recipe else None
     inside = bool(os.environ.get("SLURM_JOB_ID"))
@@ -297,6 +402,28 @@ def request_from_options(
         script=script, args=list(args or []), facts=facts, inside_allocation=inside, **values
     )
     return site, request
+
+
+# parameters whose text is read into another value (seconds, a mapping)
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "env": lambda items: parse_env(list(items)),
+    "grace": lambda text: parse_duration(text, "--grace"),
+    "hang_after": parse_duration,
+}
+
+
+def _read(name: str, value: Any) -> Any:
+    """A parameter's value as the request holds it, by its declared kind."""
+    if name in _READERS:
+        return _READERS[name](value)
+    kind = OPTIONS[name].type
+    if kind == "int":
+        return plain_count(value, name)
+    if kind == "flag":
+        return bool(value)
+    if kind == "list":
+        return list(value)
+    return value
 
 
 def _recipe_facts(

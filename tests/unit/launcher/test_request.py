@@ -6,16 +6,31 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hvd_container.launcher.request import OPTIONS, LaunchOptions, request_from_options
+from hvd_container.launcher.request import (
+    OPTIONS,
+    LaunchOptions,
+    LaunchRequest,
+    request_from_options,
+)
+from hvd_container.launcher.scheduler_values import SchedulerValues
 
 
-def test_the_options_object_has_one_field_per_launch_parameter_in_order() -> None:
-    assert [f.name for f in dataclasses.fields(LaunchOptions)] == list(OPTIONS)
+def test_each_launch_parameter_is_declared_once_on_the_request() -> None:
+    """OPTIONS, the options object and the request's parameters are one declaration: the
+    request's fields made with `param`, in their order, after the site."""
+    declared = [f.name for f in dataclasses.fields(LaunchRequest) if "option" in f.metadata]
+    assert list(OPTIONS) == ["site", *declared]
+    assert list(LaunchOptions()) == list(OPTIONS)
+    flags = [flag for option in OPTIONS.values() for flag in option.flags]
+    assert len(flags) == len(set(flags))
+    # the scheduler values a launch resolves once fall back to the profile keys declared here
+    for name in (f.name for f in dataclasses.fields(SchedulerValues)):
+        assert OPTIONS[name].site_key == f"scheduler.{name}", name
 
 
 def test_a_misspelt_parameter_is_refused_where_it_is_made() -> None:
-    with pytest.raises(TypeError, match="ntask"):
-        LaunchOptions(ntask=8)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="not a launch parameter: ntask"):
+        LaunchOptions(ntask=8)
 
 
 def test_the_request_reads_the_options_and_leaves_them_as_given() -> None:
@@ -24,8 +39,10 @@ def test_the_request_reads_the_options_and_leaves_them_as_given() -> None:
     assert (request.ntasks, request.env, request.binds) == (4, {"A": "1"}, ["/data"])
     assert request.args == ["--epochs", "3"]
     assert given == LaunchOptions(site="local", ntasks="4", env=["A=1"], binds=("/data",))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        given.ntasks = 8  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        given["ntasks"] = 8  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        given.ntasks = 8  # type: ignore[attr-defined]
 
 
 def test_scheduler_options_pass_through_to_the_script_and_the_step(
