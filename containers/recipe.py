@@ -26,7 +26,14 @@ from pydantic import (
 )
 
 from hvd_container import facts
-from hvd_container.core.model import ControllerName, EnvName, Strict, one_line
+from hvd_container.core.model import (
+    NAME_PATTERN,
+    NAME_WORDS,
+    ControllerName,
+    EnvName,
+    Strict,
+    one_line,
+)
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 # the kernel's names for them (`uname -m`), taken as the same
@@ -44,7 +51,7 @@ Controller = Literal["mpi", "gloo"]
 HorovodPatch = Literal["cxx17", "cxx20", "gcc13"]
 Pmi = Literal["pmi2", "pmix"]
 
-_NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
+_NAME_PATTERN = NAME_PATTERN
 _TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+-]*$"
 _PYTHON_PATTERN = r"^3\.[0-9]+$"
@@ -53,7 +60,7 @@ _CUDA_TAG_PATTERN = r"^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$"
 _CUDA_CC_PATTERN = r"^[0-9]{2,3}$"
 # What each pattern allows, in words: error messages say this, never the expression.
 PATTERN_WORDS = {
-    _NAME_PATTERN: "lower-case letters and digits in parts joined by one '.', '_' or '-', e.g. cpu-bookworm",
+    _NAME_PATTERN: NAME_WORDS,
     _TAG_PATTERN: "letters, digits, '_', '.' and '-', at most 128, not starting with '.' or '-', e.g. 2024.1",
     _VERSION_PATTERN: "a version starting with a digit, then letters, digits, '.', '+' or '-', e.g. 4.1.5",
     _PYTHON_PATTERN: '3.MINOR, e.g. "3.11"',

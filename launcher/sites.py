@@ -38,7 +38,7 @@ from hvd_container.core import yamlconf
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError, raise_problems
 from hvd_container.core.files import not_a_file, untrusted_because
-from hvd_container.core.model import ControllerName, EnvName, Line, Strict
+from hvd_container.core.model import NAME_PATTERN, NAME_WORDS, ControllerName, EnvName, Line, Strict
 from hvd_container.core.text import did_you_mean
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
@@ -53,7 +53,7 @@ SCHEMA_FILE = "site.schema.json"
 _MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 TEMPLATE_FIELDS = ("name", "version", "registry", "dir")
 
-_NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
+_NAME_PATTERN = NAME_PATTERN
 _TIME_PATTERN = r"^([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2}$"
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$"
 _DRIVER_PATTERN = r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$"
@@ -63,7 +63,7 @@ _PARTITION_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$"
 PARTITION_WORDS = "letters, digits and _ . + - (at most 64), as Slurm names partitions"
 # What each pattern allows, in words: error messages say this, never the expression.
 PATTERN_WORDS = {
-    _NAME_PATTERN: "lower-case letters, digits and . _ - only",
+    _NAME_PATTERN: NAME_WORDS,
     _TIME_PATTERN: "a Slurm time: MINUTES, HH:MM:SS or D-HH:MM:SS",
     _DATE_PATTERN: "a date YYYY-MM-DD (or YYYY-MM)",
     _DRIVER_PATTERN: 'an NVIDIA driver version such as "535" or "550.127.05"',

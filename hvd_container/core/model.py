@@ -41,3 +41,8 @@ Line = Annotated[str, AfterValidator(one_line)]
 EnvName = Annotated[str, AfterValidator(env_name)]
 # a controller's name as a recipe or a site declares it; the launcher checks it is one it has
 ControllerName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+# a recipe's or a site's name (an image repository name, a profile file's stem)
+NAME_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$"
+NAME_WORDS = (
+    "lower-case letters and digits in parts joined by one '.', '_' or '-', e.g. cpu-bookworm"
+)

@@ -167,7 +167,7 @@ INVALID = [
     ),
     (
         "name: My_Site\nruntime: {kind: none}\n",
-        r"1: name: not allowed \(allowed: lower-case letters, digits and \. _ - only\) \(got 'My_Site'\)",
+        r"1: name: not allowed \(allowed: lower-case letters and digits in parts joined by one '\.', '_' or '-', e\.g\. cpu-bookworm\) \(got 'My_Site'\)",
     ),
     (
         "name: mysite\nruntime:\n  kind: shifter\n  modules: [gpu, gpu]\n",
