@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-from hvd_container.launcher import controllers
+from hvd_container.launcher import controllers, slurm
 from hvd_container.launcher.doctor import parse_smoke
 from hvd_container.launcher.machine import ThisMachine
 from hvd_container.launcher.plan import plan
@@ -311,12 +311,10 @@ def allocation_nodes(asked: int | None = None) -> list[str]:
             f"--screen runs inside an allocation: salloc -N {asked or 'NODES'} --no-kill, then "
             "hvd-container run --screen ... (or doctor --screen) in it, or from a batch script"
         )
-    done = subprocess.run(
-        ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0 or not done.stdout.split():
-        raise UserError(f"scontrol show hostnames {nodelist}: {done.stderr.strip() or 'no nodes'}")
-    return done.stdout.split()
+    names = slurm.hostnames(nodelist)
+    if not names:
+        raise UserError(f"scontrol show hostnames {nodelist}: no nodes (is Slurm answering here?)")
+    return names
 
 
 Runner = Callable[[LaunchRequest, float], StepResult]

@@ -1,6 +1,8 @@
-"""Job control over the real Slurm commands: submit, state, follow, cancel, list.
+"""Job control over Slurm: submit, state, follow, cancel, list.
 
-Everything goes through sbatch/squeue/scontrol/sacct/scancel as argv lists. A job's state
+What the tool asks Slurm goes through one seam, `Slurm` (the real one, `SlurmCommands`, runs
+sbatch/squeue/scontrol/sacct/scancel/sinfo as argv lists; the unit tests put a fake in its
+place with `using`). A job's state
 comes from `scontrol show job` (finished jobs stay there for MinJobAge) and, once slurmctld
 has forgotten the job, from `sacct` where accounting is enabled.
 """
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from hvd_container.launcher.report import Reporter
 
@@ -117,7 +120,7 @@ def slurm_megabytes(value: str) -> int:
     return -int(-int(number) * _MEM_UNITS[unit] // 1)
 
 
-def require_slurm(command: str = "sbatch") -> str:
+def _which(command: str = "sbatch") -> str:
     path = shutil.which(command)
     if path is None:
         raise UserError(
@@ -141,7 +144,7 @@ def _child_setup(umask: int | None) -> Callable[[], None] | None:
 def _run(
     argv: list[str], *, input_text: str | None = None, check: bool = True, umask: int | None = None
 ) -> str:
-    require_slurm(argv[0])
+    _which(argv[0])
     proc = subprocess.run(
         argv,
         input=input_text,
@@ -163,7 +166,7 @@ def sbatch_argv(workdir: str | os.PathLike[str] | None = None) -> list[str]:
     return ["sbatch", "--parsable", *([f"--chdir={os.fspath(workdir)}"] if workdir else [])]
 
 
-def submit(script: str, argv: list[str], *, private: bool = False) -> str:
+def _submit(script: str, argv: list[str], *, private: bool = False) -> str:
     """Submit a batch script (text) on the standard input of `argv` (sbatch_argv); return the
     job id.
 
@@ -256,9 +259,9 @@ def _text_of(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace")
 
 
-def job_info(job_id: str) -> Job | None:
+def _job_info(job_id: str) -> Job | None:
     """The job's current record, or None when Slurm no longer knows it."""
-    require_slurm("scontrol")
+    _which("scontrol")
     # scontrol, not squeue --json: it gives the output files with %x, %j... filled in
     proc = _text_of(["scontrol", "show", "job", "-o", job_id])
     if proc.returncode == 0 and proc.stdout.strip():
@@ -266,14 +269,14 @@ def job_info(job_id: str) -> Job | None:
     return _job_from_sacct(job_id)
 
 
-def cancel(job_id: str) -> None:
+def _cancel(job_id: str) -> None:
     _run(["scancel", job_id])
 
 
-def list_jobs(user: str | None = None, *, finished: bool = True) -> list[Job]:
+def _list_jobs(user: str | None = None, *, finished: bool = True) -> list[Job]:
     """The user's jobs (default: the current user), including recently finished ones: from
     `squeue --json` where this Slurm has it, else from squeue's text with the name last."""
-    require_slurm("squeue")
+    _which("squeue")
     user = user or current_user()
     jobs = _jobs_from_json(user)
     if jobs is None:
@@ -534,7 +537,7 @@ def failed_nodes(text: str) -> list[str]:
     return list(dict.fromkeys(m[1] for m in _NODE_FAILED.finditer(text)))
 
 
-def down_nodes(nodes: str) -> list[str]:
+def _down_nodes(nodes: str) -> list[str]:
     """Which of `nodes` (a Slurm hostlist) Slurm now counts as down, failed or not answering;
     [] where sinfo cannot tell."""
     if not nodes or nodes in ("(null)", "None"):
@@ -549,6 +552,121 @@ def down_nodes(nodes: str) -> list[str]:
     if proc.returncode != 0:
         return []
     return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+def _hostnames(nodelist: str) -> list[str]:
+    """The node names of a Slurm hostlist (node[1-3] -> node1 node2 node3); [] where scontrol
+    cannot tell."""
+    try:
+        proc = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist],
+            capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+# --- the seam: what the tool asks Slurm --------------------------------------------------
+
+
+class Slurm(Protocol):
+    """What the tool asks Slurm: where its commands are, submit, a job's record, cancel, the
+    user's jobs, which nodes are down, a hostlist's names. `SlurmCommands` asks the real one;
+    the unit tests put a fake in its place with `using` (tests/unit/_fake_slurm.py)."""
+
+    def which(self, command: str = "sbatch") -> str: ...
+
+    def submit(self, script: str, argv: list[str], *, private: bool = False) -> str: ...
+
+    def job(self, job_id: str) -> Job | None: ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+    def jobs(self, user: str | None, *, finished: bool) -> list[Job]: ...
+
+    def down_nodes(self, nodes: str) -> list[str]: ...
+
+    def hostnames(self, nodelist: str) -> list[str]: ...
+
+
+class SlurmCommands:
+    """The real Slurm: its commands on this machine (sbatch, scontrol, sacct, scancel, squeue,
+    sinfo), run as argv lists."""
+
+    def which(self, command: str = "sbatch") -> str:
+        return _which(command)
+
+    def submit(self, script: str, argv: list[str], *, private: bool = False) -> str:
+        return _submit(script, argv, private=private)
+
+    def job(self, job_id: str) -> Job | None:
+        return _job_info(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        _cancel(job_id)
+
+    def jobs(self, user: str | None, *, finished: bool) -> list[Job]:
+        return _list_jobs(user, finished=finished)
+
+    def down_nodes(self, nodes: str) -> list[str]:
+        return _down_nodes(nodes)
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return _hostnames(nodelist)
+
+
+_IN_USE: list[Slurm] = [SlurmCommands()]
+
+
+def current() -> Slurm:
+    """The Slurm the tool asks now: the real one, unless `using` put another in its place."""
+    return _IN_USE[-1]
+
+
+@contextlib.contextmanager
+def using(seam: Slurm) -> Iterator[Slurm]:
+    """Ask `seam` instead of the real Slurm while the block runs (the unit tests' fake)."""
+    _IN_USE.append(seam)
+    try:
+        yield seam
+    finally:
+        _IN_USE.remove(seam)
+
+
+def require_slurm(command: str = "sbatch") -> str:
+    """The path of a Slurm command; UserError where it is not on this machine."""
+    return current().which(command)
+
+
+def submit(script: str, argv: list[str], *, private: bool = False) -> str:
+    """Submit a batch script (text) on the standard input of `argv` (sbatch_argv); the job id.
+    `private`: the job's output files are the user's alone (secrets such as a Jupyter token)."""
+    return current().submit(script, argv, private=private)
+
+
+def job_info(job_id: str) -> Job | None:
+    """The job's current record, or None when Slurm no longer knows it."""
+    return current().job(job_id)
+
+
+def cancel(job_id: str) -> None:
+    current().cancel(job_id)
+
+
+def list_jobs(user: str | None = None, *, finished: bool = True) -> list[Job]:
+    """The user's jobs (default: the current user), recently finished ones too unless not."""
+    return current().jobs(user, finished=finished)
+
+
+def down_nodes(nodes: str) -> list[str]:
+    """Which of `nodes` (a hostlist) Slurm counts as down, failed or not answering."""
+    return current().down_nodes(nodes)
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """The node names of a Slurm hostlist; [] where Slurm cannot tell."""
+    return current().hostnames(nodelist)
 
 
 def failed_tasks(text: str) -> list[str]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from _fake_slurm import FakeSlurm
+from hvd_container.launcher import slurm
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +15,10 @@ def docker_engine_named(monkeypatch: pytest.MonkeyPatch) -> None:
     podman installed here when no Docker daemon answers (the tests of the choice pass their
     own environment)."""
     monkeypatch.setenv("HVD_ENGINE", "docker")
+
+
+@pytest.fixture
+def fake_slurm() -> Iterator[FakeSlurm]:
+    """A fake Slurm in the real one's place (launcher/slurm.py's seam) while the test runs."""
+    with slurm.using(FakeSlurm()) as fake:
+        yield fake  # type: ignore[misc]

@@ -136,6 +136,24 @@ def test_scheduler_values_fall_back_to_the_sites_in_one_place() -> None:
     assert found == [], "read launch.scheduled (or scheduler_values(site) for the profile's own)"
 
 
+# a test that replaced a function of launcher/slurm.py (setattr on the module, or by its dotted
+# name) would test a Slurm nobody has: the tests use its seam, `slurm.using(FakeSlurm())`
+_PATCHED_SLURM = re.compile(r"setattr\(\s*slurm\s*,|[\"']hvd_container\.launcher\.slurm\.\w+[\"']")
+
+
+def test_no_test_replaces_a_function_of_the_slurm_module() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path.name != "test_architecture.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _PATCHED_SLURM.search(line)
+    ]
+    assert found == [], "put a fake in Slurm's place instead: the fake_slurm fixture"
+    assert _PATCHED_SLURM.search('monkeypatch.setattr(slurm, "submit", f)')
+    assert _PATCHED_SLURM.search('monkeypatch.setattr("hvd_container.launcher.slurm.cancel", f)')
+
+
 def test_the_scheduler_rule_sees_planted_reads() -> None:
     planted = (
         "def f(launch, request, sched):\n"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _fake_slurm import FakeSlurm
 from hvd_container.launcher import guard, sites
 from hvd_container.launcher.request import LaunchOptions, request_from_options
 
@@ -442,16 +443,16 @@ def test_the_stacks_folder_and_the_ask_file_are_never_followed_through_a_link(
     assert victim.read_text() == "mine"
 
 
-def test_hang_after_acts_on_the_user_s_own_jobs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hang_after_acts_on_the_user_s_own_jobs_only(fake_slurm: FakeSlurm) -> None:
     from hvd_container.launcher import hang, slurm
     from hvd_container.launcher.report import Reporter
 
     someone = slurm.Job(job_id="9", name="t", state="RUNNING", exit_status=None, signal=None,
                         user="someone-else", workdir="/home/them")  # fmt: skip
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: someone)
-    monkeypatch.setattr(slurm, "follow", lambda *a, **k: pytest.fail("followed their job"))
+    fake_slurm.records["9"] = someone
     with pytest.raises(UserError, match="belongs to someone-else: --hang-after asks only your own"):
         hang.follow_job("9", Reporter(), after=60, cancel=False)
+    assert fake_slurm.asked == ["9"] and fake_slurm.cancelled == []  # asked once, not followed
 
 
 # --- 6. no tracebacks: every bad value is one line naming its flag ---------------------------

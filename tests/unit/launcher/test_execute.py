@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _fake_slurm import FakeSlurm
 from _fakes import write_sif
 from _launch_helpers import isolated, words, write  # noqa: F401
 from _shell import bash_words, snippet_words
-from hvd_container.launcher import execute, machine, slurm
+from hvd_container.launcher import execute, machine
 from hvd_container.launcher.plan import SCRIPT_END
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.runtimes import charliecloud
@@ -34,22 +34,31 @@ def image_dir(path: Path) -> Path:
 
 
 class Recorder:
-    """Stands in for what would touch Slurm: srun --mpi=list, srun, sbatch, the follow."""
+    """Stands in for what would touch Slurm: srun --mpi=list and srun on this machine, and
+    the fake Slurm (submit answers job 4242, which has completed)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fake: FakeSlurm) -> None:
+        self.fake = fake
         self.foreground: list[tuple[list[str], dict[str, str]]] = []
-        self.scripts: list[str] = []
-        self.submitted: list[list[str]] = []
-        self.cancelled: list[str] = []
         self.mpi_list_calls = 0
-        monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
+        fake.on_submit = lambda script, argv: "4242"
+        fake.records["4242"] = Job("4242", "x", "COMPLETED", 0, 0)
         monkeypatch.setattr(
             machine.ThisMachine, "srun_mpi_plugins", property(lambda _: self.mpi_list())
         )
         monkeypatch.setattr(execute, "_run_foreground", self.run_foreground)
-        monkeypatch.setattr(slurm, "submit", self.submit)
-        monkeypatch.setattr(slurm, "cancel", self.cancelled.append)
-        monkeypatch.setattr(slurm, "follow", self.follow)
+
+    @property
+    def scripts(self) -> list[str]:
+        return [script for script, _argv in self.fake.submitted]
+
+    @property
+    def submitted(self) -> list[list[str]]:
+        return [argv for _script, argv in self.fake.submitted]
+
+    @property
+    def cancelled(self) -> list[str]:
+        return self.fake.cancelled
 
     def mpi_list(self) -> list[str]:
         self.mpi_list_calls += 1
@@ -59,18 +68,10 @@ class Recorder:
         self.foreground.append((argv, env))
         return 0
 
-    def submit(self, script: str, argv: list[str], **options: Any) -> str:
-        self.scripts.append(script)
-        self.submitted.append(argv)
-        return "4242"
-
-    def follow(self, job_id: str, reporter: Any, **options: Any) -> Job:
-        return Job(job_id, "x", "COMPLETED", 0, 0)
-
 
 @pytest.fixture()
-def slurm_stub(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    return Recorder(monkeypatch)
+def slurm_stub(monkeypatch: pytest.MonkeyPatch, fake_slurm: FakeSlurm) -> Recorder:
+    return Recorder(monkeypatch, fake_slurm)
 
 
 @pytest.fixture()
@@ -416,13 +417,10 @@ def test_run_until_done_follows_each_segment_a_job_of_its_own(
     """At a site without requeue each segment is a job that depends on the last: `run` follows
     the one each job's log names (slurm.next_segment reads it), then says what it took."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    followed: list[str] = []
     logs = {"4242": "4243", "4243": "4244", "4244": None}
-
-    def follow(job_id: str, reporter: Any, **options: Any) -> Job:
-        followed.append(job_id)
-        return Job(job_id, "x", "COMPLETED", 0, 0, stdout=str(tmp_path / f"{job_id}.out"))
-
+    for job_id in logs:
+        out = str(tmp_path / f"{job_id}.out")
+        slurm_stub.fake.records[job_id] = Job(job_id, "x", "COMPLETED", 0, 0, stdout=out)
     for job_id, following in logs.items():
         said = "hvd-container: segment 0 ended at the time limit: segment 1 is job "
         if job_id == "4243":  # a job that lost a node it could not spare hands over too
@@ -430,9 +428,9 @@ def test_run_until_done_follows_each_segment_a_job_of_its_own(
         (tmp_path / f"{job_id}.out").write_text(
             f"{said}{following}, from the last checkpoint\n" if following else "done\n"
         )
-    monkeypatch.setattr(slurm, "follow", follow)
     image = image_dir(tmp_path / "img")
     code = main(["run", *GLOO_ARGS, "--until-done", "--time", "10", "--image", str(image), "t.py"])
+    followed = list(dict.fromkeys(slurm_stub.fake.asked))
     assert code == 0 and followed == ["4242", "4243", "4244"]
     err = capsys.readouterr().err
     assert "job 4242 goes on as job 4243 (--until-done)" in err

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _fake_slurm import FakeSlurm
 from hvd_container.containers.sif.environment import image_env
 from hvd_container.launcher import jupyter, machine, runtimes
 from hvd_container.launcher.controllers import gloo
@@ -474,7 +475,7 @@ def test_squeue_json_records_of_both_shapes() -> None:
 
 
 def test_list_jobs_reads_json_filters_by_user_and_falls_back_to_text(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from hvd_container.launcher import slurm
 
@@ -490,12 +491,17 @@ def test_list_jobs_reads_json_filters_by_user_and_falls_back_to_text(
         text = f"12|RUNNING|1:02:03|2|n[1-2]-ib|me|{ODD_NAME}\n"
         return subprocess.CompletedProcess(argv, 0, text, "")
 
-    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
+    bin_dir = tmp_path / "bin"  # squeue is found on PATH; what it prints is the stand-in's
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\n")
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setattr(subprocess, "run", fake_squeue)
+    real = slurm.SlurmCommands()
     json_ok = True
-    assert [j.job_id for j in slurm.list_jobs("me")] == ["12", "13"]
+    assert [j.job_id for j in real.jobs("me", finished=True)] == ["12", "13"]
     json_ok = False
-    (job,) = slurm.list_jobs("me", finished=False)
+    (job,) = real.jobs("me", finished=False)
     assert (job.name, job.nodes, job.elapsed) == (ODD_NAME, "n[1-2]-ib", "1:02:03")
     assert calls[-1][-1] != "all"  # --active: squeue's own default states
 
@@ -547,17 +553,14 @@ def test_every_srun_line_ends_the_step_when_a_rank_dies(
 
 
 @pytest.mark.parametrize("answer", [True, False])
-def test_sigterm_cancels_the_job_without_asking(
-    answer: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sigterm_cancels_the_job_without_asking(answer: bool, fake_slurm: FakeSlurm) -> None:
     from hvd_container.launcher import slurm
     from hvd_container.launcher.report import Reporter
 
     from hvd_container.core.errors import Terminated
 
-    cancelled: list[str] = []
+    cancelled = fake_slurm.cancelled
     asked: list[str] = []
-    monkeypatch.setattr(slurm, "cancel", cancelled.append)
 
     class Asking(Reporter):
         def confirm(self, question: str) -> bool | None:
@@ -584,30 +587,29 @@ NODE_FAIL_LOG = (
 
 
 def test_a_node_failure_names_the_node_not_the_tasks_it_took_along(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_slurm: FakeSlurm
 ) -> None:
     from hvd_container.launcher import slurm
 
     (tmp_path / "t.err").write_text(NODE_FAIL_LOG)
     job = Job("205", "t", "NODE_FAIL", 0, 15, nodes="node[1-2]", stderr="t.err",
               workdir=str(tmp_path))  # fmt: skip
-    monkeypatch.setattr(slurm, "down_nodes", lambda nodes: pytest.fail("srun named it"))
     assert slurm.failure(job).summary == "job 205 NODE_FAIL: node node2 went down"
     assert job.exit_code != 0
+    assert fake_slurm.down_asked == []  # srun named it
 
 
 def test_a_batch_host_that_went_down_is_found_by_asking_slurm(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_slurm: FakeSlurm
 ) -> None:
     from hvd_container.launcher import slurm
 
     (tmp_path / "t.err").write_text("epoch 1\n")  # node1 ran srun: nobody wrote its line
     job = Job("206", "t", "NODE_FAIL", 0, 15, nodes="node[1-2]", stderr="t.err",
               workdir=str(tmp_path))  # fmt: skip
-    asked: list[str] = []
-    monkeypatch.setattr(slurm, "down_nodes", lambda nodes: asked.append(nodes) or ["node1"])
+    fake_slurm.down = ["node1"]
     assert slurm.failure(job).summary == "job 206 NODE_FAIL: node node1 went down"
-    assert asked == ["node[1-2]"]
+    assert fake_slurm.down_asked == ["node[1-2]"]
 
 
 @pytest.mark.parametrize(

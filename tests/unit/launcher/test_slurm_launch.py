@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _fake_slurm import FakeSlurm
 from _json_records import result
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.containers.sif import format as fmt
@@ -55,15 +56,13 @@ def image(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def cancelled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Slurm stand-ins for what a launch touches; the list collects scancel'ed job ids."""
-    ids: list[str] = []
-    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": f"/usr/bin/{command}")
+def cancelled(monkeypatch: pytest.MonkeyPatch, fake_slurm: FakeSlurm) -> list[str]:
+    """The fake Slurm in place and this machine's srun plugins stood in for: the list of the
+    job ids it was asked to cancel."""
     monkeypatch.setattr(
         machine.ThisMachine, "srun_mpi_plugins", property(lambda _: ["pmix", "none"])
     )
-    monkeypatch.setattr(slurm, "cancel", ids.append)
-    return ids
+    return fake_slurm.cancelled
 
 
 # --- logs -------------------------------------------------------------------------------------
@@ -78,30 +77,39 @@ def _job(job_dir: Path, **fields: Any) -> Job:
 
 
 def test_logs_prints_stdout_then_stderr(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     write(job_dir / "train_31.out", "epoch 1 loss 0.5\n")
     write(job_dir / "train_31.err", "Traceback: boom\n")
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    fake_slurm.on_job = lambda job_id: _job(job_dir)
     code, out, err = cli(capsys, "logs", "31")
     assert code == 0, err
     assert out == "epoch 1 loss 0.5\nTraceback: boom\n"
 
 
 def test_logs_with_one_file_for_both_streams_prints_it_once(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     write(job_dir / "train_31.out", "all\n")
     job = _job(job_dir, stderr=str(job_dir / "train_31.out"))
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: job)
+    fake_slurm.on_job = lambda job_id: job
     assert cli(capsys, "logs", "31")[1] == "all\n"
 
 
 def test_an_unreadable_log_is_a_one_line_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     (job_dir / "train_31.out").mkdir()  # reading it fails with an OSError, even for root
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    fake_slurm.on_job = lambda job_id: _job(job_dir)
     code, out, err = cli(capsys, "logs", "31")
     assert code == 2 and out == ""
     assert err.startswith(
@@ -113,11 +121,14 @@ def test_an_unreadable_log_is_a_one_line_error(
 
 
 def test_logs_follow_sends_the_err_file_to_stderr(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     write(job_dir / "train_31.out", "epoch 1 loss 0.5\n")
     write(job_dir / "train_31.err", "Traceback: boom\n")
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: _job(job_dir))
+    fake_slurm.on_job = lambda job_id: _job(job_dir)
     code, out, err = cli(capsys, "logs", "-f", "31")
     assert code == 1
     assert out == "epoch 1 loss 0.5\n"
@@ -125,11 +136,14 @@ def test_logs_follow_sends_the_err_file_to_stderr(
 
 
 def test_follow_keeps_one_file_for_both_streams_on_stdout(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     write(job_dir / "train_31.out", "all\n")
     job = _job(job_dir, stderr=str(job_dir / "train_31.out"), state="COMPLETED", exit_status=0)
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: job)
+    fake_slurm.on_job = lambda job_id: job
     assert slurm.follow("31", TerminalReporter(), poll=0).exit_code == 0
     assert capsys.readouterr() == ("all\n", "job 31 COMPLETED (exit code 0)\n")
 
@@ -139,6 +153,7 @@ def test_logs_follow_notices_a_hang_asks_for_stacks_and_cancels(
     monkeypatch: pytest.MonkeyPatch,
     job_dir: Path,
     cancelled: list[str],
+    fake_slurm: FakeSlurm,
 ) -> None:
     """The job's ranks (stood in for here) answer the watcher's file with their stacks."""
     from hvd_container.launcher import hang
@@ -156,7 +171,7 @@ def test_logs_follow_notices_a_hang_asks_for_stacks_and_cancels(
             return _job(job_dir, state="CANCELLED", exit_status=0, signal=15)
         return _job(job_dir, state="RUNNING", exit_status=None, signal=None)
 
-    monkeypatch.setattr(slurm, "job_info", job_info)
+    fake_slurm.on_job = job_info
     monkeypatch.setattr(hang, "GRACE", 0.5)
     code, out, err = cli(capsys, "logs", "-f", "31", "--hang-after", "1s", "--cancel-on-hang")
     assert code == 124, err
@@ -224,18 +239,16 @@ def test_ctrl_c_while_sbatch_runs_cancels_the_new_job(
     job_dir: Path,
     image: Path,
     cancelled: list[str],
+    fake_slurm: FakeSlurm,
 ) -> None:
-    followed: list[str] = []
-
-    def submit(script: str, argv: list[str], **options: Any) -> str:
+    def submit(script: str, argv: list[str]) -> str:
         os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C as sbatch answers
         return "55"
 
-    monkeypatch.setattr(slurm, "submit", submit)
-    monkeypatch.setattr(slurm, "follow", lambda job_id, **o: followed.append(job_id))
+    fake_slurm.on_submit = submit
     code, _, err = cli(capsys, "run", "--site", "local", "--image", str(image), "-n", "1", "t.py")
     assert code == 130
-    assert cancelled == ["55"] and followed == []
+    assert cancelled == ["55"] and fake_slurm.asked == []  # not followed
     assert "job 55 cancelled" in err
 
 
@@ -245,12 +258,13 @@ def test_ctrl_c_while_following_cancels_the_job(
     job_dir: Path,
     image: Path,
     cancelled: list[str],
+    fake_slurm: FakeSlurm,
 ) -> None:
-    def follow(job_id: str, reporter: Any, **options: Any) -> Job:
+    def job_info(job_id: str) -> Job:  # Ctrl-C while the job is followed
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: "56")
-    monkeypatch.setattr(slurm, "follow", follow)
+    fake_slurm.on_submit = lambda script, argv: "56"
+    fake_slurm.on_job = job_info
     code, _, _ = cli(capsys, "run", "--site", "local", "--image", str(image), "-n", "1", "t.py")
     assert code == 130 and cancelled == ["56"]
 
@@ -258,7 +272,6 @@ def test_ctrl_c_while_following_cancels_the_job(
 def test_sbatch_itself_still_takes_ctrl_c_while_hvd_container_holds_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
     # no shell: sh sets its own signals
     status = ["grep", "-E", "^Sig(Blk|Ign|Cgt)", "/proc/self/status"]
     sigint = 1 << (signal.SIGINT - 1)
@@ -300,7 +313,10 @@ def test_a_ctrl_c_taken_by_another_thread_is_held_too() -> None:
 
 
 def test_a_deleted_working_directory_is_a_one_line_error(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -308,8 +324,7 @@ def test_a_deleted_working_directory_is_a_one_line_error(
     script.write_text("import horovod.torch as hvd\n")
     monkeypatch.chdir(gone)
     gone.rmdir()
-    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: pytest.fail("submitted"))
-    monkeypatch.setattr(slurm, "require_slurm", lambda command="sbatch": command)
+    fake_slurm.on_submit = lambda script, argv: pytest.fail("submitted")
     monkeypatch.setattr(machine.ThisMachine, "srun_mpi_plugins", property(lambda _: None))
     expected = (
         "hvd-container: error: the current directory no longer exists: "
@@ -324,13 +339,17 @@ def test_a_deleted_working_directory_is_a_one_line_error(
 
 
 def test_ctrl_c_while_waiting_for_jupyter_cancels_its_job(
-    monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path, cancelled: list[str]
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    image: Path,
+    cancelled: list[str],
+    fake_slurm: FakeSlurm,
 ) -> None:
     def job_info(job_id: str) -> Job:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: "77")
-    monkeypatch.setattr(slurm, "job_info", job_info)
+    fake_slurm.on_submit = lambda script, argv: "77"
+    fake_slurm.on_job = job_info
     with pytest.raises(KeyboardInterrupt):
         jupyter.start(
             load_site("local"), LaunchRequest(script="jupyter", image=str(image)), Reporter()
@@ -467,11 +486,15 @@ def test_the_tunnel_goes_to_the_address_jupyter_reports(job_dir: Path) -> None:
 
 
 def test_jupyter_dry_run_prints_the_job_and_submits_nothing(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, job_dir: Path, image: Path
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    job_dir: Path,
+    image: Path,
+    fake_slurm: FakeSlurm,
 ) -> None:
     """Like run and batch: the script the job would be, with a port and a token chosen as a
     launch chooses them; nothing is prepared, asked of Slurm or submitted."""
-    monkeypatch.setattr(slurm, "submit", lambda script, argv, **options: pytest.fail("submitted"))
+    fake_slurm.on_submit = lambda script, argv: pytest.fail("submitted")
     code, out, err = cli(capsys, "jupyter", "--site", "local", "--image", str(image), "--dry-run")
     assert code == 0, err
     assert out.startswith("#!/bin/bash\n#SBATCH --job-name=jupyter\n")
