@@ -10,9 +10,11 @@ error record on stdout, so that a reader of the JSON lines learns about every fa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
@@ -27,6 +29,7 @@ from rich.progress import (
 )
 
 from hvd_container.cli.json_output import error_record
+from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
     from hvd_container.containers.transfer import Transfer
@@ -262,3 +265,16 @@ def make_reporter(mode: str, json_output: bool = False, starting: str = "startin
     if mode == "plain" or (mode == "auto" and not sys.stdout.isatty()):
         return PlainReporter()
     return RichReporter(starting)
+
+
+@contextlib.contextmanager
+def reported(reporter: Any, phase: str | Callable[[], str | None] | None = None) -> Iterator[None]:
+    """A command's work under its reporter: a failure or Ctrl-C is reported (in `phase`, or the
+    phase it names when it is asked) and raised on; the reporter is closed either way."""
+    try:
+        yield
+    except (UserError, KeyboardInterrupt) as exc:
+        reporter.failure(exc, phase() if callable(phase) else phase)
+        raise
+    finally:
+        reporter.close()

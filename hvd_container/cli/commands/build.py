@@ -11,7 +11,7 @@ import typer
 
 from hvd_container.cli.commands.common import ArchOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
-from hvd_container.cli.progress import JsonReporter, make_reporter
+from hvd_container.cli.progress import JsonReporter, make_reporter, reported
 from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import push as push_module
 from hvd_container.containers.build import BuildOptions, build_recipe
@@ -98,37 +98,31 @@ def build_cmd(
     # in JSON mode each one ends the stream with an error record.
     reporter = make_reporter(progress.value, json_output)
     phase: str | None = None  # None: the phase of the last progress event
-    try:
-        with engine_errors():
-            loaded = load_images(recipe, arch or ())
-            if push is not None:
-                # A bad --push or half-set credentials fail now, not after the build.
-                remote_ref(_tag_of(loaded), push, "--push")
-                auth_from_env()
-            options = BuildOptions(
-                no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
-            )
-            # one engine for the command: the build, its verification and the push
-            engine = open_engine(_engine_name(engine_name), nocache=no_cache)
+    with reported(reporter, lambda: phase), engine_errors():
+        loaded = load_images(recipe, arch or ())
+        if push is not None:
+            # A bad --push or half-set credentials fail now, not after the build.
+            remote_ref(_tag_of(loaded), push, "--push")
+            auth_from_env()
+        options = BuildOptions(
+            no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
+        )
+        # one engine for the command: the build, its verification and the push
+        engine = open_engine(_engine_name(engine_name), nocache=no_cache)
+        if isinstance(loaded, MultiArch):
+            results = build_each(loaded, reporter, options, engine)
+        else:
+            results = [build_recipe(loaded, reporter, options, engine=engine)]
+        pushed: list[dict[str, Any] | None] = [None] * len(results)
+        index = None
+        if push is not None:
+            phase = "push"
             if isinstance(loaded, MultiArch):
-                results = build_each(loaded, reporter, options, engine)
+                done = _push_set(loaded, push, reporter, engine)
+                pushed = [_pushed(result) for _arch, result in done.images]
+                index = _pushed(done.index)
             else:
-                results = [build_recipe(loaded, reporter, options, engine=engine)]
-            pushed: list[dict[str, Any] | None] = [None] * len(results)
-            index = None
-            if push is not None:
-                phase = "push"
-                if isinstance(loaded, MultiArch):
-                    done = _push_set(loaded, push, reporter, engine)
-                    pushed = [_pushed(result) for _arch, result in done.images]
-                    index = _pushed(done.index)
-                else:
-                    pushed = [_push(results[0].tag, push, reporter, engine)]
-    except (UserError, KeyboardInterrupt) as exc:
-        reporter.failure(exc, phase)
-        raise
-    finally:
-        reporter.close()
+                pushed = [_push(results[0].tag, push, reporter, engine)]
     if json_output or progress is Progress.json:
         for number, result in enumerate(results, 1):
             summary: dict[str, Any] = {
@@ -276,24 +270,18 @@ def push_cmd(
     """
 
     reporter = make_reporter(progress.value, json_output, starting="starting push")
-    try:
-        with engine_errors():
-            image = _image_of(target)
-            if isinstance(image, MultiArch):
-                remote_ref(image.index_tag, registry, "--registry")
-                done = _push_set(image, registry, reporter, open_engine(_engine_name(engine_name)))
-                result = {
-                    **_pushed(done.index),
-                    "images": [{"arch": a, **_pushed(r)} for a, r in done.images],
-                }
-            else:
-                remote_ref(image, registry, "--registry")  # a bad registry before the engine
-                result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
-    except (UserError, KeyboardInterrupt) as exc:
-        reporter.failure(exc, "push")
-        raise
-    finally:
-        reporter.close()
+    with reported(reporter, "push"), engine_errors():
+        image = _image_of(target)
+        if isinstance(image, MultiArch):
+            remote_ref(image.index_tag, registry, "--registry")
+            done = _push_set(image, registry, reporter, open_engine(_engine_name(engine_name)))
+            result = {
+                **_pushed(done.index),
+                "images": [{"arch": a, **_pushed(r)} for a, r in done.images],
+            }
+        else:
+            remote_ref(image, registry, "--registry")  # a bad registry before the engine
+            result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
     if json_output or progress is Progress.json:
         typer.echo(json.dumps({"event": "result", **result}))
 

@@ -11,11 +11,10 @@ import typer
 from hvd_container.cli.commands.build import Progress, push_with_progress
 from hvd_container.cli.completion import complete_recipe, complete_site
 from hvd_container.cli.json_output import emit
-from hvd_container.cli.progress import make_reporter
+from hvd_container.cli.progress import make_reporter, reported
 from hvd_container.containers.convert.site_images import SiteTarget
 from hvd_container.containers.convert.targets import ConvertRequest
 from hvd_container.containers.convert.targets import convert as run_convert
-from hvd_container.core.errors import UserError
 from hvd_container.launcher.sites import select_site
 
 
@@ -118,7 +117,7 @@ def convert(
         registry=registry,
         login_host=login_host,
     )
-    try:
+    with reported(reporter, "convert"):
         result = run_convert(
             request,
             on_step=lambda message: reporter("step", "convert", message),
@@ -126,11 +125,6 @@ def convert(
             push=lambda image, where: push_with_progress(image, where, reporter),
             site_lookup=_site_target,
         )
-    except (UserError, KeyboardInterrupt) as exc:
-        reporter.failure(exc, "convert")
-        raise
-    finally:
-        reporter.close()
     if json_output or progress is Progress.json:
         emit({"to": to.value, "source": source, **result})
         return

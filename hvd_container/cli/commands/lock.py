@@ -8,10 +8,9 @@ import typer
 
 from hvd_container.cli.commands.common import ArchOpt, JsonOpt, RecipeArg
 from hvd_container.cli.json_output import emit
-from hvd_container.cli.progress import make_reporter
+from hvd_container.cli.progress import make_reporter, reported
 from hvd_container.cli.terminal import warn
 from hvd_container.containers.lock import LockResult, lock_images
-from hvd_container.core.errors import UserError
 
 
 def lock_cmd(
@@ -37,7 +36,7 @@ def lock_cmd(
     They are resolved for the recipe's image (Python, platform, arch, indexes), and the known
     incompatibilities are checked on the resolved set. A lock made for the recipe as it is now is current and comes back at once."""
     reporter = make_reporter("auto", json_output)
-    try:
+    with reported(reporter, "lock"):
         results = lock_images(
             recipe,
             arch or (),
@@ -45,11 +44,6 @@ def lock_cmd(
             upgrade=upgrade,
             on_step=lambda message: reporter("step", "lock", message),
         )
-    except (UserError, KeyboardInterrupt) as exc:
-        reporter.failure(exc, "lock")
-        raise
-    finally:
-        reporter.close()
     stale = False
     for result in results:
         stale = _show(recipe, result, check, json_output) or stale
