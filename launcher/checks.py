@@ -1033,8 +1033,9 @@ def image_location(launch: Launch) -> Verdict | None:
 
 @check("image-pulled", "a runtime that does not pull has the image pulled", needs=("image",))
 def image_pulled(launch: Launch) -> Verdict | None:
-    """Shifter runs only images its gateway has pulled: asked here where `shifterimg` is,
-    else said with the command (a job would fail at its start, after the queue wait)."""
+    """A runtime that does not pull (Shifter) runs only images its gateway has pulled: its own
+    listing asked here where it answers, else said with the command (a job would fail at its
+    start, after the queue wait)."""
     assert launch.image is not None
     runtime = launch.runtime
     if runtime.pulls_itself:
@@ -1045,7 +1046,9 @@ def image_pulled(launch: Launch) -> Verdict | None:
         return skip("not an image this runtime takes (check image)")
     hint = runtime.pull_hint(launch.image)
     reason = _machine_reason(launch)
-    listing = None if reason else launch.machine.shifter_images if launch.machine else None
+    command = runtime.images_listing
+    asked = not reason and launch.machine is not None and command
+    listing = launch.machine.listing(command) if asked and launch.machine else None
     if listing is None:
         return warn(
             f"{runtime.kind} runs only images its gateway has pulled: run `{hint}` on a login node before the job (doctor there checks it)"

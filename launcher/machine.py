@@ -18,6 +18,8 @@ class ThisMachine:
 
     def __init__(self, site_here: str | None = None) -> None:
         self.site_here = site_here
+        # a runtime's listing of the images it can run (its images_listing command) -> output
+        self.listings: dict[tuple[str, ...], str | None] = {}
 
     def not_the_site(self, site: str) -> str | None:
         """Why this machine cannot speak for `site`'s Slurm and GPUs, or None."""
@@ -44,11 +46,15 @@ class ThisMachine:
         ok = proc.returncode == 0 and re.fullmatch(r"[0-9]+(\.[0-9]+)*", first)
         return first if ok else None
 
-    @functools.cached_property
-    def shifter_images(self) -> str | None:
-        """What `shifterimg images` lists here (None where it is not installed or fails)."""
-        proc = _ask(["shifterimg", "images"])
-        return proc.stdout if proc is not None and proc.returncode == 0 else None
+    def listing(self, command: tuple[str, ...]) -> str | None:
+        """What a runtime's image-listing command (`shifterimg images`) prints here, asked
+        once; None where it is not installed or fails."""
+        if command not in self.listings:
+            proc = _ask(list(command))
+            self.listings[command] = (
+                proc.stdout if proc is not None and proc.returncode == 0 else None
+            )
+        return self.listings[command]
 
 
 def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:

@@ -194,6 +194,10 @@ class Runtime:
         """#SBATCH options of the runtime's own (its Slurm plugin's), for the batch script."""
         return []
 
+    # the command that lists the images it can run on this machine, where it does not pull
+    # (Shifter: shifterimg images); `pulled` reads its output
+    images_listing: ClassVar[tuple[str, ...]] = ()
+
     def pull_hint(self, image: str) -> str:
         """The command that makes a registry image runnable, where the runtime does not pull."""
         return ""

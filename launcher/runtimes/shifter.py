@@ -100,6 +100,8 @@ class Shifter(Runtime):
         options = [f"--image={self.image_ref(image)}"] if image else []
         return options + ([f"--module={','.join(modules)}"] if modules else [])
 
+    images_listing = ("shifterimg", "images")
+
     def pull_hint(self, image: str) -> str:
         return f"shifterimg pull {self.image_ref(image)}"
 

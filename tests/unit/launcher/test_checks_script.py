@@ -70,7 +70,7 @@ def test_doctor_on_the_login_node_reads_shifterimg_images(
     from hvd_container.launcher.plan import plan
 
     machine = ThisMachine("perlmutter")
-    monkeypatch.setattr(ThisMachine, "shifter_images", property(lambda _: listing))
+    machine.listings[("shifterimg", "images")] = listing  # what shifterimg printed there
     request = LaunchRequest(script="t.py", image="u/i:t", ntasks=4, account="m_g")
     launch = plan(
         load_site("perlmutter"), request, "smoke", dry_run=True, keep_going=True, machine=machine

@@ -330,7 +330,8 @@ def test_a_launch_for_one_site_from_another_clusters_slurm_is_refused(
 
     machine = ThisMachine()
     # what else this machine would be asked (srun, nvidia-smi, shifterimg), answered at once
-    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None, shifter_images=None)
+    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None)
+    machine.listings[("shifterimg", "images")] = None
 
     def judged(**fields: Any) -> Result:
         request = LaunchRequest(script="train.py", image="u/i:t", nodes=2, account="m1_g", **fields)
@@ -359,7 +360,8 @@ def test_a_cluster_name_from_an_unconfirmed_source_warns_instead_of_refusing(
     from hvd_container.launcher.machine import ThisMachine
 
     machine = ThisMachine()
-    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None, shifter_images=None)
+    machine.__dict__.update(srun_mpi_plugins=["pmi2"], nvidia_driver=None)
+    machine.listings[("shifterimg", "images")] = None
     monkeypatch.setenv("SLURM_CLUSTER_NAME", "jpbooster")
     request = LaunchRequest(script="train.py", image="x.sif", nodes=2, account="p")
     done = planned(load_site("jupiter"), request, keep_going=True, machine=machine)
