@@ -6,24 +6,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from hvd_container.containers.convert.compression import check_compressor
+from hvd_container.containers.convert.publisher import publishers
 
 from hvd_container.core.errors import UserError
 
 SUPPORTED_ARCHES = ("amd64", "arm64", "ppc64le")
 
-# flag -> (targets, engine or None for any) it applies to, as said in the error.
-_APPLIES: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "--output": (("sif", "def"), None),
-    "--engine": (("sif",), None),
-    "--compression": (("sif",), "native"),
-    "--threads": (("sif",), "native"),
-    "--arch": (("sif",), "native"),
-    "--archive": (("sif",), "apptainer"),
-    "--bootstrap": (("def",), None),
-    "--site": (("shifter", "podman-hpc"), None),
-    "--registry": (("shifter", "podman-hpc"), None),
-    "--login-host": (("shifter", "podman-hpc"), None),
-}
+
+def _applies() -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """flag -> (targets, engine or None for any) it applies to, as said in the error."""
+    site_runtimes = tuple(publishers())  # containers/convert/publisher.py: Shifter, podman-hpc
+    return {
+        "--output": (("sif", "def"), None),
+        "--engine": (("sif",), None),
+        "--compression": (("sif",), "native"),
+        "--threads": (("sif",), "native"),
+        "--arch": (("sif",), "native"),
+        "--archive": (("sif",), "apptainer"),
+        "--bootstrap": (("def",), None),
+        "--site": (site_runtimes, None),
+        "--registry": (site_runtimes, None),
+        "--login-host": (site_runtimes, None),
+    }
 
 
 def check_arch_flag(arch: str | None) -> str | None:
@@ -52,7 +56,7 @@ def check_flags(to: str, engine: str, given: Mapping[str, object]) -> None:
     for flag, value in given.items():
         if value is None:
             continue
-        targets, needs_engine = _APPLIES[flag]
+        targets, needs_engine = _applies()[flag]
         if to in targets and (needs_engine is None or engine == needs_engine):
             continue
         where = " or ".join(f"--to {t}" for t in targets)

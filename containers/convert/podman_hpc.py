@@ -16,6 +16,7 @@ import shlex
 import subprocess
 from collections.abc import Callable
 
+from hvd_container.containers.convert.publisher import SitePublisher
 from hvd_container.containers.convert.shifter import remote
 
 from hvd_container.core.errors import StepFailed, UserError
@@ -141,3 +142,11 @@ def migrate(ref: str, image_id: str) -> None:
             f"{shlex.join(argv)} finished but the squashed store does not hold {ref} as "
             f"{short} ({now}); `podman-hpc --log-level debug migrate {ref}` says why"
         )
+
+
+def fetch(remote: str, login_host: str | None, step: Callable[[str], None]) -> str:
+    """`convert --to podman-hpc`: pulled into podman-hpc's squashed store; its reference."""
+    return pull_and_migrate(remote, login_host=login_host, on_step=step)
+
+
+PUBLISHER = SitePublisher("podman-hpc", "podman-hpc", fetch)

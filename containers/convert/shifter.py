@@ -12,6 +12,8 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterable
 
+from hvd_container.containers.convert.publisher import SitePublisher
+
 from hvd_container.core.errors import StepFailed, UserError
 from hvd_container.core.image_refs import shifter_image_ref
 
@@ -118,3 +120,15 @@ def pull_and_lookup(
             f"{look.stderr.strip() or 'no gateway answered'}"
         )
     return image_id
+
+
+def fetch(remote: str, login_host: str | None, step: Callable[[str], None]) -> str:
+    """`convert --to shifter`: the gateway pulls the pushed image; Shifter's reference."""
+    image_id = pull_and_lookup(
+        remote, login_host=login_host, on_status=lambda s: step(f"gateway: {s}")
+    )
+    step(f"shifterimg lookup: {image_id}")
+    return shifter_image_ref(remote)
+
+
+PUBLISHER = SitePublisher("shifter", "shifterimg", fetch)

@@ -1,5 +1,5 @@
-"""`--to shifter|podman-hpc`: push the image to the site's registry, then have the site's
-tool fetch it (Shifter's image gateway, podman-hpc's squashed store)."""
+"""`--to` a site runtime (containers/convert/publisher.py: Shifter, podman-hpc): push the
+image to the site's registry, then have the site's tool fetch it."""
 
 from __future__ import annotations
 
@@ -8,14 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hvd_container.containers import push as push_module
-from hvd_container.containers.convert.podman_hpc import pull_and_migrate
-from hvd_container.containers.convert.shifter import pull_and_lookup, shifter_image_ref
+from hvd_container.containers.convert.publisher import publishers
 from hvd_container.containers.engine.docker_api import engine_errors
 from hvd_container.containers.push import remote_ref
 
 from hvd_container.core.errors import UserError
-
-TOOL = {"shifter": "shifterimg", "podman-hpc": "podman-hpc"}
 
 
 @dataclass(frozen=True)
@@ -49,10 +46,12 @@ def publish_to_site(
     site_lookup(site_name) reads the site profile, asked only when the flags leave something
     open; push(image, registry) defaults to containers.push.push_image (credentials from the
     environment or the Docker config, masked messages, no tag left behind on failure)."""
-    if runtime not in TOOL:
-        raise UserError(f"--to {runtime}: not a site image runtime (allowed: {', '.join(TOOL)})")
+    known = publishers()
+    if runtime not in known:
+        raise UserError(f"--to {runtime}: not a site image runtime (allowed: {', '.join(known)})")
+    publisher = known[runtime]
     step = on_step or (lambda _m: None)
-    local_tool = shutil.which(TOOL[runtime]) is not None
+    local_tool = shutil.which(publisher.tool) is not None
     need_site = site_name is not None or registry is None or (login_host is None and not local_tool)
     site = site_lookup(site_name) if need_site and site_lookup is not None else None
     registry = registry or (site.registry if site else None)
@@ -63,7 +62,7 @@ def publish_to_site(
         login_host = site.login_host if site else None
         if not login_host:
             raise UserError(
-                f"{TOOL[runtime]} is not on PATH and site {site.name if site else '?'!r} has no "
+                f"{publisher.tool} is not on PATH and site {site.name if site else '?'!r} has no "
                 f"login_host: run on the login node or give --login-host"
             )
     remote = _remote(image, registry)
@@ -72,15 +71,7 @@ def publish_to_site(
         _push_with_engine(image, registry, step)
     else:
         push(image, registry)
-    if runtime == "shifter":
-        image_id = pull_and_lookup(
-            remote, login_host=login_host, on_status=lambda s: step(f"gateway: {s}")
-        )
-        ref = shifter_image_ref(remote)
-        step(f"shifterimg lookup: {image_id}")
-        return ref
-
-    return pull_and_migrate(remote, login_host=login_host, on_step=step)
+    return publisher.fetch(remote, login_host, step)
 
 
 def _push_with_engine(image: str, registry: str, step: Callable[[str], None]) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from hvd_container.containers.convert.definition import debootstrap_note, write_definition
 from hvd_container.containers.convert.options import check_flags, check_recipe_arch
+from hvd_container.containers.convert.publisher import publishers
 from hvd_container.containers.convert.sif_apptainer import convert_with_apptainer
 from hvd_container.containers.convert.sif_native import convert_image_to_sif
 from hvd_container.containers.convert.site_images import SiteTarget, publish_to_site
@@ -23,8 +24,8 @@ from hvd_container.containers.transfer import OnTransfer
 
 from hvd_container.core.errors import UserError
 
-Target = Literal["sif", "shifter", "podman-hpc", "def"]
-TARGETS: tuple[Target, ...] = ("sif", "shifter", "podman-hpc", "def")
+# a SIF file, the site runtimes' own stores (containers/convert/publisher.py), a definition
+TARGETS: tuple[str, ...] = ("sif", *publishers(), "def")
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ConvertRequest:
     """What to convert, into what, and the flags of `convert` (None: not given)."""
 
     source: str  # a recipe (file or built-in name) or a Docker image
-    to: Target
+    to: str  # one of TARGETS
     output: Path | None = None
     engine: Literal["native", "apptainer"] | None = None
     compression: str | None = None

@@ -4,6 +4,7 @@
   code compares anything with a runtime's kind;
 - what is special about a controller lives in launcher/controllers/<name>.py: no other code
   compares anything with a controller's name;
+- what `convert` does for a site runtime lives in containers/convert/<runtime>.py;
 - a deferred import (inside a function) says in its comment what it saves, with a figure;
 - a launch's partition, account, QOS, constraint and time fall back to the site's in one place
   (launcher/scheduler_values.py): no other code reads the profile's defaults of them, so a check
@@ -85,6 +86,24 @@ def test_no_code_outside_controllers_branches_on_a_controller() -> None:
         for line, name in branches(path.read_text(), CONTROLLER_NAMES)
     ]
     assert found == [], "move it into launcher/controllers/<name>.py (a method of the controller)"
+
+
+def test_no_convert_code_outside_a_site_runtimes_module_branches_on_it() -> None:
+    """`convert --to shifter|podman-hpc`: what is special about each lives in its module
+    (containers/convert/shifter.py, podman_hpc.py, declared as PUBLISHER), not in the targets,
+    the flags, the CLI or the JSON records."""
+    from hvd_container.containers.convert.publisher import publishers
+
+    names = frozenset(publishers())
+    own = {f"hvd_container.containers.convert.{n.replace('-', '_')}" for n in names}
+    found = [
+        f"{module}:{line}: {name!r}"
+        for module, path in MODULES.items()
+        if module.startswith(("hvd_container.containers.convert", "hvd_container.cli"))
+        and module not in own
+        for line, name in branches(path.read_text(), names)
+    ]
+    assert found == [], "move it into containers/convert/<runtime>.py (its PUBLISHER)"
 
 
 PLANTED = """

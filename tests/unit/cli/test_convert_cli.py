@@ -108,7 +108,7 @@ def test_library_checks_arch_before_the_engine(tmp_path: Path) -> None:
         ),
         (
             ["--to", "def", "--site", "perlmutter"],
-            "--site: not used with --to def (only with --to shifter or --to podman-hpc)",
+            "--site: not used with --to def (only with --to podman-hpc or --to shifter)",
         ),
         (
             ["--to", "sif", "--compression", "lz4"],
