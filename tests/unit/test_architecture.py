@@ -329,13 +329,15 @@ UNTYPED_PRINT = "def f(site, n: int):\n    print(n)\n"
     [
         ("launcher/planted.py", {"ANN001", "ANN201", "T201"}),
         ("hvd_container/cli/commands/run.py", {"ANN001", "ANN201"}),
-        ("containers/planted.py", {"T201"}),
-        ("hvd_container/cli/app.py", set()),
+        ("containers/planted.py", {"ANN001", "ANN201", "T201"}),
+        ("recipes/planted.py", {"ANN001", "ANN201", "T201"}),
+        ("hvd_container/cli/app.py", {"ANN001", "ANN201"}),
         ("launcher/programs/planted.py", set()),
+        ("tests/unit/planted.py", set()),
     ],
 )
 def test_ruffs_rules_see_a_planted_function_where_they_apply(where: str, codes: set[str]) -> None:
-    """Type hints on the launch side and its commands (ANN), no print() in library code (T20):
+    """Type hints in every package (ANN), no print() in library code (T20):
     the tool's own rules, configured in pyproject.toml, read the file as if it were there."""
     done = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "json",
