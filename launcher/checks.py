@@ -36,7 +36,7 @@ from hvd_container.launcher.memory import (
     node_megabytes,
 )
 from hvd_container.launcher.scheduler_values import scheduler_values
-from hvd_container.launcher.sites import slurm_cluster_name
+from hvd_container.launcher.site_loader import slurm_cluster_name
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 from hvd_container.launcher.verdict import (
     Status,

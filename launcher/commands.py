@@ -22,7 +22,8 @@ from hvd_container.launcher.request import (
     request_from_options,
     restarting,
 )
-from hvd_container.launcher.sites import Site, record_expected_busbw
+from hvd_container.launcher.site_loader import record_expected_busbw
+from hvd_container.launcher.sites import Site
 from hvd_container.launcher.step_loop import run_restarting
 
 from hvd_container.core.atomic import write_text

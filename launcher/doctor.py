@@ -25,7 +25,8 @@ from hvd_container.launcher.plan import plan
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes import tool_folder
-from hvd_container.launcher.sites import Site, choose_site
+from hvd_container.launcher.site_loader import choose_site
+from hvd_container.launcher.sites import Site
 from hvd_container.launcher.verdict import Status
 
 from hvd_container import known_bad

@@ -56,7 +56,8 @@ from hvd_container.launcher.request import (
 )
 from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.scheduler_values import requested_values
-from hvd_container.launcher.sites import Site, site_ref
+from hvd_container.launcher.site_loader import site_ref
+from hvd_container.launcher.sites import Site
 from hvd_container.launcher.staging import staged_step
 
 from hvd_container.core.errors import UserError

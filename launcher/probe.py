@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 from hvd_container.launcher import runtimes
 from hvd_container.launcher.scheduler_values import scheduler_values
+from hvd_container.launcher.site_loader import validate_site_file
 from hvd_container.launcher.sites import (
     MPI_PLUGINS,
     PARTITION_WORDS,
@@ -33,7 +34,6 @@ from hvd_container.launcher.sites import (
     host_arch,
     valid_partition_name,
     valid_site_name,
-    validate_site_file,
 )
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 

@@ -25,7 +25,8 @@ from typing import Any, Literal, NamedTuple
 from hvd_container.launcher import controllers, guard, runtimes
 from hvd_container.launcher.hang import parse_duration
 from hvd_container.launcher.scheduler_values import scheduler_values
-from hvd_container.launcher.sites import MPI_PLUGINS, Site, select_site, valid_slurm_time
+from hvd_container.launcher.site_loader import select_site
+from hvd_container.launcher.sites import MPI_PLUGINS, Site, valid_slurm_time
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
 from hvd_container.core.errors import UserError

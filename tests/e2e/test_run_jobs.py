@@ -202,7 +202,7 @@ def test_salloc_mode_runs_interactively(
     from hvd_container.launcher import execute
     from hvd_container.launcher.report import Reporter
     from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import load_site
+    from hvd_container.launcher.site_loader import load_site
 
     request = LaunchRequest(
         script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1

@@ -26,7 +26,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "empty-slurm.conf").write_text("")
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "empty-slurm.conf"))
-    monkeypatch.setattr("hvd_container.launcher.sites.SLURM_CONF_PATHS", ())
+    monkeypatch.setattr("hvd_container.launcher.site_loader.SLURM_CONF_PATHS", ())
     yield tmp_path
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hvd_container.launcher import sites
+from hvd_container.launcher import site_loader, sites
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
@@ -56,10 +56,10 @@ def test_a_profile_cannot_set_what_decides_which_program_runs(
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(_profile(case)))
     if case["refused"] is None:
-        sites.read_site_file(path)
+        site_loader.read_site_file(path)
         return
     with pytest.raises(UserError) as err:
-        sites.read_site_file(path)
+        site_loader.read_site_file(path)
     message = str(err.value)
     assert len(message.splitlines()) == 1, message
     assert message.startswith(f"{path}:"), message
@@ -131,7 +131,7 @@ def _write(path: Path, text: str = PROFILE, mode: int = 0o644) -> Path:
 
 def _refused(path: Path | str, *words: str) -> None:
     with pytest.raises(UserError) as err:
-        sites.load_site(str(path))
+        site_loader.load_site(str(path))
     message = str(err.value)
     assert len(message.splitlines()) == 1, message
     for word in words:
@@ -213,7 +213,7 @@ def test_an_extends_of_a_profile_others_can_write_is_refused(private: Path) -> N
 def test_a_private_profile_under_the_sticky_tmp_folder_loads(private: Path) -> None:
     """/tmp lets everyone write but only an entry's owner rename it: as safe as a home folder."""
     assert stat.S_IMODE(os.stat("/tmp").st_mode) & stat.S_ISVTX
-    assert sites.load_site(str(_write(private / "mine.yaml"))).name == "mine"
+    assert site_loader.load_site(str(_write(private / "mine.yaml"))).name == "mine"
 
 
 def test_a_users_sites_folder_others_can_write_is_refused(
@@ -228,7 +228,7 @@ def test_a_users_sites_folder_others_can_write_is_refused(
     # a launch that only detects the site passes the profile over with a warning
     warnings: list[str] = []
     monkeypatch.setenv("SLURM_CLUSTER_NAME", "somewhere")
-    assert sites.detect_site("somewhere", warnings) is None
+    assert site_loader.detect_site("somewhere", warnings) is None
     assert warnings and "mine passed over" in warnings[0]
 
 
@@ -237,15 +237,15 @@ def test_a_config_file_others_can_write_is_refused(
 ) -> None:
     config = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.delenv(sites.SITE_ENV_VAR, raising=False)
+    monkeypatch.delenv(site_loader.SITE_ENV_VAR, raising=False)
     _write(config / "hvd-container" / "config.yaml", "site: local\n", mode=0o666)
     with pytest.raises(UserError, match="config.yaml: refused: the file is writable"):
-        sites.choose_site(None)
+        site_loader.choose_site(None)
 
 
 def test_builtin_profiles_are_trusted_as_shipped() -> None:
-    for name in sites.list_sites():
-        sites.load_site(name)
+    for name in site_loader.list_sites():
+        site_loader.load_site(name)
 
 
 # --- group C: values that reach Slurm's and the runtimes' own parsers -------------------------
@@ -495,7 +495,7 @@ def test_what_a_site_prints_cannot_break_the_probe_or_the_terminal(
         if argv[2] == "--timeout" and code == 0:
             profile = tmp_path / "probed.yaml"
             profile.write_text(out)
-            site = sites.read_site_file(profile)
+            site = site_loader.read_site_file(profile)
             for name, facts in site.scheduler.partitions.items():
                 assert sites.valid_partition_name(name), name
                 assert 0 <= facts.gpus_per_node <= sites.MAX_GPUS_PER_NODE
@@ -517,7 +517,7 @@ def _chain(folder: Path, depth: int, last: str, link: str) -> Path:
 def test_a_deep_extends_chain_of_site_profiles_is_one_line(tmp_path: Path, depth: int) -> None:
     first = _chain(tmp_path / "p", depth, "name: c0\nruntime: {kind: apptainer}\n", "")
     with pytest.raises(UserError, match=r"extends: a chain of more than 32 files") as err:
-        sites.read_site_file(first)
+        site_loader.read_site_file(first)
     assert len(str(err.value).splitlines()) == 1
 
 
@@ -533,7 +533,7 @@ def test_a_deep_extends_chain_of_recipes_is_one_line(tmp_path: Path, depth: int)
 
 def test_a_chain_of_32_files_still_loads(tmp_path: Path) -> None:
     first = _chain(tmp_path / "p", 32, "name: c0\nruntime: {kind: apptainer}\n", "")
-    assert sites.read_site_file(first).runtime.kind == "apptainer"
+    assert site_loader.read_site_file(first).runtime.kind == "apptainer"
 
 
 @pytest.mark.parametrize("command", [("sites", "list"), ("run", "--dry-run", "-n", "1",
@@ -543,7 +543,7 @@ def test_a_deep_chain_in_the_users_sites_folder_breaks_nothing_else(
 ) -> None:
     config = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.delenv(sites.SITE_ENV_VAR, raising=False)
+    monkeypatch.delenv(site_loader.SITE_ENV_VAR, raising=False)
     monkeypatch.setenv("SLURM_CLUSTER_NAME", "elsewhere")
     first = _chain(tmp_path / "chain", 1000, "name: deep\nruntime: {kind: apptainer}\n", "")
     _write(config / "hvd-container" / "sites" / "deep.yaml", f"extends: {first}\nname: deep\n")
@@ -639,7 +639,7 @@ def test_a_control_character_in_a_profile_text_is_refused_with_its_line(
     )
     path = _write(tmp_path / "home" / "mine.yaml", text + "\n")
     with pytest.raises(UserError) as err:
-        sites.read_site_file(path)
+        site_loader.read_site_file(path)
     message = str(err.value)
     assert f"{path}:3: {field}" in message and char not in message, message
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from _fake_slurm import FakeSlurm
-from hvd_container.launcher import guard, sites
+from hvd_container.launcher import guard, site_loader
 from hvd_container.launcher.request import LaunchOptions, request_from_options
 
 from hvd_container.cli.app import main
@@ -171,7 +171,7 @@ def _refused(tmp_path: Path, data: dict[str, Any]) -> str:
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(UserError) as err:
-        sites.read_site_file(path)
+        site_loader.read_site_file(path)
     message = str(err.value)
     assert len(message.splitlines()) == 1 and message.startswith(f"{path}:"), message
     return message
@@ -233,24 +233,24 @@ def test_a_trusted_profile_may_set_what_it_showed_and_a_change_untrusts_it(
     data["binds"] = ["/opt/site:/opt/site"]
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(UserError) as err:
-        sites.read_site_file(path)
+        site_loader.read_site_file(path)
     assert len(err.value.problems) == 2
     assert all(f"hvd-container sites trust {path})" in p for p in err.value.problems), err.value
     code, err = _cli("sites", "trust", "--show", str(path))
     assert code == 0 and err == ""
     with pytest.raises(UserError):
-        sites.read_site_file(path)  # --show trusts nothing
-    files, found = sites.trust_profile(path)
+        site_loader.read_site_file(path)  # --show trusts nothing
+    files, found = site_loader.trust_profile(path)
     assert files == [path] and len(found) == 2, found
     assert any("NCCL_NET_PLUGIN" in f for f in found) and any("/opt/site" in f for f in found)
-    site = sites.read_site_file(path)
+    site = site_loader.read_site_file(path)
     assert site.env == {"NCCL_NET_PLUGIN": "/opt/site/libnccl-net.so"}
-    store = sites.trust_store().path
+    store = site_loader.trust_store().path
     assert store.stat().st_mode & 0o777 == 0o600 and store.parent.stat().st_mode & 0o777 == 0o700
     path.write_text(path.read_text() + "# changed\n")
     with pytest.raises(UserError):  # the same settings, a changed file: untrusted again
-        sites.read_site_file(path)
-    assert sites.untrust_profile(path)
+        site_loader.read_site_file(path)
+    assert site_loader.untrust_profile(path)
 
 
 def test_trust_never_allows_what_the_tool_sets_itself(tmp_path: Path) -> None:
@@ -262,9 +262,9 @@ def test_trust_never_allows_what_the_tool_sets_itself(tmp_path: Path) -> None:
     ):
         path = tmp_path / "t.yaml"
         path.write_text(yaml.safe_dump(_profile("apptainer", at, value)))
-        sites.trust_store().add([path])
+        site_loader.trust_store().add([path])
         with pytest.raises(UserError, match=at.split(".")[-1]):
-            sites.read_site_file(path)
+            site_loader.read_site_file(path)
 
 
 def test_a_profile_that_extends_a_built_in_one_is_judged_by_its_own_settings(
@@ -272,7 +272,7 @@ def test_a_profile_that_extends_a_built_in_one_is_judged_by_its_own_settings(
 ) -> None:
     path = tmp_path / "mine.yaml"
     path.write_text("extends: perlmutter\nname: mine\nscheduler:\n  account: m1234_g\n")
-    site = sites.read_site_file(path)  # perlmutter's own NCCL_NET, FI_* and flags are allowed
+    site = site_loader.read_site_file(path)  # perlmutter's own NCCL_NET, FI_* and flags are allowed
     assert site.name == "mine" and site.runtime.kind == "shifter"
 
 
@@ -316,7 +316,7 @@ def _letters(command: str) -> dict[str, str]:
     }
 
 
-BUILT_IN = sorted(p.stem for p in sites.BUILTIN_DIR.glob("*.yaml"))
+BUILT_IN = sorted(p.stem for p in site_loader.BUILTIN_DIR.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -327,7 +327,7 @@ def test_every_written_line_is_read_by_srun_as_the_tool_meant(
     guard allows or the tool sets, never one that chooses a program, file or environment, and
     srun runs the runtime's program with the script after it."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    site = sites.load_site(name)
+    site = site_loader.load_site(name)
     image = (
         "x.sif" if site.runtime.kind in ("apptainer", "singularity", "charliecloud") else "u/i:t"
     )
@@ -603,5 +603,5 @@ def test_a_staged_launch_hands_the_script_its_arguments_as_given(
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_a_built_in_profile_sets_nothing_outside_the_allow_list(name: str) -> None:
     """So that a profile of the user's that extends it loads without being trusted."""
-    files, found = sites.outside_allow_list(sites.BUILTIN_DIR / f"{name}.yaml")
+    files, found = site_loader.outside_allow_list(site_loader.BUILTIN_DIR / f"{name}.yaml")
     assert (files, found) == ([], [])

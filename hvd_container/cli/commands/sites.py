@@ -11,8 +11,7 @@ from hvd_container.cli.completion import complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text, warn
 from hvd_container.core.errors import UserError
-from hvd_container.launcher.site_sources import source_lines, source_rows
-from hvd_container.launcher.sites import (
+from hvd_container.launcher.site_loader import (
     BUILTIN_DIR,
     choose_site,
     list_sites,
@@ -21,6 +20,7 @@ from hvd_container.launcher.sites import (
     untrust_profile,
     validate_site_file,
 )
+from hvd_container.launcher.site_sources import source_lines, source_rows
 
 sites_app = typer.Typer(
     name="sites",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from _launch_helpers import GOLDEN, check_golden, isolated, job_dir, plan_launch, write  # noqa: F401
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import list_sites, load_site
+from hvd_container.launcher.site_loader import list_sites, load_site
 
 from hvd_container.core.errors import UserError
 from hvd_container.facts import ImageFacts

@@ -20,7 +20,7 @@ import yaml
 from _launch_helpers import isolated, plan_launch  # noqa: F401
 from hvd_container.launcher import commands
 from hvd_container.launcher.request import LaunchOptions, LaunchRequest, request_from_options
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 from test_batch import CASES
 
 from hvd_container.cli.app import main

@@ -7,7 +7,7 @@ import pytest
 from hvd_container.containers.recipe_loader import read_recipe
 from hvd_container.launcher.checks import CUDA_12_RECIPE, runs_on
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.facts import (
     HOROVOD_CUDA_CC,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _launch_helpers import plan_launch
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 
 def results(site: str, **fields: object) -> dict[str, tuple[str, str]]:

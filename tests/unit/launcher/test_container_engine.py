@@ -17,7 +17,7 @@ from _launch_helpers import isolated, job_dir, plan_launch, write  # noqa: F401
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes.container_engine import edf_problems
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.core.errors import UserError
 

@@ -12,7 +12,7 @@ from _json_records import result
 from hvd_container.launcher.checks import registry
 from hvd_container.launcher.doctor import Report, diagnose, judge_smoke, parse_smoke
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.cli.app import main
 from hvd_container.facts import ImageFacts

@@ -19,7 +19,8 @@ from hvd_container.launcher.checks import Result, driver_at_least
 from hvd_container.launcher.image import read_facts
 from hvd_container.launcher.plan import plan as planned
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import Site, load_site
+from hvd_container.launcher.site_loader import load_site
+from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
 from hvd_container.facts import ImageFacts, facts_from_labels

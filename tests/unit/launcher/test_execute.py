@@ -396,7 +396,7 @@ def test_podman_hpc_gets_the_working_directory_and_a_user(
     batch job): the launch binds the working directory, starts there and names the user."""
     from hvd_container.launcher.plan import plan
     from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import load_site
+    from hvd_container.launcher.site_loader import load_site
 
     monkeypatch.delenv("USER", raising=False)
     request = LaunchRequest(script="train.py", image="reg/i:1", runtime="podman-hpc", nodes=2)

@@ -21,7 +21,7 @@ from hvd_container.launcher.hang import (
     watcher_files,
 )
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.core.errors import UserError
 
@@ -59,7 +59,7 @@ def test_a_planned_watch_keeps_the_exported_pythonpath(
 ) -> None:
     from _launch_helpers import plan_launch
     from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import load_site
+    from hvd_container.launcher.site_loader import load_site
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "mylib"))
     launch = plan_launch(

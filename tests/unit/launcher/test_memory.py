@@ -18,7 +18,8 @@ from hvd_container.launcher.request import (
     request_from_options,
     run_options,
 )
-from hvd_container.launcher.sites import BUILTIN_DIR, Site, load_site
+from hvd_container.launcher.site_loader import BUILTIN_DIR, load_site
+from hvd_container.launcher.sites import Site
 from hvd_container.launcher.slurm import slurm_megabytes
 
 from hvd_container.core.errors import UserError

@@ -23,7 +23,7 @@ from _launch_helpers import (  # noqa: F401
     write,
 )
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.core.errors import UserError
 from hvd_container.facts import ImageFacts

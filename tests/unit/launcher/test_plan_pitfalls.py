@@ -12,7 +12,7 @@ from _launch_helpers import isolated, job_dir, plan_launch, words, write  # noqa
 from hvd_container.containers.recipe_loader import read_recipe
 from hvd_container.launcher.controllers.lightning import scan_script
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.core.errors import UserError
 from hvd_container.facts import ImageFacts, facts_from_recipe

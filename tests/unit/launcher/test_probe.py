@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
 from hvd_container.launcher import probe
-from hvd_container.launcher.sites import load_site, validate_site_file
+from hvd_container.launcher.site_loader import load_site, validate_site_file
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from _launch_helpers import plan_launch, write
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.scheduler_values import requested_values, scheduler_values
-from hvd_container.launcher.sites import BUILTIN_DIR, load_site
+from hvd_container.launcher.site_loader import BUILTIN_DIR, load_site
 
 BUILT_IN = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
 NAMES = ("partition", "account", "qos", "constraint", "time")

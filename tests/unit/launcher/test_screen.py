@@ -23,7 +23,7 @@ from hvd_container.launcher.screen import (
     ring_rounds,
     screen,
 )
-from hvd_container.launcher.sites import load_site, record_expected_busbw
+from hvd_container.launcher.site_loader import load_site, record_expected_busbw
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from _launch_helpers import isolated, write  # noqa: F401
-from hvd_container.launcher.sites import (
+from hvd_container.launcher.site_loader import (
     choose_site,
-    host_arch,
     list_sites,
     load_site,
     select_site,
     slurm_cluster_name,
 )
+from hvd_container.launcher.sites import host_arch
 
 from hvd_container.core.errors import UserError
 
@@ -426,7 +426,7 @@ def test_a_misspelt_site_or_key_gets_the_nearest_name(tmp_path: Path) -> None:
         load_site("perlmuter")
     with pytest.raises(UserError, match=r"^unknown site 'nowhere' \(allowed: "):
         load_site("nowhere")  # nothing near: no guess
-    from hvd_container.launcher.sites import validate_site_file
+    from hvd_container.launcher.site_loader import validate_site_file
 
     bad = write(tmp_path / "s.yaml", MINIMAL + "scheduler:\n  partiton: debug\n")
     with pytest.raises(

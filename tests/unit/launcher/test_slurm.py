@@ -15,7 +15,7 @@ from hvd_container.launcher import jupyter, machine, runtimes
 from hvd_container.launcher.controllers import gloo
 from hvd_container.launcher.image import builtin_recipe_facts, read_facts
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 from hvd_container.launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
 
 from hvd_container.facts import facts_from_labels
@@ -540,7 +540,7 @@ def test_every_srun_line_ends_the_step_when_a_rank_dies(
 ) -> None:
     from hvd_container.launcher.plan import plan
     from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import load_site
+    from hvd_container.launcher.site_loader import load_site
 
     site = load_site("local")
     site = site.model_copy(

@@ -26,7 +26,7 @@ from hvd_container.launcher import jupyter, machine, slurm
 from hvd_container.launcher.report import Reporter
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.runtimes import charliecloud
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 from hvd_container.launcher.slurm import Job
 
 from hvd_container.cli.app import main

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _launch_helpers import check_golden, isolated, job_dir, plan_launch, write  # noqa: F401
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 from hvd_container.launcher.staging import STAGE
 
 from hvd_container.core.errors import UserError

@@ -12,8 +12,9 @@ from _launch_helpers import isolated  # noqa: F401
 from hvd_container.containers.recipe_loader import read_recipe
 from hvd_container.launcher.plan import plan
 from hvd_container.launcher.request import LaunchRequest
+from hvd_container.launcher.site_loader import load_site
 from hvd_container.launcher.site_sources import UNKNOWN_HOW, how_to_confirm, source_rows
-from hvd_container.launcher.sites import Partition, Site, Source, load_site
+from hvd_container.launcher.sites import Partition, Site, Source
 
 from hvd_container.facts import ImageFacts, facts_from_recipe
 

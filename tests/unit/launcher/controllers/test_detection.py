@@ -10,7 +10,7 @@ import pytest
 from _launch_helpers import plan_launch, write
 from hvd_container.launcher import controllers
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import load_site
+from hvd_container.launcher.site_loader import load_site
 
 from hvd_container.cli.app import main
 

@@ -15,7 +15,8 @@ from _launch_helpers import plan_launch, words
 from hvd_container.launcher.controllers import _torch, get
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.sites import Site, load_site
+from hvd_container.launcher.site_loader import load_site
+from hvd_container.launcher.sites import Site
 
 from hvd_container.core.errors import UserError
 
@@ -430,7 +431,7 @@ def test_torchruns_ranks_are_its_processes_not_its_tasks() -> None:
     said '-n 2 ... leaves 14 GPUs idle')."""
     from _launch_helpers import plan_launch
     from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import load_site
+    from hvd_container.launcher.site_loader import load_site
 
     for controller in ("torch", "torchrun"):
         request = LaunchRequest(
