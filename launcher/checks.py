@@ -562,7 +562,12 @@ def memory(launch: Launch) -> Verdict | None:
             return skip(
                 f"{key} says neither a default per CPU nor per GPU: Slurm's default applies"
             )
-        return passed(f"{where}'s default gives a node's ranks {given}M, {given // ranks}M each")
+        gives = f"{where}'s default gives a node's ranks {given}M, {given // ranks}M each"
+        if given < ranks * RANK_NEEDS_MB:  # and the node's share is no more (memory.py)
+            return warn(
+                f"{gives}, less than the {RANK_NEEDS_MB}M a training rank holds, and a node has no more to give ({key}.per_node {facts.per_node}): fewer ranks a node, or a partition with more memory"
+            )
+        return passed(gives)
     flag = choice.option.partition("=")[0]
     if facts is not None and not facts.requests:
         return refuse(

@@ -60,6 +60,8 @@ def memory_choice(
     share = node_share(site, memory, partition, layout.gpus_per_node, (cpus_per_task or 1) * ranks)
     if share is not None:
         megabytes, of_what = share
+        if megabytes <= given:  # asking for the share would lower what the default gives
+            return None
         return MemoryChoice(f"--mem={megabytes}M", f"{said}: the node's share {of_what}")
     return MemoryChoice(
         f"--mem={ranks * RANK_NEEDS_MB}M", f"{said}: that much a rank ({key}.per_node unknown)"

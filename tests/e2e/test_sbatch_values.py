@@ -120,22 +120,62 @@ def test_a_value_sbatch_cannot_read_back_is_one_line(tmp_path: Path, value: str)
     assert not script.exists()
 
 
-def test_passed_through_options_reach_slurm(
-    slurm_cluster: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """--sbatch-option lines are the real sbatch's: the memory and the mail type read back."""
-    script = tmp_path / "job.sh"
-    code, err = _batch(
-        tmp_path, "--sbatch-option=--mem=100M", "--sbatch-option=--mail-type=END,FAIL",
-        "-o", str(script), "true",
-    )  # fmt: skip
-    assert code == 0, err
+def _show_held(script: Path) -> str:
     job = _submit_held(script)
     try:
-        show = subprocess.run(["scontrol", "show", "job", job],
+        return subprocess.run(["scontrol", "show", "job", job],
                               capture_output=True, text=True, timeout=60).stdout  # fmt: skip
     finally:
         subprocess.run(["scancel", job], capture_output=True, timeout=60)
+
+
+def test_passed_through_options_and_the_memory_reach_slurm(
+    slurm_cluster: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """--sbatch-option lines are the real sbatch's (the mail type reads back); --mem is the
+    tool's own flag (through --sbatch-option it is refused in one line) and reads back too."""
+    script = tmp_path / "job.sh"
+    code, err = _batch(tmp_path, "--sbatch-option=--mem=100M", "-o", str(script), "true")
+    assert code == 2 and "--mem is set by the tool: use its --mem" in err, err
+    assert not script.exists()
+    code, err = _batch(
+        tmp_path, "--mem", "100M", "--sbatch-option=--mail-type=END,FAIL",
+        "-o", str(script), "true",
+    )  # fmt: skip
+    assert code == 0, err
+    show = _show_held(script)
     assert re.search(r"\bMinMemoryNode=100M\b", show), show
     assert re.search(r"\bMailType=END,FAIL\b", show), show
+
+
+def test_the_nodes_share_written_for_a_small_default_reaches_slurm(
+    slurm_cluster: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A site whose default memory would starve a training rank (ZIH's 300 MB a CPU, here
+    said of the local cluster by a profile of its own): the script asks for the node's share of
+    the CPUs asked for, says why under the line, and Slurm reads that request back."""
+    profile = tmp_path / "small-memory.yaml"
+    profile.write_text(
+        "extends: local\nname: small-memory\n"
+        "scheduler: {cpus_per_node: 4, memory: {default_per_cpu: 300M, per_node: 4000M}}\n"
+    )
+    profile.chmod(0o600)
+    script = tmp_path / "job.sh"
+    err = io.StringIO()
+    before = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(["batch", "--site", str(profile), "--runtime", "none", "-n", "2",
+                         "-N", "1", "--partition", "debug", "-o", str(script), "true"])  # fmt: skip
+    finally:
+        os.chdir(before)
+    assert code == 0, err.getvalue()
+    text = script.read_text()
+    assert (
+        "#SBATCH --mem=2000M\n# (site small-memory's default (scheduler.memory: 300M per CPU)"
+        in text
+    ), text
+    assert re.search(r"\bMinMemoryNode=2000M\b", _show_held(script))

@@ -211,3 +211,20 @@ def test_slurms_memory_options_are_the_tools_own() -> None:
     ):
         refused = guard.slurm_entry_refusal(f"--{name}=4G", "sbatch")
         assert refused is not None and re.search(f"is set by the tool: use its {use}", refused.why)
+
+
+def test_a_share_below_the_default_is_not_asked_for() -> None:
+    """A node whose share for the job's CPUs is less than the default gives: nothing written
+    (asking would lower it); the check warns that the ranks get too little, with the fix."""
+    site = load_site("zih-alpha")
+    memory = site.scheduler.memory.model_copy(update={"per_node": "8000M"})  # type: ignore[union-attr]
+    site = site.model_copy(
+        update={"scheduler": site.scheduler.model_copy(update={"memory": memory})}
+    )
+    result = plan(site, nodes=1, ntasks_per_node=8)  # default 8 x 5 x 300M = 12000M > 8000M
+    assert not [x for x in sbatch_lines(result) if x.startswith("#SBATCH --mem")]
+    check = memory_result(result)
+    assert check.status == "warn"
+    assert check.message.startswith(
+        "partition alpha's default gives a node's ranks 12000M, 1500M each, less than the 8192M"
+    )
