@@ -159,7 +159,8 @@ def test_the_nodes_share_written_for_a_small_default_reaches_slurm(
     profile = tmp_path / "small-memory.yaml"
     profile.write_text(
         "extends: local\nname: small-memory\n"
-        "scheduler: {cpus_per_node: 4, memory: {default_per_cpu: 300M, per_node: 4000M}}\n"
+        "scheduler: {cpus_per_node: 4,\n"
+        "  memory: {whole_node: false, default_per_cpu: 300M, per_node: 4000M}}\n"
     )
     profile.chmod(0o600)
     script = tmp_path / "job.sh"
