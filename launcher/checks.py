@@ -33,7 +33,9 @@ from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.memory import (
     RANK_NEEDS_MB,
     default_megabytes,
+    node_cpus,
     node_megabytes,
+    node_ranks,
 )
 from hvd_container.launcher.scheduler_values import scheduler_values
 from hvd_container.launcher.site_loader import slurm_cluster_name
@@ -96,9 +98,16 @@ def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
     unconfirmed source: then a warning, the fact and the fix in one line, and where its source
     and how to confirm it are said (`sites show SITE --sources`). A fact nobody could confirm
     never refuses a job."""
+    said = unconfirmed(launch, *keys)
+    return warn(message + said) if said else fail(message)
+
+
+def unconfirmed(launch: Launch, *keys: str) -> str:
+    """ " (unconfirmed: how to see the source)" where a fact of `keys` rests on an unconfirmed
+    source, else ""."""
     if launch.site.unconfirmed_source(*keys) is None:
-        return fail(message)
-    return warn(f"{message} (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)")
+        return ""
+    return f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
 
 
 def _partition_key(launch: Launch) -> str:
@@ -389,9 +398,7 @@ def _no_time_given(launch: Launch) -> Verdict | None:
         f"no --time: the job gets {where}'s default limit, {default}, and is ended then; pass "
         "-t/--time (or set scheduler.time in your own profile)"
     )
-    if launch.site.unconfirmed_source(key) is not None:
-        message += f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
-    return warn(message)
+    return warn(message + unconfirmed(launch, key))
 
 
 @check("partition-size", "the nodes and node-time fit the partition's", needs=("allocation",))
@@ -542,7 +549,7 @@ def memory(launch: Launch) -> Verdict | None:
     """The memory option written (given, or the tool's where the site's default is too small)
     against the site's facts: one the site refuses, more than a node has, too little a rank."""
     facts, key = launch.site.scheduler.memory_for(launch.partition)
-    choice, ranks = launch.memory, launch.layout.node_ranks or launch.layout.tasks_on_each_node or 1
+    choice, ranks = launch.memory, node_ranks(launch.layout)
     where = _where(launch)
     if choice is None:
         if launch.request.inside_allocation:
@@ -557,7 +564,9 @@ def memory(launch: Launch) -> Verdict | None:
             return passed(f"{where} gives memory with the GPUs (no --mem)")
         if facts.whole_node:
             return passed("the job gets all the memory of its nodes")
-        given = default_megabytes(facts, launch.gpus, (launch.cpus_per_task or 1) * ranks)
+        given = default_megabytes(
+            facts, launch.gpus, node_cpus(launch.layout, launch.cpus_per_task)
+        )
         if given is None:
             return skip(
                 f"{key} says neither a default per CPU nor per GPU: Slurm's default applies"
@@ -589,12 +598,7 @@ def memory(launch: Launch) -> Verdict | None:
             f"{choice.option} gives a node's ranks {asked // ranks}M each, less than the {RANK_NEEDS_MB}M a training rank holds (CUDA, NCCL, the data loader): it may be killed for memory"
         )
     if choice.why is not None:
-        unconfirmed = launch.site.unconfirmed_source(f"{key}.per_node", f"{key}.default_per_cpu")
-        said = (
-            f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
-            if unconfirmed
-            else ""
-        )
+        said = unconfirmed(launch, f"{key}.per_node", f"{key}.default_per_cpu")
         return passed(f"{choice.option} written: {choice.why}{said}")
     return passed(f"{choice.option} as given")
 

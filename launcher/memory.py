@@ -31,6 +31,16 @@ class MemoryChoice:
     why: str | None = None  # None: given on the command line
 
 
+def node_ranks(layout: Layout) -> int:
+    """The ranks on a node, as far as the layout tells (1 where it does not)."""
+    return layout.node_ranks or layout.tasks_on_each_node or 1
+
+
+def node_cpus(layout: Layout, cpus_per_task: int | None) -> int:
+    """The CPUs a node's ranks ask for (Slurm's one a task where -c is not written)."""
+    return (cpus_per_task or 1) * node_ranks(layout)
+
+
 def memory_choice(
     site: Site,
     request: LaunchRequest,
@@ -47,8 +57,8 @@ def memory_choice(
     memory, key = site.scheduler.memory_for(partition)
     if request.inside_allocation or memory is None or not memory.requests:
         return None
-    ranks = layout.node_ranks or layout.tasks_on_each_node or 1
-    given = default_megabytes(memory, layout.gpus_per_node, (cpus_per_task or 1) * ranks)
+    ranks, cpus = node_ranks(layout), node_cpus(layout, cpus_per_task)
+    given = default_megabytes(memory, layout.gpus_per_node, cpus)
     if given is None or given >= ranks * RANK_NEEDS_MB:
         return None
     plural = "s" if ranks > 1 else ""
@@ -57,7 +67,7 @@ def memory_choice(
         f"rank{plural} of a node {given}M, {given // ranks}M a rank, less than the "
         f"{RANK_NEEDS_MB}M a training rank needs"
     )
-    share = node_share(site, memory, partition, layout.gpus_per_node, (cpus_per_task or 1) * ranks)
+    share = node_share(site, memory, partition, layout.gpus_per_node, cpus)
     if share is not None:
         megabytes, of_what = share
         if megabytes <= given:  # asking for the share would lower what the default gives
