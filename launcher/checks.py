@@ -103,8 +103,8 @@ def refuse(launch: Launch, message: str, *keys: str) -> Verdict:
 
 
 def unconfirmed(launch: Launch, *keys: str) -> str:
-    """ " (unconfirmed: how to see the source)" where a fact of `keys` rests on an unconfirmed
-    source, else ""."""
+    """The words a message ends with where a fact of `keys` rests on an unconfirmed source
+    (where to see it and how to confirm it); nothing otherwise."""
     if launch.site.unconfirmed_source(*keys) is None:
         return ""
     return f" (unconfirmed: `hvd-container sites show {launch.site.name} --sources`)"
