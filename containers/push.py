@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hvd_container.containers.engine import EngineError, open_engine
-from hvd_container.containers.engine.docker_api import auth_header
+from hvd_container.containers.engine import EngineError, open_engine, registry_auth_header
 from hvd_container.containers.transfer import OnTransfer, Transfer
 
 from hvd_container.core.errors import StepFailed, UserError
@@ -113,7 +112,7 @@ def redact(text: str, auth: Mapping[str, str] | None) -> str:
 
     user, password = auth.get("username", ""), auth.get("password", "")
     secrets = [
-        auth_header(auth),  # X-Registry-Auth, as the engine is sent it
+        registry_auth_header(auth),  # X-Registry-Auth, as the engine is sent it
         base64.b64encode(f"{user}:{password}".encode()).decode(),  # HTTP Basic
         password,
         user,

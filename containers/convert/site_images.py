@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from hvd_container.containers import push as push_module
 from hvd_container.containers.convert.publisher import publishers
-from hvd_container.containers.engine.docker_api import engine_errors
+from hvd_container.containers.engine import engine_errors
 from hvd_container.containers.push import remote_ref
 
 from hvd_container.core.errors import UserError

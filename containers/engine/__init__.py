@@ -10,6 +10,9 @@ engine is made: a command opens one and hands it down. Errors come out engine-ne
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import os
 import shutil
 import socket
@@ -18,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from hvd_container.core.errors import UserError
+from hvd_container.core.errors import StepFailed, UserError
 
 EventKind = Literal["step", "log", "cached", "done"]
 
@@ -42,15 +45,54 @@ class EngineError(Exception):
 
 
 class EngineUnreachable(EngineError):
-    """The engine did not answer (stopped, or a call timed out)."""
+    """The engine did not answer (stopped, or a call timed out). said: the backend's own line
+    for the user (which engine, where, how to start it), where it has one."""
 
-    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+    def __init__(self, reason: str, *, timed_out: bool = False, said: str | None = None) -> None:
         super().__init__(reason)
         self.timed_out = timed_out
+        self.said = said
 
 
 class CommandNotFound(EngineError):
     """The command given to `run` does not exist in the image."""
+
+
+@contextlib.contextmanager
+def engine_errors() -> Iterator[None]:
+    """Engine errors that no step turned into its own message become one StepFailed line.
+
+    For calls outside the steps' own handling (image lookups, labelling, cleanup), e.g. an
+    engine that stops while a command runs: the user sees one line, never a traceback. Every
+    backend raises only the errors above (docker-py's and requests' are translated where they
+    are called), so this holds for all of them.
+    """
+    try:
+        yield
+    except EngineUnreachable as exc:
+        if exc.timed_out:
+            raise StepFailed(
+                f"the container engine did not answer in time: {_first_line(exc)}"
+            ) from None
+        raise StepFailed(
+            exc.said
+            or f"the container engine stopped answering: {_first_line(exc)} (start it again "
+            "and run the same command)"
+        ) from None
+    except EngineError as exc:
+        raise StepFailed(f"the container engine failed: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def registry_auth_header(auth: Mapping[str, str]) -> str:
+    """The X-Registry-Auth header an engine is sent with these credentials: the Docker Engine
+    API's encoding (base64url of the JSON object), which podman's compatible API reads too.
+    Known so that an engine's message that echoes it can be redacted."""
+    return base64.urlsafe_b64encode(json.dumps(dict(auth)).encode("ascii")).decode()
 
 
 class Engine(Protocol):

@@ -29,7 +29,6 @@ from hvd_container.containers.engine import (
 
 try:  # the build extra: a launch-only install has neither (every entry point says so)
     import docker
-    import docker.auth
     import docker.errors
     import docker.utils
     import requests
@@ -111,33 +110,6 @@ def _unreachable(exc: BaseException) -> str:
         "(start your system's Docker service, e.g. `systemctl start docker`; "
         f"{source_checkout_hint('docker.sh up')})"
     )
-
-
-@contextlib.contextmanager
-def engine_errors() -> Iterator[None]:
-    """Engine errors that no step turned into its own message become one StepFailed line.
-
-    For calls outside the steps' own handling (image lookups, labelling, cleanup), e.g. a daemon
-    that stops while a build runs: the user sees one line, never docker-py's traceback.
-    """
-    _require_sdk()
-
-    try:
-        yield
-    except requests.exceptions.ConnectionError as exc:
-        raise StepFailed(_unreachable(exc)) from None
-    except EngineUnreachable as exc:
-        if exc.timed_out:
-            raise StepFailed(
-                f"the Docker engine did not answer in time: {_api_message(exc)}"
-            ) from None
-        raise StepFailed(_unreachable(exc)) from None
-    except (
-        docker.errors.DockerException,
-        requests.exceptions.RequestException,
-        EngineError,
-    ) as exc:
-        raise StepFailed(f"the Docker engine failed: {_api_message(exc)}") from None
 
 
 def context_tar(files: Mapping[str, bytes]) -> bytes:
@@ -376,11 +348,6 @@ _NOT_FOUND = re.compile(
 )
 
 
-def auth_header(auth: Mapping[str, str]) -> str:
-    """The X-Registry-Auth header docker-py sends the engine for these credentials."""
-    return str(docker.auth.encode_header(dict(auth)).decode())
-
-
 def _explanation(exc: BaseException) -> str:
     return str(getattr(exc, "explanation", None) or exc)
 
@@ -397,7 +364,7 @@ def _neutral() -> Iterator[None]:
         raise EngineUnreachable(str(exc), timed_out=True) from None
     except requests.exceptions.RequestException as exc:
         timed_out = "timed out" in str(exc).lower()
-        raise EngineUnreachable(str(exc), timed_out=timed_out) from None
+        raise EngineUnreachable(str(exc), timed_out=timed_out, said=_unreachable(exc)) from None
     except docker.errors.DockerException as exc:
         raise EngineError(_explanation(exc)) from None
 

@@ -115,6 +115,24 @@ def test_only_the_engine_backend_imports_the_docker_client() -> None:
     assert found == []
 
 
+def test_only_the_engine_package_imports_its_backends() -> None:
+    """The CLI, push, convert and the launch side use the engine interface
+    (containers/engine/__init__.py): no module outside containers/engine names a backend's
+    module, so a backend is replaced in one folder."""
+    backends = (
+        "hvd_container.containers.engine.docker_api",
+        "hvd_container.containers.engine.podman",
+    )
+    found = [
+        f"{module}:{line} imports {name}"
+        for module, path in MODULES.items()
+        if not _under(module, "hvd_container.containers.engine")
+        for line, name in _imports(path, import_time_only=False)
+        if any(_under(name, backend) for backend in backends)
+    ]
+    assert found == []
+
+
 def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 

@@ -15,8 +15,7 @@ from hvd_container.cli.progress import JsonReporter, make_reporter, reported
 from hvd_container.cli.terminal import safe_text
 from hvd_container.containers import push as push_module
 from hvd_container.containers.build import BuildOptions, build_recipe
-from hvd_container.containers.engine import Engine, open_engine
-from hvd_container.containers.engine.docker_api import engine_errors
+from hvd_container.containers.engine import Engine, engine_errors, open_engine
 from hvd_container.containers.multi_arch import build_each, push_each
 from hvd_container.containers.push import auth_from_env, remote_ref
 from hvd_container.containers.recipe import LockedRecipe, MultiArch
