@@ -48,7 +48,10 @@ def _write(path: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_hostile_yaml_is_one_line_within_2_s(tmp_path: Path, name: str) -> None:
+def test_hostile_yaml_is_one_line_at_once(tmp_path: Path, name: str) -> None:
+    """The limits stop each case while it is read (a billion laughs unguarded runs for minutes
+    and gigabytes): one line, well within the bound, which leaves room for a loaded machine
+    (a process start and the CLI's imports are most of it)."""
     make, expected = CASES[name]
     recipe = make(tmp_path)
     started = time.monotonic()
@@ -60,7 +63,7 @@ def test_hostile_yaml_is_one_line_within_2_s(tmp_path: Path, name: str) -> None:
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert expected in done.stderr
-    assert elapsed < 2, f"{name}: {elapsed:.1f} s"
+    assert elapsed < 10, f"{name}: {elapsed:.1f} s"
 
 
 def test_the_site_loader_has_the_same_limits(tmp_path: Path) -> None:
