@@ -38,6 +38,7 @@ _SRUN_WORDS = [
 RUNTIME_FLAGS: list[tuple[str, list[str]]] = [
     *(("container-engine", [w]) for w in _SRUN_WORDS),
     *(("pyxis", [w]) for w in [*_SRUN_WORDS, "--container-save=/x.sqsh", "--container-name=t"]),
+    *(("sarus-suite", [w]) for w in [*_SRUN_WORDS, "--edf=/x.toml", "--edf", "/x.toml"]),
     *(
         (kind, words)
         for kind in ("apptainer", "singularity")
@@ -95,8 +96,8 @@ _BARE = ["--nodelist", "--mem", "--gres", "--exclude", "--reservation", "-w", "-
          "--distribution", "--cpu-bind", "--licenses", "--mail-user"]  # fmt: skip
 _UNLISTED = ["--multi-prog", "--jobid=1", "--nodefile=/x", "--bbf=/x", "--bb=x", "--pty",
              "--x11", "--send-libs", "--test-only", "--external-launcher", "--het-group=0",
-             "--no-allocate", "-Z"]  # fmt: skip
-_SBATCH_SPANK = ["--environment=/x.toml", "--container-image=evil/img",
+             "--no-allocate", "-Z", "--edf=/x.toml"]  # fmt: skip
+_SBATCH_SPANK = ["--environment=/x.toml", "--edf=/x.toml", "--container-image=evil/img",
                  "--container-mounts=/x:/usr/bin", "--container-workdir=/x", "--parsable",
                  "--wait", "--array=0-99", "--batch=x", "--bbf=/x", "--ignore-pbs"]  # fmt: skip
 BUNDLES: list[tuple[str, str]] = [

@@ -68,7 +68,7 @@ def test_sites_show_default_and_errors(capsys: pytest.CaptureFixture[str], tmp_p
     err = capsys.readouterr().err
     assert (
         err
-        == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter)\n"
+        == f"hvd-container: error: {bad}:2: runtime.kind: not allowed (got 'docker') (allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, sarus-suite, shifter)\n"
     )
 
 

@@ -109,7 +109,7 @@ INVALID = [
     ("runtime: {kind: none}\n", r"1: name: required key is missing"),
     (
         "name: mysite\nruntime:\n  kind: docker\n",
-        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter\)",
+        r"3: runtime.kind: not allowed \(got 'docker'\) \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, sarus-suite, shifter\)",
     ),
     (
         MINIMAL + "arch: x86_64\n",
@@ -346,7 +346,7 @@ def test_runtime_for_other_kinds() -> None:
     assert perlmutter.runtime_for("pyxis").kind == "pyxis"
     with pytest.raises(
         UserError,
-        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, shifter\)",
+        match=r"--runtime: unknown runtime 'docker' \(allowed: apptainer, singularity, charliecloud, container-engine, none, podman-hpc, pyxis, sarus-suite, shifter\)",
     ):
         perlmutter.runtime_for("docker")
 
