@@ -63,6 +63,20 @@ class BatchScript:
     until_done: UntilDone | None = None
     # why the tool wrote an #SBATCH option of its own choosing: option -> reason, a comment
     option_notes: dict[str, str] = field(default_factory=dict)
+    staged: StagedImage | None = None  # --stage: the copy the srun line names
+
+
+@dataclass(frozen=True)
+class StagedImage:
+    """--stage in a batch script: `command` copies the image to the nodes and prints the
+    copy's path, which the srun line names in place of `image` in its word `at`."""
+
+    command: list[str]
+    image: str
+    at: int
+
+
+STAGED = "hvd_staged"  # the variable that holds the staged copy's path
 
 
 # characters sbatch takes as they are in an #SBATCH word; any other makes the value quoted
@@ -130,8 +144,17 @@ def script_text(script: BatchScript) -> str:
         ]
     for path, text in script.files.items():
         lines += file_lines(path, text)
+    if script.staged is not None:
+        *helpers, copy = step_lines(script.staged.command)
+        lines += [
+            *helpers,
+            f"# --stage: sbcast copies {_one_line(script.staged.image)} into a folder of this job's own on every node;",
+            "# the srun line below runs that copy",
+            f"{STAGED}=$({copy}) || exit 1",
+            "",
+        ]
     if script.until_done is None:
-        lines += step_lines(script.step)
+        lines += step_lines(script.step, staged=script.staged)
     else:
         lines += segment_lines(script.step, script.until_done)
     return "\n".join(lines) + "\n"
@@ -264,14 +287,20 @@ _HOW = {
 }
 
 
-def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:
+def step_lines(
+    step: list[str], *, one_line: bool = True, staged: StagedImage | None = None
+) -> list[str]:
     """The srun line as a shell runs it, each of the tool's helper programs in it written
     once above it, as its file has it, and named by a variable there: the line stays short
     enough to read, and srun receives the same words. one_line: each other word on the line
-    too (a script's line breaks are its own)."""
+    too (a script's line breaks are its own). staged: the word that names the image names the
+    staged copy's variable instead."""
     helpers: dict[str, tuple[str, str]] = {}
     words = []
-    for word in step:
+    for at, word in enumerate(step):
+        if staged is not None and at == staged.at:
+            words.append(_staged_word(word, staged.image))
+            continue
         file = handed_program(word)
         if file is None:
             words.append(shell.quote(word, one_line=one_line))
@@ -281,6 +310,15 @@ def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:
         words.append(f'"${name}"')
     lines = [line for name, found in helpers.items() for line in _helper_lines(name, *found)]
     return [*lines, " ".join(words)]
+
+
+def _staged_word(word: str, image: str) -> str:
+    """The step's word that names the image (`IMAGE` or `--flag=IMAGE`), naming the copy."""
+    if word == image:
+        return f'"${STAGED}"'
+    if not word.endswith("=" + image):
+        raise UserError(f"--stage: the step's word {word!r} does not name the image {image!r}")
+    return shell.quote(word[: -len(image)], one_line=True) + f'"${STAGED}"'
 
 
 _END = "HVD_PROGRAM_END"

@@ -27,6 +27,7 @@ from hvd_container.launcher.batch import (
     ERROR_PATTERN,
     OUTPUT_PATTERN,
     BatchScript,
+    StagedImage,
     UntilDone,
     script_text,
     step_lines,
@@ -58,7 +59,7 @@ from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.scheduler_values import requested_values
 from hvd_container.launcher.site_loader import site_ref
 from hvd_container.launcher.sites import Site
-from hvd_container.launcher.staging import staged_step
+from hvd_container.launcher.staging import stage_command, stage_point, staged_step
 
 from hvd_container.core.errors import UserError
 
@@ -269,8 +270,13 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         [*head, *tasks, *step_gpus, *bind_none, *cpu_opts,
          *(mem_opts if request.inside_allocation else []), *container],
     )  # fmt: skip
+    staged: StagedImage | None = None
     if request.stage:
-        step = staged_step(launch, invocation.image, step)
+        # a batch script stages first and names the copy on its srun line; a step run from
+        # here (inside an allocation) is wrapped in the program that stages and runs it
+        image_word, at = stage_point(launch, invocation.image, step)
+        staged = StagedImage(stage_command(launch, image_word), image_word, at)
+        unstaged, step = step, staged_step(launch, invocation.image, step)
     notes = [f"controller {controller.name}: {controller.why}"] if controller.guessed else []
     if request.inside_allocation and request.sbatch_options:
         notes.append(
@@ -300,6 +306,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
         # their files, the step on the good nodes)
         step, files, env, folders = job_step(site, request, until), {}, {}, []
         done.update(files=files, env=env, folders=folders)
+        staged = None  # the tool stages in the job, as `run --stage` does inside an allocation
     if until is not None and until.how == "program":
         # Lightning runs `scontrol requeue` from rank 0, inside the container: where that fails
         # it trains on, and the job script ends the step and goes on itself
@@ -347,10 +354,11 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             ),
             modules=site.modules,
             env=env,
-            step=step,
+            step=unstaged if staged is not None else step,
             files=files,
             folders=folders,
             until_done=until,
+            staged=staged,
         )
     )
     if salloc:

@@ -20,6 +20,20 @@ def _names(word: str, image: str) -> bool:
 def staged_step(launch: Launch, image: str | None, step: list[str]) -> list[str]:
     """The step with the image staged first; a one-line error where there is no image file
     on the srun line to stage."""
+    named, at = stage_point(launch, image, step)
+    return [*stage_command(launch, named), str(at), *step]
+
+
+def stage_command(launch: Launch, named: str) -> list[str]:
+    """The words that copy the image to the nodes; alone, they print the copy's path (a batch
+    script names it on its srun line), followed by AT and the step they run the step."""
+    return ["sh", "-c", STAGE, "hvd-stage", launch.site.images.stage_dir, named]
+
+
+def stage_point(launch: Launch, image: str | None, step: list[str]) -> tuple[str, int]:
+    """The image as the step names it, and the index of the step's word that names it (for the
+    runtime: the script's own arguments are never rewritten); a one-line error where there is
+    no image file on the srun line to stage."""
     given, kind = launch.image, launch.runtime.kind
     if not given or not is_file_ref(given) or not launch.runtime.image_files:
         what = f"{given!r} is a registry reference, which" if given else "there is no image: "
@@ -45,4 +59,4 @@ def staged_step(launch: Launch, image: str | None, step: list[str]) -> list[str]
             "be used: leave --stage out (Charliecloud: a SquashFS image, .sqfs, runs where it "
             "lies and can be staged; or put images.cache_dir on node-local storage)"
         )
-    return ["sh", "-c", STAGE, "hvd-stage", launch.site.images.stage_dir, named, str(at), *step]
+    return named, at

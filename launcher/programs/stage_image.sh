@@ -3,11 +3,13 @@
 # sbcast (Slurm's own tree broadcast) before the step, and the step run with that copy in the
 # one word that names the image for the runtime (AT: its index in the step; a word of its own,
 # or after `=`): the script's own arguments are never rewritten. Run as
-# `sh -c TEXT hvd-stage DIR IMAGE AT srun ...` inside the allocation. The copy goes into a
+# `sh -c TEXT hvd-stage DIR IMAGE AT srun ...` inside the allocation; `sh -c TEXT hvd-stage DIR
+# IMAGE` (no AT, no step) prints the copy's path instead, for a batch script's srun line to
+# name it (`"$hvd_staged"`). The copy goes into a
 # folder of the job's own on each node, made 0700 under a name nobody can guess (the job's id
 # and 16 random hex digits): another user cannot make it first, link it elsewhere or rewrite
 # the copy after sbcast.
-dir=$1; image=$2; at=$3; shift 3;
+dir=$1; image=$2; at=; if [ $# -ge 3 ]; then at=$3; shift 3; fi;
 if [ -z "${SLURM_JOB_ID:-}" ]; then
     echo "hvd-container stage: no SLURM_JOB_ID: sbcast copies to the nodes of an allocation (run this inside salloc or a batch job)" >&2; exit 1;
 fi;
@@ -31,6 +33,7 @@ if ! sbcast --force "$image" "$copy"; then
     echo "hvd-container stage: sbcast $image $copy failed: is $dir writable on every node?" >&2; exit 1;
 fi;
 echo "hvd-container stage: $image copied to $copy on the job's nodes" >&2;
+if [ -z "$at" ]; then printf '%s\n' "$copy"; exit 0; fi;
 n=$#; i=0;
 while [ "$i" -lt "$n" ]; do
     word=$1; shift;

@@ -14,7 +14,7 @@ export USER=u
 
 # stage_image.sh, run by the srun line below
 IFS= read -r -d '' hvd_stage_image <<'HVD_PROGRAM_END' || :
-dir=$1; image=$2; at=$3; shift 3;
+dir=$1; image=$2; at=; if [ $# -ge 3 ]; then at=$3; shift 3; fi;
 if [ -z "${SLURM_JOB_ID:-}" ]; then
     echo "hvd-container stage: no SLURM_JOB_ID: sbcast copies to the nodes of an allocation (run this inside salloc or a batch job)" >&2; exit 1;
 fi;
@@ -38,6 +38,7 @@ if ! sbcast --force "$image" "$copy"; then
     echo "hvd-container stage: sbcast $image $copy failed: is $dir writable on every node?" >&2; exit 1;
 fi;
 echo "hvd-container stage: $image copied to $copy on the job's nodes" >&2;
+if [ -z "$at" ]; then printf '%s\n' "$copy"; exit 0; fi;
 n=$#; i=0;
 while [ "$i" -lt "$n" ]; do
     word=$1; shift;
@@ -52,4 +53,8 @@ done;
 exec "$@"
 HVD_PROGRAM_END
 
-sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs 11 srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job i.sqfs -- /opt/venv/bin/python train.py
+# --stage: sbcast copies i.sqfs into a folder of this job's own on every node;
+# the srun line below runs that copy
+hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1
+
+srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job "$hvd_staged" -- /opt/venv/bin/python train.py

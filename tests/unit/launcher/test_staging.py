@@ -60,6 +60,20 @@ def test_the_helper_copies_the_image_into_a_private_folder_and_rewrites_one_word
     assert len(list(local.glob("hvd-stage-42-*"))) == 2  # a name of its own each time
 
 
+def test_without_a_step_the_helper_prints_the_copys_path(
+    tmp_path: Path, fake_sbcast: dict[str, str]
+) -> None:
+    """A batch script's form: the copy made, its path the one line of output."""
+    image = write(tmp_path / "job" / "i.sqfs", "IMAGE")
+    local = tmp_path / "local"
+    local.mkdir()
+    done = stage({**fake_sbcast, "SLURM_JOB_ID": "7"}, str(local), str(image))
+    assert done.returncode == 0, done.stderr
+    (folder,) = local.glob("hvd-stage-7-*")
+    assert done.stdout == f"{folder / 'i.sqfs'}\n"
+    assert (folder / "i.sqfs").read_text() == "IMAGE"
+
+
 def test_the_helper_outside_an_allocation_says_so(fake_sbcast: dict[str, str]) -> None:
     env = {k: v for k, v in fake_sbcast.items() if k != "SLURM_JOB_ID"}
     done = stage(env, "/tmp", "x.sif", "0", "true")
@@ -80,11 +94,52 @@ def _plan(site: str, **fields: Any) -> Any:
 
 @pytest.mark.usefixtures("job_dir")
 def test_a_staged_launch_wraps_its_step_in_the_helper() -> None:
+    """Inside an allocation the step runs under the helper; a batch script stages first and
+    its srun line names the copy where the image was."""
     planned = _plan("local", image="i.sqfs", nodes=2, ntasks_per_node=1)
     assert planned.step[:6] == ["sh", "-c", STAGE, "hvd-stage", "/tmp", "i.sqfs"]
     at = int(planned.step[6])
     assert planned.step[7] == "srun" and planned.step[7 + at] == "i.sqfs"
     check_golden("local-stage.sh", planned.script)
+    *_, staging, _, srun = planned.script.rstrip("\n").splitlines()
+    assert staging == 'hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1'
+    assert ' "$hvd_staged" -- ' in srun and "i.sqfs" not in srun
+
+
+def test_the_batch_script_runs_the_staged_copy(
+    tmp_path: Path, monkeypatch: Any, fake_sbcast: dict[str, str]
+) -> None:
+    """bash runs the script with STAND-INs for srun and sbcast (and ch-run printing its words):
+    the step's image word is the copy's path, made before the step."""
+    job = tmp_path / "job"
+    write(job / "train.py", "")
+    (job / "i.sqfs").write_bytes(b"hsqs" + bytes(92))  # a SquashFS superblock's magic
+    monkeypatch.chdir(job)
+    stage_dir = tmp_path / "local"
+    stage_dir.mkdir()
+    site = write(
+        tmp_path / "s.yaml", f"extends: local\nname: s\nimages: {{stage_dir: {stage_dir}}}\n"
+    )
+    planned = plan_launch(
+        load_site(str(site)),
+        LaunchRequest(script="train.py", stage=True, image="i.sqfs", nodes=2, ntasks_per_node=1),
+    )
+    write(tmp_path / "bin" / "ch-run", '#!/bin/sh\nprintf "%s\\n" "$@"\n').chmod(0o755)
+    # srun on one node: its options (-N and -n with a value of their own) left out
+    steps = write(
+        tmp_path / "step-bin" / "srun",
+        '#!/bin/sh\nwhile :; do case $1 in -N|-n) shift 2;; -*) shift;; *) break;; esac; done\nexec "$@"\n',
+    )
+    steps.chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-c", planned.script], capture_output=True, text=True, cwd=job,
+        env={**fake_sbcast, "SLURM_JOB_ID": "9", "SLURM_JOB_NUM_NODES": "1",
+             "PATH": f"{steps.parent}:{fake_sbcast['PATH']}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (folder,) = stage_dir.glob("hvd-stage-9-*")
+    words = done.stdout.splitlines()
+    assert str(folder / "i.sqfs") in words and "i.sqfs" not in words
 
 
 @pytest.mark.parametrize(
