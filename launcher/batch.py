@@ -121,7 +121,9 @@ def _option_note(option: str) -> list[str]:
 
 
 def script_text(script: BatchScript) -> str:
-    """The script, every command one line (quoted so that no value can start another)."""
+    """The script, every command one line or one line continued (quoted so that no value can
+    start another). Where the job runs helper programs of the tool's, the job comes first, in
+    a function, and the programs and files it reads are written in one block at the end."""
     lines = ["#!/bin/bash"]
     for option in script.options:
         lines += [_sbatch_line(option), *_option_note(option)]
@@ -142,22 +144,42 @@ def script_text(script: BatchScript) -> str:
             f"(umask 077 && mkdir -p {shell.quote(folder, one_line=True)})",
             "",
         ]
-    for path, text in script.files.items():
-        lines += file_lines(path, text)
+    files = [line for path, text in script.files.items() for line in file_lines(path, text)]
+    helpers: dict[str, list[str]] = {}
+    job: list[str] = []
     if script.staged is not None:
-        *helpers, copy = step_lines(script.staged.command)
-        lines += [
-            *helpers,
+        found, copy = _words(script.staged.command, one_line=True, staged=None)
+        helpers.update(found)
+        job += [
             f"# --stage: sbcast copies {_one_line(script.staged.image)} into a folder of this job's own on every node;",
             "# the srun line below runs that copy",
-            f"{STAGED}=$({copy}) || exit 1",
+            f"{STAGED}=$({' '.join(copy)}) || exit 1",
             "",
         ]
-    if script.until_done is None:
-        lines += step_lines(script.step, staged=script.staged)
-    else:
-        lines += segment_lines(script.step, script.until_done)
-    return "\n".join(lines) + "\n"
+    found, command = command_lines(script.step, staged=script.staged)
+    helpers.update(found)
+    job += command if script.until_done is None else segment_lines(command, script.until_done)
+    if not helpers:
+        return "\n".join([*lines, *files, *job]) + "\n"
+    names = ", ".join(helpers)
+    return "\n".join([
+        *lines,
+        f"# the job; the helper programs it runs ({names})",
+        "# and the files it reads are written at the end of this script, before the job runs",
+        f"{JOB_FUNCTION}() {{",
+        *(f"    {line}" if line else "" for line in job),
+        "}",
+        "",
+        "# ---- written by hvd-container for the job above: its helper programs and files ----",
+        "",
+        *(line for lines_of in helpers.values() for line in lines_of),
+        *files,
+        JOB_FUNCTION,
+    ]) + "\n"  # fmt: skip
+
+
+JOB_FUNCTION = "hvd_run_job"  # the job's function, where its helpers follow it
+WIDTH = 96  # a command is continued on the next line beyond this
 
 
 def _one_line(text: str) -> str:
@@ -175,11 +197,11 @@ def until_done_options(until: UntilDone) -> list[str]:
     ]
 
 
-def segment_lines(step: list[str], until: UntilDone) -> list[str]:
-    """The step run in the background, so that the script's trap of Slurm's warning (USR1)
-    hands it to the step's ranks (srun passes it to every task); when the step then ends
-    non-zero, the job goes on in the next segment from the script's last checkpoint."""
-    *helpers, line = step_lines(step)
+def segment_lines(command: list[str], until: UntilDone) -> list[str]:
+    """The step (its command's lines) run in the background, so that the script's trap of
+    Slurm's warning (USR1) hands it to the step's ranks (srun passes it to every task); when
+    the step then ends non-zero, the job goes on in the next segment from the script's last
+    checkpoint."""
     limit = until.max_restarts
     given = checkpoint_time(until.grace)
     on_warning = (
@@ -201,8 +223,8 @@ def segment_lines(step: list[str], until: UntilDone) -> list[str]:
         f"hvd_segment=$(( ${{SLURM_RESTART_COUNT:-0}} + ${{{SEGMENT}:-0}} ))",
         "hvd_warned=",
         f"trap {shell.quote(on_warning)} USR1",
-        *helpers,
-        f"{line} &",
+        *command[:-1],
+        f"{command[-1]} &",
         "hvd_step=$!",
         "# a trap ends `wait` early: wait again while the step runs; warned, the step has",
         f"# {given} s to write its checkpoint and end{_OWN_REQUEUE.get(until.how, '')}, then this script ends it",
@@ -287,14 +309,39 @@ _HOW = {
 }
 
 
-def step_lines(
-    step: list[str], *, one_line: bool = True, staged: StagedImage | None = None
-) -> list[str]:
+def step_lines(step: list[str], *, one_line: bool = True) -> list[str]:
     """The srun line as a shell runs it, each of the tool's helper programs in it written
     once above it, as its file has it, and named by a variable there: the line stays short
     enough to read, and srun receives the same words. one_line: each other word on the line
-    too (a script's line breaks are its own). staged: the word that names the image names the
-    staged copy's variable instead."""
+    too (a script's line breaks are its own)."""
+    found, words = _words(step, one_line=one_line, staged=None)
+    return [*(line for lines in found.values() for line in lines), " ".join(words)]
+
+
+def command_lines(
+    step: list[str], *, staged: StagedImage | None = None
+) -> tuple[dict[str, list[str]], list[str]]:
+    """A batch script's command for `step`: the lines that set each helper program's variable
+    (by its name), and the command: one line, or where it runs helpers, a line for srun and
+    for each helper, continued at WIDTH characters where its words allow. staged: the word
+    that names the image names the staged copy instead."""
+    found, words = _words(step, one_line=True, staged=staged)
+    if not found:  # no helper: the one line the site's guide would show
+        return found, [" ".join(words)]
+    lines = [""]
+    for at, word in enumerate(words):
+        # a new line for srun and for each helper it runs, and where a line grows too long
+        starts = word == "srun" or (word == "sh" and words[at + 1 : at + 2] == ["-c"])
+        if lines[-1].strip() and (starts or len(lines[-1]) + 1 + len(word) > WIDTH):
+            lines[-1] += " \\"
+            lines.append("    ")
+        lines[-1] += word if not lines[-1].strip() else f" {word}"
+    return found, lines
+
+
+def _words(
+    step: list[str], *, one_line: bool, staged: StagedImage | None
+) -> tuple[dict[str, list[str]], list[str]]:
     helpers: dict[str, tuple[str, str]] = {}
     words = []
     for at, word in enumerate(step):
@@ -308,8 +355,7 @@ def step_lines(
         name = "hvd_" + re.sub(r"\W", "_", Path(file).stem)
         helpers[name] = (file, word)
         words.append(f'"${name}"')
-    lines = [line for name, found in helpers.items() for line in _helper_lines(name, *found)]
-    return [*lines, " ".join(words)]
+    return {name: _helper_lines(name, *found) for name, found in helpers.items()}, words
 
 
 def _staged_word(word: str, image: str) -> str:
@@ -334,7 +380,7 @@ def file_lines(path: str, text: str) -> list[str]:
     folder = shell.quote(str(Path(path).parent), one_line=True)
     target = shell.quote(path, one_line=True)
     return [
-        f"# {Path(path).name}, read by the srun line below",
+        f"# {Path(path).name}, read by the srun line",
         f"(umask 077 && mkdir -p {folder} && cat > {target}) <<'{_FILE_END}'",
         *body.split("\n"),
         _FILE_END,
@@ -347,9 +393,9 @@ def _helper_lines(name: str, file: str, text: str) -> list[str]:
     or a quoted word where a here-document could not give the text back byte for byte."""
     body = text.removesuffix("\n")
     if body.endswith("\n") or not text.endswith("\n") or _END in body.split("\n"):
-        return [f"# {file}, run by the srun line below", f"{name}={shell.quote(text)}", ""]
+        return [f"# {file}, run by the srun line", f"{name}={shell.quote(text)}", ""]
     return [
-        f"# {file}, run by the srun line below",
+        f"# {file}, run by the srun line",
         f"IFS= read -r -d '' {name} <<'{_END}' || :",
         *body.split("\n"),
         _END,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 
@@ -65,3 +66,18 @@ def sbatch_words(line: str) -> list[str]:
             raise ValueError(f"Unmatched {quote} in {line!r}")
         words.append("".join(word))
     return words
+
+
+def job_command(script: str) -> str:
+    """A batch script's command that runs the job, as one line: its continuations joined, read
+    from the function the job sits in where the tool's helper programs follow it."""
+    lines = re.sub(r" \\\n\s*", " ", script).rstrip("\n").split("\n")
+    if JOB_START in lines:
+        body = lines[lines.index(JOB_START) + 1 : lines.index("}", lines.index(JOB_START))]
+        return [
+            line.strip() for line in body if line.strip() and not line.lstrip().startswith("#")
+        ][-1]
+    return lines[-1]
+
+
+JOB_START = "hvd_run_job() {"  # launcher/batch.py's JOB_FUNCTION

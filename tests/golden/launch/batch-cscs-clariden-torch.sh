@@ -15,23 +15,20 @@
 
 export PMIX_MCA_psec='^munge'
 
-# edf-812458a445bd8f6c.toml, read by the srun line below
-(umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-812458a445bd8f6c.toml) <<'HVD_FILE_END'
-image = "registry.example.org#team/ddp:1"
-mounts = [
-    "/home/u/job:/home/u/job",
-]
-workdir = "/home/u/job"
+# the job; the helper programs it runs (hvd_torch_step_setup, hvd_torch_rendezvous)
+# and the files it reads are written at the end of this script, before the job runs
+hvd_run_job() {
+    sh -c "$hvd_torch_step_setup" hvd-torch '' \
+        srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=72 \
+        --environment=/home/u/job/.hvd-container/edf-812458a445bd8f6c.toml \
+        sh -c "$hvd_torch_rendezvous" hvd-torch '' \
+        'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' \
+        python train.py
+}
 
-[env]
-PMIX_MCA_psec = "^munge"
+# ---- written by hvd-container for the job above: its helper programs and files ----
 
-[annotations.com.hooks.aws_ofi_nccl]
-enabled = "true"
-variant = "cuda-dl"
-HVD_FILE_END
-
-# torch_step_setup.sh, run by the srun line below
+# torch_step_setup.sh, run by the srun line
 IFS= read -r -d '' hvd_torch_step_setup <<'HVD_PROGRAM_END' || :
 suffix=$1; shift;
 if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
@@ -66,7 +63,7 @@ fi;
 exec "$@"
 HVD_PROGRAM_END
 
-# torch_rendezvous.sh, run by the srun line below
+# torch_rendezvous.sh, run by the srun line
 IFS= read -r -d '' hvd_torch_rendezvous <<'HVD_PROGRAM_END' || :
 suffix=$1; own=$2; shift 2; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}; first=;
 [ -n "${MASTER_ADDR:-}" ] || { MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1); first=1; };
@@ -104,4 +101,20 @@ done;
 export MASTER_ADDR MASTER_PORT; eval "$own"; exec "$@"
 HVD_PROGRAM_END
 
-sh -c "$hvd_torch_step_setup" hvd-torch '' srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=72 --environment=/home/u/job/.hvd-container/edf-812458a445bd8f6c.toml sh -c "$hvd_torch_rendezvous" hvd-torch '' 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' python train.py
+# edf-812458a445bd8f6c.toml, read by the srun line
+(umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-812458a445bd8f6c.toml) <<'HVD_FILE_END'
+image = "registry.example.org#team/ddp:1"
+mounts = [
+    "/home/u/job:/home/u/job",
+]
+workdir = "/home/u/job"
+
+[env]
+PMIX_MCA_psec = "^munge"
+
+[annotations.com.hooks.aws_ofi_nccl]
+enabled = "true"
+variant = "cuda-dl"
+HVD_FILE_END
+
+hvd_run_job

@@ -15,7 +15,7 @@
 
 export PMIX_MCA_psec='^munge'
 
-# edf-62d33597145b69f6.toml, read by the srun line below
+# edf-62d33597145b69f6.toml, read by the srun line
 (umask 077 && mkdir -p /home/u/job/.hvd-container && cat > /home/u/job/.hvd-container/edf-62d33597145b69f6.toml) <<'HVD_FILE_END'
 image = "/capstor/scratch/u/hvd.sqsh"
 mounts = [

@@ -16,7 +16,19 @@
 export NCCL_SOCKET_IFNAME=ib0
 export GLOO_SOCKET_IFNAME=ib0
 
-# torch_step_setup.sh, run by the srun line below
+# the job; the helper programs it runs (hvd_torch_step_setup, hvd_torch_rendezvous)
+# and the files it reads are written at the end of this script, before the job runs
+hvd_run_job() {
+    sh -c "$hvd_torch_step_setup" hvd-torch i \
+        srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=12 \
+        sh -c "$hvd_torch_rendezvous" hvd-torch i \
+        'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' \
+        apptainer exec --nv ddp.sif python train.py
+}
+
+# ---- written by hvd-container for the job above: its helper programs and files ----
+
+# torch_step_setup.sh, run by the srun line
 IFS= read -r -d '' hvd_torch_step_setup <<'HVD_PROGRAM_END' || :
 suffix=$1; shift;
 if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
@@ -51,7 +63,7 @@ fi;
 exec "$@"
 HVD_PROGRAM_END
 
-# torch_rendezvous.sh, run by the srun line below
+# torch_rendezvous.sh, run by the srun line
 IFS= read -r -d '' hvd_torch_rendezvous <<'HVD_PROGRAM_END' || :
 suffix=$1; own=$2; shift 2; nodes=${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}; first=;
 [ -n "${MASTER_ADDR:-}" ] || { MASTER_ADDR=$(scontrol show hostnames "$nodes" 2>/dev/null | head -n 1); first=1; };
@@ -89,4 +101,4 @@ done;
 export MASTER_ADDR MASTER_PORT; eval "$own"; exec "$@"
 HVD_PROGRAM_END
 
-sh -c "$hvd_torch_step_setup" hvd-torch i srun --mpi=none --kill-on-bad-exit=1 -N 2 -n 8 --cpus-per-task=12 sh -c "$hvd_torch_rendezvous" hvd-torch i 'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_STEP_NUM_TASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="$here" GROUP_RANK="$SLURM_NODEID"' apptainer exec --nv ddp.sif python train.py
+hvd_run_job

@@ -12,7 +12,19 @@ export PMIX_MCA_gds=hash
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export USER=u
 
-# stage_image.sh, run by the srun line below
+# the job; the helper programs it runs (hvd_stage_image)
+# and the files it reads are written at the end of this script, before the job runs
+hvd_run_job() {
+    # --stage: sbcast copies i.sqfs into a folder of this job's own on every node;
+    # the srun line below runs that copy
+    hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1
+
+    srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job "$hvd_staged" -- /opt/venv/bin/python train.py
+}
+
+# ---- written by hvd-container for the job above: its helper programs and files ----
+
+# stage_image.sh, run by the srun line
 IFS= read -r -d '' hvd_stage_image <<'HVD_PROGRAM_END' || :
 dir=$1; image=$2; at=; if [ $# -ge 3 ]; then at=$3; shift 3; fi;
 if [ -z "${SLURM_JOB_ID:-}" ]; then
@@ -53,8 +65,4 @@ done;
 exec "$@"
 HVD_PROGRAM_END
 
-# --stage: sbcast copies i.sqfs into a folder of this job's own on every node;
-# the srun line below runs that copy
-hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1
-
-srun --mpi=pmix --kill-on-bad-exit=1 -N 2 --ntasks-per-node=1 ch-run -b /home/u/job:/home/u/job -c /home/u/job "$hvd_staged" -- /opt/venv/bin/python train.py
+hvd_run_job

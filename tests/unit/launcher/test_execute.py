@@ -12,7 +12,7 @@ import pytest
 from _fake_slurm import FakeSlurm
 from _fakes import write_sif
 from _launch_helpers import isolated, words, write  # noqa: F401
-from _shell import bash_words, snippet_words
+from _shell import bash_words, job_command, snippet_words
 from hvd_container.launcher import execute, machine
 from hvd_container.launcher.plan import SCRIPT_END
 from hvd_container.launcher.report import Reporter
@@ -212,7 +212,7 @@ def test_batch_script_runs_the_gloo_wrapper_with_mpi_none(
     # the audit's example: /tmp as a directory image
     code, script, err = cli(capsys, "batch", *GLOO_ARGS, "--image", "/tmp", "x.py")
     assert code == 0, err
-    srun = bash_words(script.split("\nsrun ", 1)[1])
+    srun = bash_words(job_command(script).split("srun ", 1)[1])
     assert srun[0] == "--mpi=none"
     assert "/bin/sh" in srun and "RendezvousServer" in script
     assert srun[-2:] == ["/opt/venv/bin/python", "x.py"]

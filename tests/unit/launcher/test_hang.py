@@ -236,7 +236,7 @@ def test_a_watched_launch_loads_the_watcher_and_its_script_writes_it(here: Path)
     assert not folder.exists()  # a dry run makes nothing
     # the batch script writes the watcher before its step: its lines, run, give the same bytes
     lines = planned.script.splitlines()
-    start = lines.index("# sitecustomize.py, read by the srun line below")
+    start = lines.index("# sitecustomize.py, read by the srun line")
     end = lines.index("HVD_FILE_END", start)
     done = subprocess.run(["bash", "-c", "\n".join(lines[start : end + 1]) + "\n"])
     assert done.returncode == 0

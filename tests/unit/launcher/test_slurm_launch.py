@@ -20,6 +20,7 @@ import pytest
 from _fake_slurm import FakeSlurm
 from _json_records import result
 from _launch_helpers import isolated, write  # noqa: F401
+from _shell import job_command
 from hvd_container.containers.sif import format as fmt
 from hvd_container.containers.sif.layout import DataObject, sif_prefix
 from hvd_container.launcher import jupyter, machine, slurm
@@ -498,7 +499,7 @@ def test_jupyter_dry_run_prints_the_job_and_submits_nothing(
     code, out, err = cli(capsys, "jupyter", "--site", "local", "--image", str(image), "--dry-run")
     assert code == 0, err
     assert out.startswith("#!/bin/bash\n#SBATCH --job-name=jupyter\n")
-    step = out.rstrip().splitlines()[-1]
+    step = job_command(out)
     assert step.startswith(
         "srun --mpi=none --kill-on-bad-exit=1 --job-name=jupyter -N 1 --ntasks-per-node=1 "
     )

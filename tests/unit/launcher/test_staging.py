@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _launch_helpers import check_golden, isolated, job_dir, plan_launch, write  # noqa: F401
+from _shell import job_command
 from hvd_container.launcher.request import LaunchRequest
 from hvd_container.launcher.site_loader import load_site
 from hvd_container.launcher.staging import STAGE
@@ -101,8 +102,9 @@ def test_a_staged_launch_wraps_its_step_in_the_helper() -> None:
     at = int(planned.step[6])
     assert planned.step[7] == "srun" and planned.step[7 + at] == "i.sqfs"
     check_golden("local-stage.sh", planned.script)
-    *_, staging, _, srun = planned.script.rstrip("\n").splitlines()
-    assert staging == 'hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1'
+    lines = [line.strip() for line in planned.script.splitlines()]
+    assert 'hvd_staged=$(sh -c "$hvd_stage_image" hvd-stage /tmp i.sqfs) || exit 1' in lines
+    srun = job_command(planned.script)
     assert ' "$hvd_staged" -- ' in srun and "i.sqfs" not in srun
 
 
