@@ -126,6 +126,26 @@ def edf_path(text: str, folder: Path) -> Path:
     return folder / f"edf-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
 
 
+def edf_file(text: str, purpose: str, *, dry_run: bool) -> Path:
+    """The EDF's path in the working directory's .hvd-container, written there (owner-only:
+    it may hold -e values, as batch scripts do) unless this is a dry run, which makes nothing."""
+    if dry_run:  # the same path, nothing made
+        return edf_path(text, Path(runtimes.working_directory()) / TOOL_FOLDER)
+    path = edf_path(text, tool_folder(purpose))
+    try:
+        write_text(path, text, mode=0o600)
+    except OSError as exc:
+        raise UserError(f"EDF {path}: cannot write: {exc.strerror or exc}") from None
+    return path
+
+
+def edf_mounts(launch: Launch, where: Prepared) -> list[str]:
+    """The mounts of a launch's EDF: its binds, then what the runtime binds to run it (the
+    working directory), each SRC:DST."""
+    binds = [str(b) for b in launch.binds]
+    return [*binds, *(b for one in where.binds for b in split_binds(one))]
+
+
 # --------------------------------------------------------------------- the runtime
 
 
@@ -173,9 +193,8 @@ class ContainerEngine(Runtime):
         """The launch's EDF text, and what the launch needs beside it (the working directory
         mounted and made the container's, the script's path inside)."""
         where = bind_working_directory(launch)
-        binds = [str(b) for b in launch.binds]
-        mounts = [*binds, *(b for one in where.binds for b in split_binds(one))]
         image = self.image_ref(launch.image or "")
+        mounts = edf_mounts(launch, where)
         data = edf_data(image, mounts, where.workdir, dict(launch.env), self.profile.aws_ofi_nccl)
         problems = edf_problems(data)
         if problems:  # the tool's own composition: a bug, said plainly
@@ -186,14 +205,7 @@ class ContainerEngine(Runtime):
 
     def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
         text, where = self.compose_edf(launch)
-        if dry_run:  # the same path, nothing made
-            path = edf_path(text, Path(runtimes.working_directory()) / TOOL_FOLDER)
-        else:
-            path = edf_path(text, tool_folder("the Container Engine's EDF files"))
-            try:  # it may hold -e values: the owner's only, as batch scripts are
-                write_text(path, text, mode=0o600)
-            except OSError as exc:
-                raise UserError(f"EDF {path}: cannot write: {exc.strerror or exc}") from None
+        path = edf_file(text, "the Container Engine's EDF files", dry_run=dry_run)
         return Prepared(
             launch.image,
             flags=[f"--environment={path}"],

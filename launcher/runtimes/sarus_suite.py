@@ -18,17 +18,12 @@ cscs-docs clusters/santis.md (the Sarus Suite beta among Alps's runtimes, 2026-0
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from hvd_container.launcher import runtimes
-from hvd_container.launcher.binds import split_binds
 from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
-    TOOL_FOLDER,
     Invocation,
     Prepared,
     Runtime,
@@ -36,13 +31,11 @@ from hvd_container.launcher.runtimes import (
     Wrapped,
     bind_working_directory,
     is_file_ref,
-    tool_folder,
 )
-from hvd_container.launcher.runtimes.container_engine import edf_path, literal
+from hvd_container.launcher.runtimes.container_engine import edf_file, edf_mounts, literal
 from hvd_container.launcher.verdict import Verdict, fail, not_applicable, passed, skip
 from pydantic import Field
 
-from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import strip_docker_scheme
 
@@ -177,8 +170,7 @@ class SarusSuite(Runtime):
         """The launch's EDF text, and what the launch needs beside it (the working directory
         mounted and made the container's, the script's path inside)."""
         where = bind_working_directory(launch)
-        binds = [str(b) for b in launch.binds]
-        mounts = [*binds, *(b for one in where.binds for b in split_binds(one))]
+        mounts = edf_mounts(launch, where)
         devices = [GPU_DEVICE] if self.profile.gpu else []
         image = self.image_ref(launch.image or "")
         data = edf_data(image, mounts, where.workdir, dict(launch.env), devices, self.profile)
@@ -191,17 +183,10 @@ class SarusSuite(Runtime):
 
     def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
         text, where = self.compose_edf(launch)
-        if dry_run:  # the same path, nothing made
-            path = edf_path(text, Path(runtimes.working_directory()) / TOOL_FOLDER)
-        else:
-            path = edf_path(text, tool_folder("Sarus Suite's EDF files"))
-            try:  # it may hold -e values: the owner's only, as batch scripts are
-                write_text(path, text, mode=0o600)
-            except OSError as exc:
-                raise UserError(f"EDF {path}: cannot write: {exc.strerror or exc}") from None
+        path = edf_file(text, "Sarus Suite's EDF files", dry_run=dry_run)
         return Prepared(
             launch.image,
-            flags=[f"--edf={os.fspath(path)}"],
+            flags=[f"--edf={path}"],
             workdir=where.workdir,
             script=where.script,
             files={str(path): text},
