@@ -15,32 +15,19 @@ of a value is written `$$` (a path or a variable's value never reads the host's 
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
-from hvd_container.launcher import runtimes
-from hvd_container.launcher.binds import split_binds
 from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
-    TOOL_FOLDER,
-    Invocation,
-    Prepared,
-    Runtime,
     RuntimeProfile,
-    Wrapped,
-    bind_working_directory,
     is_file_ref,
-    tool_folder,
 )
+from hvd_container.launcher.runtimes._edf import EdfRuntime, literal
 from hvd_container.launcher.verdict import Verdict, fail, not_applicable, passed, skip
 from pydantic import Field
 
-from hvd_container.core.atomic import write_text
-from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import enroot_image_ref
 
 # The AWS OFI NCCL hook's variants for NVIDIA GPUs (resource-hook.md): cuda-dl is linked to
@@ -74,11 +61,6 @@ EDF_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 
-def literal(value: str) -> str:
-    """value as the CE reads it back unchanged: it expands ${VAR} everywhere, $$ is a `$`."""
-    return value.replace("$", "$$")
-
-
 def edf_data(
     image: str, mounts: list[str], workdir: str | None, env: dict[str, str], nccl_hook: str
 ) -> dict[str, Any]:
@@ -94,10 +76,6 @@ def edf_data(
         hook = {"enabled": "true", "variant": nccl_hook}
         data["annotations"] = {"com": {"hooks": {"aws_ofi_nccl": hook}}}
     return data
-
-
-def edf_text(data: dict[str, Any]) -> str:
-    return tomli_w.dumps(data)
 
 
 def edf_problems(data: dict[str, Any]) -> list[str]:
@@ -121,41 +99,18 @@ def edf_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def edf_path(text: str, folder: Path) -> Path:
-    """Where a launch's EDF lies: named by its content, so the same launch names the same file."""
-    return folder / f"edf-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
-
-
-def edf_file(text: str, purpose: str, *, dry_run: bool) -> Path:
-    """The EDF's path in the working directory's .hvd-container, written there (owner-only:
-    it may hold -e values, as batch scripts do) unless this is a dry run, which makes nothing."""
-    if dry_run:  # the same path, nothing made
-        return edf_path(text, Path(runtimes.working_directory()) / TOOL_FOLDER)
-    path = edf_path(text, tool_folder(purpose))
-    try:
-        write_text(path, text, mode=0o600)
-    except OSError as exc:
-        raise UserError(f"EDF {path}: cannot write: {exc.strerror or exc}") from None
-    return path
-
-
-def edf_mounts(launch: Launch, where: Prepared) -> list[str]:
-    """The mounts of a launch's EDF: its binds, then what the runtime binds to run it (the
-    working directory), each SRC:DST."""
-    binds = [str(b) for b in launch.binds]
-    return [*binds, *(b for one in where.binds for b in split_binds(one))]
-
-
 # --------------------------------------------------------------------- the runtime
 
 
-class ContainerEngine(Runtime):
+class ContainerEngine(EdfRuntime):
     kinds = ("container-engine",)
     srun_option = "--environment"  # a Slurm plugin of CSCS's (SPANK), like Pyxis
     probe_rank = 4  # where both are offered (Alps), the CE is CSCS's way
     profile_model = ContainerEngineProfile
     profile: ContainerEngineProfile
     image_files = True
+    title = "the Container Engine"
+    hook_fix = "cuda-dl"
 
     def image_ref(self, ref: str) -> str:
         if is_file_ref(ref):
@@ -175,49 +130,16 @@ class ContainerEngine(Runtime):
     def gpu_gap(self, launch: Launch) -> str | None:
         return None  # the container gets the GPUs Slurm allocates
 
-    def brings_nccl_plugin(self, launch: Launch) -> str | None:
-        hook = self.profile.aws_ofi_nccl
-        on = hook and hook != "none"
-        return f"the Container Engine's AWS OFI NCCL hook ({hook})" if on else None
+    def nccl_hook(self) -> str:
+        return self.profile.aws_ofi_nccl
 
-    def missing_nccl_plugin(self, launch: Launch) -> str | None:
-        if self.profile.aws_ofi_nccl == "none":
-            return (
-                f"NCCL_NET={launch.env.get('NCCL_NET')!r} is forced but the EDF switches no AWS "
-                "OFI NCCL hook on (aws_ofi_nccl: none in the container-engine runtime of site "
-                f"{launch.site.name}'s profile): set aws_ofi_nccl: cuda-dl there"
-            )
-        return None
+    def edf(
+        self, launch: Launch, image: str, mounts: list[str], workdir: str | None
+    ) -> dict[str, Any]:
+        return edf_data(image, mounts, workdir, dict(launch.env), self.profile.aws_ofi_nccl)
 
-    def compose_edf(self, launch: Launch) -> tuple[str, Prepared]:
-        """The launch's EDF text, and what the launch needs beside it (the working directory
-        mounted and made the container's, the script's path inside)."""
-        where = bind_working_directory(launch)
-        image = self.image_ref(launch.image or "")
-        mounts = edf_mounts(launch, where)
-        data = edf_data(image, mounts, where.workdir, dict(launch.env), self.profile.aws_ofi_nccl)
-        problems = edf_problems(data)
-        if problems:  # the tool's own composition: a bug, said plainly
-            raise UserError(
-                f"the EDF hvd-container composed is not one the CE takes: {problems[0]}"
-            )
-        return edf_text(data), where
-
-    def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
-        text, where = self.compose_edf(launch)
-        path = edf_file(text, "the Container Engine's EDF files", dry_run=dry_run)
-        return Prepared(
-            launch.image,
-            flags=[f"--environment={path}"],
-            workdir=where.workdir,
-            script=where.script,
-            files={str(path): text},
-            notes=where.notes,
-        )
-
-    def wrap(self, inv: Invocation) -> Wrapped:
-        # the image, mounts, working directory and variables are the EDF's (prepare)
-        return Wrapped([*inv.flags, *self.profile.flags], list(inv.program))
+    def edf_problems(self, data: dict[str, Any]) -> list[str]:
+        return edf_problems(data)
 
 
 @check("ce-nccl-hook", "the EDF's NCCL hook suits the image's CUDA", needs=("facts",))

@@ -20,19 +20,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import tomli_w
 from hvd_container.launcher.check_declarations import check
 from hvd_container.launcher.launch import Launch
 from hvd_container.launcher.runtimes import (
-    Invocation,
-    Prepared,
-    Runtime,
     RuntimeProfile,
-    Wrapped,
-    bind_working_directory,
     is_file_ref,
 )
-from hvd_container.launcher.runtimes.container_engine import edf_file, edf_mounts, literal
+from hvd_container.launcher.runtimes._edf import EdfRuntime, literal
 from hvd_container.launcher.verdict import Verdict, fail, not_applicable, passed, skip
 from pydantic import Field
 
@@ -126,12 +120,14 @@ def registry_ref(ref: str) -> str:
     return f"docker.io/{ref}" if sep else f"docker.io/library/{ref}"
 
 
-class SarusSuite(Runtime):
+class SarusSuite(EdfRuntime):
     kinds = ("sarus-suite",)
     srun_option = "--edf"  # Skybox's SPANK option, listed by `srun --help`
     probe_rank = 5  # where the Container Engine is offered too (Alps), it is CSCS's default
     profile_model = SarusSuiteProfile
     profile: SarusSuiteProfile
+    title = "Sarus Suite"
+    hook_fix = "cuda12 or cuda13"
 
     def unusable_image(self, ref: str) -> str | None:
         if is_file_ref(ref):
@@ -153,49 +149,17 @@ class SarusSuite(Runtime):
             return None  # the EDF names the GPUs' CDI device
         return super().gpu_gap(launch)
 
-    def brings_nccl_plugin(self, launch: Launch) -> str | None:
-        hook = self.profile.aws_ofi_nccl
-        return None if hook == "none" else f"Sarus Suite's AWS OFI NCCL hook ({hook})"
+    def nccl_hook(self) -> str:
+        return self.profile.aws_ofi_nccl
 
-    def missing_nccl_plugin(self, launch: Launch) -> str | None:
-        if self.profile.aws_ofi_nccl == "none":
-            return (
-                f"NCCL_NET={launch.env.get('NCCL_NET')!r} is forced but the EDF switches no AWS "
-                "OFI NCCL hook on (aws_ofi_nccl: none in the sarus-suite runtime of site "
-                f"{launch.site.name}'s profile): set aws_ofi_nccl: cuda12 or cuda13 there"
-            )
-        return None
-
-    def compose_edf(self, launch: Launch) -> tuple[str, Prepared]:
-        """The launch's EDF text, and what the launch needs beside it (the working directory
-        mounted and made the container's, the script's path inside)."""
-        where = bind_working_directory(launch)
-        mounts = edf_mounts(launch, where)
+    def edf(
+        self, launch: Launch, image: str, mounts: list[str], workdir: str | None
+    ) -> dict[str, Any]:
         devices = [GPU_DEVICE] if self.profile.gpu else []
-        image = self.image_ref(launch.image or "")
-        data = edf_data(image, mounts, where.workdir, dict(launch.env), devices, self.profile)
-        problems = edf_problems(data)
-        if problems:  # the tool's own composition: a bug, said plainly
-            raise UserError(
-                f"the EDF hvd-container composed is not one Sarus Suite takes: {problems[0]}"
-            )
-        return tomli_w.dumps(data), where
+        return edf_data(image, mounts, workdir, dict(launch.env), devices, self.profile)
 
-    def prepare(self, launch: Launch, *, dry_run: bool) -> Prepared:
-        text, where = self.compose_edf(launch)
-        path = edf_file(text, "Sarus Suite's EDF files", dry_run=dry_run)
-        return Prepared(
-            launch.image,
-            flags=[f"--edf={path}"],
-            workdir=where.workdir,
-            script=where.script,
-            files={str(path): text},
-            notes=where.notes,
-        )
-
-    def wrap(self, inv: Invocation) -> Wrapped:
-        # the image, mounts, devices, working directory and variables are the EDF's (prepare)
-        return Wrapped([*inv.flags, *self.profile.flags], list(inv.program))
+    def edf_problems(self, data: dict[str, Any]) -> list[str]:
+        return edf_problems(data)
 
 
 @check("sarus-nccl-hook", "the EDF's NCCL hook suits the image's CUDA", needs=("facts",))
