@@ -301,7 +301,7 @@ def one_rank_env(proof: Proof) -> dict[str, str]:
 
 
 def smoke(proof: Proof, name: str, payload: str, controller: str, known_bad: bool) -> None:
-    from hvd_container.launcher.doctor import Report, judge_smoke
+    from hvd_container.launcher.run.doctor import Report, judge_smoke
 
     path = WORK / f"smoke-{name}.py"
     path.write_text(payload)

@@ -2,7 +2,7 @@
 
 Four ways for Charliecloud to run the CPU image, side by side in one run (the modes take
 turns, so drift in the machine's load hits all alike):
-  - unpacked: the image unpacked once into the cache (launcher/charliecloud.py), warm;
+  - unpacked: the image unpacked once into the cache (launcher/runtimes/charliecloud.py), warm;
   - mounted: the SIF's root filesystem mounted with squashfuse at the partition's offset, no
     unpack at all (the directory is given to `run --image`);
   - sqfs: that root filesystem as a SquashFS file on the shared file system, which ch-run

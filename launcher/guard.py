@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from hvd_container.launcher.binds import parse_bind, split_binds
+from hvd_container.launcher.plan.binds import parse_bind, split_binds
 from hvd_container.launcher.slurm_option_table import OPTIONS, SLURM_VERSION
 
 

@@ -394,7 +394,7 @@ def output_path(job: Job) -> Path | None:
 
 
 # what an --until-done job's script says when it hands over to a job of its own
-# (launcher/batch.py, segment_lines)
+# (launcher/script/batch.py, segment_lines)
 _NEXT_SEGMENT = re.compile(
     r"^hvd-container: segment \d+ ended (?:at the time limit|with nodes lost \([^)\n]*\)): "
     r"segment \d+ is job (\d+),",

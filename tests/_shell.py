@@ -80,4 +80,4 @@ def job_command(script: str) -> str:
     return lines[-1]
 
 
-JOB_START = "hvd_run_job() {"  # launcher/batch.py's JOB_FUNCTION
+JOB_START = "hvd_run_job() {"  # launcher/script/batch.py's JOB_FUNCTION

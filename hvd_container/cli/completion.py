@@ -63,7 +63,7 @@ def complete_site(incomplete: str) -> list[str]:
     path or no name fits."""
     # only when completing: every command module that offers --site imports this one, and the
     # site model costs them about 250 ms
-    from hvd_container.launcher.site_loader import list_sites
+    from hvd_container.launcher.sites.loader import list_sites
 
     try:
         names = _names(list_sites(), incomplete)
@@ -77,7 +77,7 @@ def complete_site(incomplete: str) -> list[str]:
 def complete_partition(ctx: typer.Context, incomplete: str) -> list[str]:
     """The partitions of the site the command line names so far (or the one it would use)."""
     # the site model when completing only: about 250-450 ms to import
-    from hvd_container.launcher.site_loader import select_site
+    from hvd_container.launcher.sites.loader import select_site
 
     try:
         site = select_site(ctx.params.get("site"))
@@ -102,7 +102,7 @@ def complete_runtime(incomplete: str) -> list[str]:
 
 def complete_mpi(incomplete: str) -> list[str]:
     # the site model when completing only: about 250-450 ms
-    from hvd_container.launcher.sites import MPI_PLUGINS
+    from hvd_container.launcher.sites.model import MPI_PLUGINS
 
     return _names(list(MPI_PLUGINS), incomplete)
 

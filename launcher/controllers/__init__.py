@@ -4,7 +4,7 @@ about one lives in its own module here.
 A module defines a `Controller` subclass: the srun MPI plugin it needs, how it lays out tasks
 on nodes, the program it wraps the script in (a rendezvous, say), what it needs in the image,
 and the smoke test doctor runs with it. It may register checks of its own
-(launcher/checks.py); they apply only to launches with that controller. The modules are found
+(launcher/checks/registry.py); they apply only to launches with that controller. The modules are found
 by listing this package (helpers start with `_`): adding a controller is adding a file.
 """
 
@@ -24,10 +24,10 @@ from hvd_container.core.errors import UserError
 near_name = _scan.near_name
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.launch import Launch
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import Site
-    from hvd_container.launcher.verdict import Verdict
+    from hvd_container.launcher.checks.verdict import Verdict
+    from hvd_container.launcher.plan.launch import Launch
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.model import Site
 
     from hvd_container.facts import ImageFacts
 
@@ -121,7 +121,7 @@ class Controller:
             return [python, program_path(script), *args]
         return [program_path(script), *args]
 
-    # What the launch checks ask of a controller (launcher/checks.py): None means all is well.
+    # What the launch checks ask of a controller (launcher/checks/registry.py): None means all is well.
 
     def missing_in_image(self, launch: Launch) -> Verdict | None:
         """What the image lacks for this controller (a failure, or a warning where the job may

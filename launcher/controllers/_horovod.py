@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hvd_container.launcher.checks.verdict import Verdict, warn
 from hvd_container.launcher.controllers import Controller
-from hvd_container.launcher.verdict import Verdict, warn
 
 from hvd_container.core.programs import program_text
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.launch import Launch
+    from hvd_container.launcher.plan.launch import Launch
 
     from hvd_container.facts import ImageFacts
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from hvd_container.launcher.checks.verdict import Verdict, fail, warn
 from hvd_container.launcher.controllers import Controller, _scan
-from hvd_container.launcher.verdict import Verdict, fail, warn
 
 from hvd_container.core.programs import program_text
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.launch import Launch
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import Site
+    from hvd_container.launcher.plan.launch import Launch
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.model import Site
 
     from hvd_container.facts import ImageFacts
 

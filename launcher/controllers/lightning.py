@@ -14,13 +14,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.checks.declarations import check
+from hvd_container.launcher.checks.verdict import Verdict, fail, warn
 from hvd_container.launcher.controllers import Controller, Shape, _scan, script_label, stem
-from hvd_container.launcher.launch import Launch
-from hvd_container.launcher.verdict import Verdict, fail, warn
+from hvd_container.launcher.plan.launch import Launch
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.plan.request import LaunchRequest
 
     from hvd_container.facts import ImageFacts
 

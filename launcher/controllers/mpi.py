@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.checks.declarations import check
+from hvd_container.launcher.checks.verdict import Verdict, fail, skip, warn
 from hvd_container.launcher.controllers import _scan
 from hvd_container.launcher.controllers._horovod import HorovodController
-from hvd_container.launcher.launch import Launch
-from hvd_container.launcher.verdict import Verdict, fail, skip, warn
+from hvd_container.launcher.plan.launch import Launch
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.sites import Site
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.model import Site
 
     from hvd_container.facts import ImageFacts
 

@@ -19,8 +19,8 @@ from hvd_container.launcher.controllers._torch import TorchController
 from hvd_container.core.errors import UserError
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.launch import Launch
-    from hvd_container.launcher.request import LaunchRequest
+    from hvd_container.launcher.plan.launch import Launch
+    from hvd_container.launcher.plan.request import LaunchRequest
 
 
 def _uneven(n: int, nodes: int, procs: int, site_gpus: int) -> str:

@@ -1,7 +1,7 @@
 # The smoke payload of Horovod's controllers (`doctor --smoke`), run in the container under the
 # launch: rank and size, then an allreduce with its sum checked and the bus bandwidth measured
 # (not at one rank: a copy, not a network), and an Average of an odd length checked. Lines start
-# with SMOKE for doctor's parser (launcher/doctor.py). It runs in the image's Python (3.8 and
+# with SMOKE for doctor's parser (launcher/run/doctor.py). It runs in the image's Python (3.8 and
 # newer).
 import socket
 import time

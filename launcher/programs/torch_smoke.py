@@ -2,7 +2,7 @@
 # launch: rank and size from init_process_group, then an all_reduce with its sum checked and the
 # bus bandwidth measured (not at one rank: a copy, not a network), over gloo on the CPU and over
 # NCCL where there are GPUs, where an Average of an odd length is checked too. Lines start with
-# SMOKE for doctor's parser (launcher/doctor.py). It runs in the image's Python (3.8 and newer).
+# SMOKE for doctor's parser (launcher/run/doctor.py). It runs in the image's Python (3.8 and newer).
 import os
 import socket
 import time

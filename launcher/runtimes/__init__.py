@@ -4,7 +4,7 @@ A module defines a `Runtime` subclass and a `RuntimeProfile` subclass: the profi
 reads (its `kind:` entry of a site profile), how it names images, what it prepares before a
 launch (Charliecloud unpacks a SIF), the argv it wraps a program in, and what the launch
 checks ask of it (does it give the container the GPUs, inject the host's MPI, bring NCCL's
-network plugin). It may register checks of its own (launcher/checks.py); they apply only to
+network plugin). It may register checks of its own (launcher/checks/registry.py); they apply only to
 launches with that runtime. The modules are found by listing this package: adding a runtime
 is adding a file (and its golden launch lines).
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from hvd_container.launcher import guard
-from hvd_container.launcher.binds import source_of, split_binds
+from hvd_container.launcher.checks.verdict import Verdict, fail
 from hvd_container.launcher.guard import Flag
+from hvd_container.launcher.plan.binds import source_of, split_binds
 from hvd_container.launcher.rooms import classes_in
-from hvd_container.launcher.verdict import Verdict, fail
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hvd_container.core.errors import UserError
@@ -31,7 +31,7 @@ from hvd_container.core.files import not_a_file, private_folder, user_path
 from hvd_container.core.model import Line, Strict
 
 if TYPE_CHECKING:
-    from hvd_container.launcher.launch import Launch
+    from hvd_container.launcher.plan.launch import Launch
 
 
 def _glibc(value: str) -> str:
@@ -242,7 +242,7 @@ class Runtime:
     def wrap(self, inv: Invocation) -> Wrapped:
         raise NotImplementedError
 
-    # What the launch checks ask of a runtime (launcher/checks.py): None means all is well.
+    # What the launch checks ask of a runtime (launcher/checks/registry.py): None means all is well.
 
     def gpu_gap(self, launch: Launch) -> str | None:
         """Why the container lacks the GPUs the job asks for, with the fix."""

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import tomli_w
 from hvd_container.launcher import runtimes
-from hvd_container.launcher.binds import split_binds
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.binds import split_binds
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     TOOL_FOLDER,
     Invocation,

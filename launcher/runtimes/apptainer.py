@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.checks.declarations import check
+from hvd_container.launcher.checks.verdict import Verdict, fail, not_applicable
 from hvd_container.launcher.guard import Flag
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,
@@ -24,7 +25,6 @@ from hvd_container.launcher.runtimes import (
     Wrapped,
     is_file_ref,
 )
-from hvd_container.launcher.verdict import Verdict, fail, not_applicable
 from pydantic import Field
 
 from hvd_container.core.image_refs import strip_docker_scheme

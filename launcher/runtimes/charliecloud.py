@@ -39,9 +39,9 @@ from typing import Any, Literal
 from hvd_container.containers.sif.environment import image_env
 from hvd_container.containers.sif.format import has_sif_magic
 from hvd_container.containers.sif.reader import read_sif
-from hvd_container.launcher.binds import dest_of, split_binds
 from hvd_container.launcher.guard import Flag
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.binds import dest_of, split_binds
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     TOOL_FOLDER,
     Invocation,

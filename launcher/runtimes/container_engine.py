@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from hvd_container.launcher.check_declarations import check
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.checks.declarations import check
+from hvd_container.launcher.checks.verdict import Verdict, fail, not_applicable, passed, skip
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     RuntimeProfile,
     is_file_ref,
 )
 from hvd_container.launcher.runtimes._edf import EdfRuntime, literal
-from hvd_container.launcher.verdict import Verdict, fail, not_applicable, passed, skip
 from pydantic import Field
 
 from hvd_container.core.image_refs import enroot_image_ref

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from hvd_container.launcher import guard
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import Invocation, Runtime, RuntimeProfile, Wrapped
 from pydantic import field_validator
 

@@ -19,9 +19,10 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from hvd_container.launcher.check_declarations import check
+from hvd_container.launcher.checks.declarations import check
+from hvd_container.launcher.checks.verdict import Verdict, not_applicable, warn
 from hvd_container.launcher.guard import Flag
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Prepared,
@@ -32,7 +33,6 @@ from hvd_container.launcher.runtimes import (
     is_file_ref,
 )
 from hvd_container.launcher.slurm import current_user
-from hvd_container.launcher.verdict import Verdict, not_applicable, warn
 from pydantic import Field, field_validator
 
 from hvd_container.core import yamlconf

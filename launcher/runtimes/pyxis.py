@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from hvd_container.launcher.guard import Flag
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,

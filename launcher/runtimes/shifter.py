@@ -14,8 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+from hvd_container.launcher.checks.verdict import Verdict, warn
 from hvd_container.launcher.guard import Flag
-from hvd_container.launcher.launch import Launch
+from hvd_container.launcher.plan.launch import Launch
 from hvd_container.launcher.runtimes import (
     Invocation,
     Runtime,
@@ -23,7 +24,6 @@ from hvd_container.launcher.runtimes import (
     Wrapped,
     is_file_ref,
 )
-from hvd_container.launcher.verdict import Verdict, warn
 from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError

@@ -199,10 +199,10 @@ def test_salloc_mode_runs_interactively(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    from hvd_container.launcher import execute
+    from hvd_container.launcher.plan.request import LaunchRequest
     from hvd_container.launcher.report import Reporter
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.site_loader import load_site
+    from hvd_container.launcher.run import execute
+    from hvd_container.launcher.sites.loader import load_site
 
     request = LaunchRequest(
         script="sh", args=["-c", PROBE], image=str(shell_dir_image), nodes=2, ntasks_per_node=1
@@ -380,7 +380,7 @@ def test_preflight_refuses_an_mpi_plugin_srun_lacks(
     shell_dir_image: Path,  # noqa: F811
     job_dir: Path,  # noqa: F811
 ) -> None:
-    from hvd_container.launcher.machine import ThisMachine
+    from hvd_container.launcher.sites.machine import ThisMachine
 
     offered = ThisMachine().srun_mpi_plugins
     assert offered is not None and "pmix" in offered and "pmi2" in offered

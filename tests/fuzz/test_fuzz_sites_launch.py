@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 from _shell import bash_words, sbatch_words
-from hvd_container.launcher.plan import SCRIPT_END
+from hvd_container.launcher.plan.planner import SCRIPT_END
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

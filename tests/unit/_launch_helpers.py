@@ -26,7 +26,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "empty-slurm.conf").write_text("")
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "empty-slurm.conf"))
-    monkeypatch.setattr("hvd_container.launcher.site_loader.SLURM_CONF_PATHS", ())
+    monkeypatch.setattr("hvd_container.launcher.sites.loader.SLURM_CONF_PATHS", ())
     yield tmp_path
 
 
@@ -59,7 +59,7 @@ def job_dir(monkeypatch: pytest.MonkeyPatch) -> str:
 
 def plan_launch(site: Any, request: Any, mode: str = "run") -> Any:
     """The launch as a dry run plans it (what `run --dry-run` prints)."""
-    from hvd_container.launcher.plan import plan
+    from hvd_container.launcher.plan.planner import plan
 
     return plan(site, request, mode, dry_run=True)  # type: ignore[arg-type]
 

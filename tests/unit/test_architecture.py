@@ -7,7 +7,7 @@
 - what `convert` does for a site runtime lives in containers/convert/<runtime>.py;
 - a deferred import (inside a function) says in its comment what it saves, with a figure;
 - a launch's partition, account, QOS, constraint and time fall back to the site's in one place
-  (launcher/scheduler_values.py): no other code reads the profile's defaults of them, so a check
+  (launcher/plan/scheduler_values.py): no other code reads the profile's defaults of them, so a check
   judges the value the script writes.
 """
 
@@ -128,7 +128,7 @@ def test_the_rule_sees_planted_branches() -> None:
 
 SCHEDULER_VALUES = frozenset({"partition", "account", "qos", "constraint", "time"})
 # the profile's model, and the one function that resolves them
-RESOLVER = ("hvd_container.launcher.scheduler_values", "hvd_container.launcher.sites")
+RESOLVER = ("hvd_container.launcher.plan.scheduler_values", "hvd_container.launcher.sites.model")
 
 
 def scheduler_default_reads(source: str) -> list[tuple[int, str]]:
@@ -293,20 +293,20 @@ def test_the_import_rule_sees_a_planted_deferred_import() -> None:
 
 def test_the_measure_sees_a_deferral_that_saves_nothing() -> None:
     # the profile loader reads YAML: deferring yaml there would save nothing
-    assert saved_ms("hvd_container.launcher.sites", "yaml", tries=1) == 0.0
+    assert saved_ms("hvd_container.launcher.sites.model", "yaml", tries=1) == 0.0
     assert saved_ms("hvd_container.core.errors", "yaml", tries=1) > 0.0
 
 
 # Models hold data: loading one never loads what finds, judges or renders (the loaders beside
 # the models ask the registries: containers/recipe_loader.py the blocks and the rules).
 MODELS = (
-    "hvd_container.launcher.sites",
-    "hvd_container.launcher.launch",
+    "hvd_container.launcher.sites.model",
+    "hvd_container.launcher.plan.launch",
     "hvd_container.facts",
     "hvd_container.containers.recipe",
 )
 REGISTRIES = (
-    "hvd_container.launcher.checks",
+    "hvd_container.launcher.checks.registry",
     "hvd_container.launcher.controllers",
     "hvd_container.containers.blocks",
     "hvd_container.containers.compat",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hvd_container.launcher.machine import ThisMachine
+from hvd_container.launcher.sites.machine import ThisMachine
 
 from hvd_container.cli.app import main
 from tests.unit._launch_helpers import isolated  # noqa: F401  (autouse fixture)

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from hvd_container.launcher import site_loader, sites
+from hvd_container.launcher.sites import loader as site_loader
+from hvd_container.launcher.sites import model as sites
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
@@ -573,7 +574,7 @@ LABELS = ".singularity.d/labels.json"
 def test_an_image_directorys_labels_are_read_with_limits(
     tmp_path: Path, make: Any, words: str | None
 ) -> None:
-    from hvd_container.launcher.image import read_facts
+    from hvd_container.launcher.plan.image import read_facts
 
     image = tmp_path / "image"
     labels = image / LABELS

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 from _fake_slurm import FakeSlurm
-from hvd_container.launcher import guard, site_loader
-from hvd_container.launcher.request import LaunchOptions, request_from_options
+from hvd_container.launcher import guard
+from hvd_container.launcher.plan.request import LaunchOptions, request_from_options
+from hvd_container.launcher.sites import loader as site_loader
 
 from hvd_container.cli.app import main
 from hvd_container.core.errors import UserError
@@ -407,7 +408,7 @@ SHARED_PLACES: list[tuple[str, int]] = [
 def test_a_tool_folder_others_can_write_is_refused_with_the_fix(
     tmp_path: Path, place: str, mode: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import hang
+    from hvd_container.launcher.run import hang
 
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / place
@@ -421,7 +422,7 @@ def test_a_tool_folder_others_can_write_is_refused_with_the_fix(
 def test_the_stacks_folder_and_the_ask_file_are_never_followed_through_a_link(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import hang
+    from hvd_container.launcher.run import hang
 
     monkeypatch.chdir(tmp_path)
     theirs = tmp_path / "theirs"
@@ -445,8 +446,9 @@ def test_the_stacks_folder_and_the_ask_file_are_never_followed_through_a_link(
 
 
 def test_hang_after_acts_on_the_user_s_own_jobs_only(fake_slurm: FakeSlurm) -> None:
-    from hvd_container.launcher import hang, slurm
+    from hvd_container.launcher import slurm
     from hvd_container.launcher.report import Reporter
+    from hvd_container.launcher.run import hang
 
     someone = slurm.Job(job_id="9", name="t", state="RUNNING", exit_status=None, signal=None,
                         user="someone-else", workdir="/home/them")  # fmt: skip
@@ -499,7 +501,7 @@ def test_a_bad_value_is_one_line_naming_its_flag(
 
 @pytest.mark.parametrize("busbw", ["1.2.3", ".", "..", "1..2", "1.2.", "..5", "0.0.0.0"])
 def test_a_smoke_line_of_a_malformed_figure_is_not_read_as_one(busbw: str) -> None:
-    from hvd_container.launcher.doctor import parse_smoke
+    from hvd_container.launcher.run.doctor import parse_smoke
 
     text = f"SMOKE rank 0 op sum allreduce ok busbw {busbw} MB/s\n"
     assert parse_smoke(text) == ([], {})  # the op is missing: judged as a rank that said nothing
@@ -511,7 +513,7 @@ def test_each_kind_of_traceback_has_fifty_cases() -> None:
 
 @pytest.mark.parametrize("job", ["../escape", "..", ".", "a/b", "x\n", ""])
 def test_a_job_id_that_is_not_a_plain_name_names_no_file(job: str) -> None:
-    from hvd_container.launcher.commands import exclude_file_name
+    from hvd_container.launcher.run.commands import exclude_file_name
 
     assert exclude_file_name(job) == "hvd-screen-job.exclude"
     assert exclude_file_name("4242") == "hvd-screen-4242.exclude"

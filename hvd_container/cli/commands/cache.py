@@ -12,7 +12,7 @@ from hvd_container.cli.completion import complete_image, complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.launcher.runtimes import charliecloud
 from hvd_container.launcher.runtimes.charliecloud import cache_dir, entries, prune
-from hvd_container.launcher.site_loader import select_site
+from hvd_container.launcher.sites.loader import select_site
 
 SiteOpt = Annotated[
     str | None,

@@ -15,7 +15,7 @@ from hvd_container.cli.progress import make_reporter, reported
 from hvd_container.containers.convert.site_images import SiteTarget
 from hvd_container.containers.convert.targets import TARGETS, ConvertRequest
 from hvd_container.containers.convert.targets import convert as run_convert
-from hvd_container.launcher.site_loader import select_site
+from hvd_container.launcher.sites.loader import select_site
 
 # --to's values: containers/convert/targets.py lists them (a site runtime's come from its module)
 Target = Enum("Target", {name.replace("-", "_"): name for name in TARGETS}, type=str)  # type: ignore[misc]

@@ -12,7 +12,8 @@ from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
-from hvd_container.launcher import hang, run_record, slurm
+from hvd_container.launcher import slurm
+from hvd_container.launcher.run import hang, run_record
 
 jobs_app = typer.Typer(invoke_without_command=True)  # its help: the callback's
 

@@ -10,9 +10,9 @@ from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.commands.launch_options import launch_parameters
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
-from hvd_container.launcher import commands
-from hvd_container.launcher import jupyter as jupyter_job
-from hvd_container.launcher.request import LaunchOptions
+from hvd_container.launcher.plan.request import LaunchOptions
+from hvd_container.launcher.run import commands
+from hvd_container.launcher.run import jupyter as jupyter_job
 
 JUPYTER_PARAMETERS = (
     "site", "image", "recipe", "gpus_per_node", "runtime", "binds", "env", "time", "partition",

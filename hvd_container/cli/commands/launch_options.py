@@ -1,6 +1,6 @@
 """The launch parameters of run, batch, doctor and jupyter, spelled once.
 
-launcher/request.py's OPTIONS lists them (flags, kind of value, help); `launch_parameters`
+launcher/plan/request.py's OPTIONS lists them (flags, kind of value, help); `launch_parameters`
 gives a command the typer options of those it takes, and the command hands their values on
 to the library as keyword arguments.
 """
@@ -23,7 +23,7 @@ from hvd_container.cli.completion import (
     complete_site,
 )
 from hvd_container.core.errors import UserError
-from hvd_container.launcher.request import OPTIONS, option_help
+from hvd_container.launcher.plan.request import OPTIONS, option_help
 
 F = TypeVar("F", bound=Callable[..., Any])
 

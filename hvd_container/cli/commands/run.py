@@ -1,5 +1,5 @@
 """CLI commands: `run` (srun line for a site; --dry-run prints it), `batch` (sbatch script) and
-`doctor` (will it start and talk?). Each maps its arguments onto launcher/commands.py and
+`doctor` (will it start and talk?). Each maps its arguments onto launcher/run/commands.py and
 prints what comes back.
 """
 
@@ -20,9 +20,9 @@ from hvd_container.cli.commands.launch_options import (
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter, safe_text
 from hvd_container.core.errors import UserError
-from hvd_container.launcher import commands
-from hvd_container.launcher.plan import Plan
-from hvd_container.launcher.request import LAUNCH, LaunchOptions
+from hvd_container.launcher.plan.planner import Plan
+from hvd_container.launcher.plan.request import LAUNCH, LaunchOptions
+from hvd_container.launcher.run import commands
 
 JsonOpt = Annotated[
     bool,

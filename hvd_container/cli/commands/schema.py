@@ -13,7 +13,7 @@ import typer
 from hvd_container.cli.json_output import output_schema
 from hvd_container.containers.recipe_schema import recipe_schema
 from hvd_container.core.atomic import write_text
-from hvd_container.launcher.sites import site_schema
+from hvd_container.launcher.sites.model import site_schema
 
 
 class Kind(str, Enum):

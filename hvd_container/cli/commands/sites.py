@@ -11,7 +11,7 @@ from hvd_container.cli.completion import complete_site
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text, warn
 from hvd_container.core.errors import UserError
-from hvd_container.launcher.site_loader import (
+from hvd_container.launcher.sites.loader import (
     BUILTIN_DIR,
     choose_site,
     list_sites,
@@ -20,7 +20,7 @@ from hvd_container.launcher.site_loader import (
     untrust_profile,
     validate_site_file,
 )
-from hvd_container.launcher.site_sources import source_lines, source_rows
+from hvd_container.launcher.sites.sources import source_lines, source_rows
 
 sites_app = typer.Typer(
     name="sites",
@@ -204,7 +204,7 @@ def probe_cmd(
     plugins, container runtimes, modules) without root or a job: print it as a profile, write
     it (-o), or compare it with a profile (--diff)."""
 
-    from hvd_container.launcher import probe  # the probe's code only here: ~8 ms
+    from hvd_container.launcher.sites import probe  # the probe's code only here: ~8 ms
 
     if output and diff:
         raise UserError("-o and --diff exclude each other: write a new profile, or compare one")

@@ -42,7 +42,7 @@ def test_the_root_help_loads_no_command_and_no_rich() -> None:
     code = (
         "import sys\nfrom hvd_container.cli.app import main\nmain(['--help'])\n"
         "print('LOADED', *sorted(m for m in sys.modules if m.startswith("
-        "('hvd_container.cli.commands.', 'docker', 'rich', 'hvd_container.launcher.sites'))))"
+        "('hvd_container.cli.commands.', 'docker', 'rich', 'hvd_container.launcher.sites.model'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

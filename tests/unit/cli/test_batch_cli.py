@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from _launch_helpers import isolated, plan_launch, write  # noqa: F401
-from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.site_loader import load_site
+from hvd_container.launcher.plan.request import LaunchRequest
+from hvd_container.launcher.sites.loader import load_site
 
 from hvd_container.cli.app import main
 

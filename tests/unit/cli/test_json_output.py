@@ -197,7 +197,7 @@ def test_rich_progress_honours_no_color(monkeypatch: pytest.MonkeyPatch, no_colo
 
 
 def test_jupyter(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from hvd_container.launcher import jupyter
+    from hvd_container.launcher.run import jupyter
 
     def started(site, request, reporter, timeout):  # a stand-in: no Slurm in the fast suite
         return jupyter.JupyterSession("42", "node1", "10.0.0.2", 8123, "t" * 48, "login", "me")

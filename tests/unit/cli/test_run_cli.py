@@ -184,7 +184,7 @@ def test_env_and_binds_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
 def test_without_dry_run_the_executor_runs_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import commands
+    from hvd_container.launcher.run import commands
 
     calls = []
 
@@ -322,8 +322,8 @@ def test_an_option_of_ours_after_the_script_is_refused_with_the_fix(
     after: list[str],
     flag: str,
 ) -> None:
-    monkeypatch.setattr("hvd_container.launcher.commands.run", _never)
-    monkeypatch.setattr("hvd_container.launcher.commands.submit", _never)
+    monkeypatch.setattr("hvd_container.launcher.run.commands.run", _never)
+    monkeypatch.setattr("hvd_container.launcher.run.commands.submit", _never)
     code = main([command, "--site", "local", "--image", "x.sif", "train.py", *after])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""

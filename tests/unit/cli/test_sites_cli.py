@@ -106,7 +106,7 @@ def test_sites_show_names_the_facts_its_sources_could_not_confirm(
         line for line in capsys.readouterr().out.splitlines() if line.startswith("# unconfirmed: ")
     ]
     assert any("nccl-plugin" in line and "https://" in line for line in unconfirmed), unconfirmed
-    site = __import__("hvd_container.launcher.site_loader", fromlist=["load_site"]).load_site(
+    site = __import__("hvd_container.launcher.sites.loader", fromlist=["load_site"]).load_site(
         "perlmutter"
     )
     assert all(s.url.startswith("https://") and s.checked for s in site.sources)
@@ -152,7 +152,7 @@ def test_every_shipped_profile_validates(
     capsys: pytest.CaptureFixture[str],
     isolated: Path,  # noqa: F811
 ) -> None:
-    from hvd_container.launcher.site_loader import BUILTIN_DIR
+    from hvd_container.launcher.sites.loader import BUILTIN_DIR
 
     assert main(["sites", "validate", str(BUILTIN_DIR / f"{name}.yaml")]) == 0
     assert f"site {name} is valid" in capsys.readouterr().out
@@ -171,8 +171,8 @@ def test_a_profile_picks_one_podman_hpc_mpi_module(
     isolated: Path,  # noqa: F811
 ) -> None:
     from _launch_helpers import plan_launch
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.site_loader import load_site
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.loader import load_site
 
     path = write(tmp_path / "p.yaml", f"extends: perlmutter\nname: p\nother_runtimes:\n"
                  f"  - {{kind: podman-hpc, mpi_module: {module}}}\n")  # fmt: skip
@@ -187,7 +187,7 @@ def test_a_profile_picks_one_podman_hpc_mpi_module(
 
 
 def test_podman_hpc_mpi_modules_are_not_flags(tmp_path: Path, isolated: Path) -> None:  # noqa: F811
-    from hvd_container.launcher.site_loader import load_site
+    from hvd_container.launcher.sites.loader import load_site
 
     from hvd_container.core.errors import UserError
 

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from _fake_slurm import FakeSlurm
 from hvd_container.containers.sif.environment import image_env
-from hvd_container.launcher import jupyter, machine, runtimes
+from hvd_container.launcher import runtimes
 from hvd_container.launcher.controllers import gloo
-from hvd_container.launcher.image import builtin_recipe_facts, read_facts
-from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.site_loader import load_site
+from hvd_container.launcher.plan.image import builtin_recipe_facts, read_facts
+from hvd_container.launcher.plan.request import LaunchRequest
+from hvd_container.launcher.run import jupyter
+from hvd_container.launcher.sites import machine
+from hvd_container.launcher.sites.loader import load_site
 from hvd_container.launcher.slurm import Job, job_from_scontrol, output_path, parse_scontrol
 
 from hvd_container.facts import facts_from_labels
@@ -82,7 +84,7 @@ class _Srun(machine.ThisMachine):
 
 
 def _srun_check(mpi: str, offered: list[str] | None) -> tuple[str, str]:
-    from hvd_container.launcher.plan import plan
+    from hvd_container.launcher.plan.planner import plan
 
     request = LaunchRequest(script="t.py", image="x.sqfs", runtime="none", ntasks=2, mpi=mpi)
     results = plan(
@@ -538,9 +540,9 @@ def test_srun_lines_of_failed_tasks_name_the_task_and_node() -> None:
 def test_every_srun_line_ends_the_step_when_a_rank_dies(
     options: list[str], expected: str | None
 ) -> None:
-    from hvd_container.launcher.plan import plan
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.site_loader import load_site
+    from hvd_container.launcher.plan.planner import plan
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.loader import load_site
 
     site = load_site("local")
     site = site.model_copy(
@@ -622,7 +624,7 @@ def test_a_batch_host_that_went_down_is_found_by_asking_slurm(
 def test_a_job_is_requeued_only_when_asked_and_then_keeps_its_log(
     requeue: bool, lines: list[str]
 ) -> None:
-    from hvd_container.launcher.plan import plan
+    from hvd_container.launcher.plan.planner import plan
 
     request = LaunchRequest(script="t.py", image="x.sqfs", nodes=2, ntasks_per_node=1,
                             requeue=requeue)  # fmt: skip

@@ -112,7 +112,7 @@ def test_a_root_filesystem_over_the_descriptor_table_is_refused(tmp_path: Path) 
 def test_a_recipe_name_label_is_never_followed_as_a_path(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hvd_container.launcher import image
+    from hvd_container.launcher.plan import image
 
     opened: list[str] = []
     monkeypatch.setattr(image, "facts_from_recipe", lambda ref: opened.append(ref))
@@ -129,7 +129,7 @@ def test_a_builtin_recipe_name_label_reads_the_shipped_file(
 ) -> None:
     (tmp_path / "cpu-bookworm").write_text("not a recipe")  # a file of that name here is not it
     monkeypatch.chdir(tmp_path)
-    from hvd_container.launcher.image import builtin_recipe_facts
+    from hvd_container.launcher.plan.image import builtin_recipe_facts
 
     found = facts_from_labels(
         {"org.hvd-container.recipe.name": "cpu-bookworm"},

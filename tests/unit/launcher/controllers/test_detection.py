@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from _launch_helpers import plan_launch, write
 from hvd_container.launcher import controllers
-from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.site_loader import load_site
+from hvd_container.launcher.plan.request import LaunchRequest
+from hvd_container.launcher.sites.loader import load_site
 
 from hvd_container.cli.app import main
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from _launch_helpers import plan_launch, words
 from hvd_container.launcher.controllers import _torch, get
-from hvd_container.launcher.launch import Launch
-from hvd_container.launcher.request import LaunchRequest
-from hvd_container.launcher.site_loader import load_site
-from hvd_container.launcher.sites import Site
+from hvd_container.launcher.plan.launch import Launch
+from hvd_container.launcher.plan.request import LaunchRequest
+from hvd_container.launcher.sites.loader import load_site
+from hvd_container.launcher.sites.model import Site
 
 from hvd_container.core.errors import UserError
 
@@ -276,7 +276,7 @@ def test_neuron_accounts_torch_launches_as_pytorch_ddp(tmp_path) -> None:  # typ
 
 
 def test_the_recipe_or_the_site_declares_the_controller_and_the_flag_wins(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from hvd_container.launcher.request import LaunchOptions, request_from_options
+    from hvd_container.launcher.plan.request import LaunchOptions, request_from_options
 
     site, request = request_from_options(
         "t.py", options=LaunchOptions(site="local", recipe="cpu-bookworm-torch", nodes=2)
@@ -430,8 +430,8 @@ def test_torchruns_ranks_are_its_processes_not_its_tasks() -> None:
     task a node, 16 ranks, as --controller torch makes 16 tasks: no GPU left idle is said (it
     said '-n 2 ... leaves 14 GPUs idle')."""
     from _launch_helpers import plan_launch
-    from hvd_container.launcher.request import LaunchRequest
-    from hvd_container.launcher.site_loader import load_site
+    from hvd_container.launcher.plan.request import LaunchRequest
+    from hvd_container.launcher.sites.loader import load_site
 
     for controller in ("torch", "torchrun"):
         request = LaunchRequest(

@@ -1,0 +1,1 @@
+"""What runs a planned launch: the commands' flows, srun/sbatch/salloc, and a long run's return."""

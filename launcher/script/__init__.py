@@ -1,0 +1,1 @@
+"""The sbatch script of a planned launch and the shell words it is written in."""
