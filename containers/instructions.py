@@ -17,6 +17,7 @@ class From:
     image: str  # the Docker reference (debootstrap: the local image testbed/base-image.sh makes)
     platform: str | None = None  # linux/<arch> when not the builders' amd64
     debootstrap_suite: str | None = None
+    stage: str | None = None  # the name later stages copy from (a stage of a multi-stage build)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,15 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class CopyFrom:
+    """A file or folder made by an earlier stage of the same build, placed at an absolute path."""
+
+    stage: str
+    source: str
+    dest: str
+
+
+@dataclass(frozen=True)
 class Help:
     """What the image is, for `apptainer run-help` (no Dockerfile instruction)."""
 
@@ -75,7 +85,7 @@ class Test:
     command: str
 
 
-Instruction = From | Arg | Run | Env | Label | Copy | Help | Test
+Instruction = From | Arg | Run | Env | Label | Copy | CopyFrom | Help | Test
 
 
 @dataclass(frozen=True)
@@ -84,3 +94,12 @@ class Block:
 
     phase: str
     items: tuple[Instruction, ...]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a build: its blocks, from its own From; named when a later stage copies
+    from it (the image is the last stage)."""
+
+    name: str | None
+    blocks: tuple[Block, ...]

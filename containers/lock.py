@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from hvd_container.containers.engine import Engine, EngineError, open_engine
 from hvd_container.containers.lockfile import (
     ROOT,
     Package,
+    entries,
     header,
     inputs_digest,
     lock_digest,
@@ -36,7 +38,7 @@ from hvd_container.containers.lockfile import (
 )
 from hvd_container.containers.pipconfig import HostPipConfig
 from hvd_container.containers.recipe import Recipe
-from hvd_container.containers.recipe_loader import image_arches, recipe_lock_file
+from hvd_container.containers.recipe_loader import image_arches, inherited_lock, recipe_lock_file
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -122,22 +124,31 @@ def compile_argv(inputs: LockInputs, uv: list[str]) -> list[str]:
     return argv
 
 
-def resolve(inputs: LockInputs, uv: list[str] | None = None, timeout: float = 600) -> str:
-    """The resolved set as uv writes it; a failed resolution is one line with uv's reason."""
+def resolve(
+    inputs: LockInputs, uv: list[str] | None = None, timeout: float = 600, prefer: str = ""
+) -> str:
+    """The resolved set as uv writes it; a failed resolution is one line with uv's reason.
+
+    prefer: a lock whose pins uv keeps where they still fit (uv's existing output file: its
+    entries only, never an option a lock from elsewhere could carry), so that adding a package
+    leaves the others, and the Horovod compiled against them, as they were."""
     argv = compile_argv(inputs, uv or uv_command())
-    try:
-        done = subprocess.run(
-            argv,
-            input="\n".join(inputs.requirements) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        raise StepFailed(f"resolving the lock took more than {timeout:.0f} s") from None
-    if done.returncode != 0:
-        raise StepFailed(_failure(done.stderr, done.returncode))
-    return done.stdout
+    with tempfile.TemporaryDirectory(prefix="hvd-lock-") as folder:
+        output = Path(folder) / "resolved.txt"
+        output.write_text("".join(entries(prefer).values()))
+        try:
+            done = subprocess.run(
+                [*argv, "--output-file", str(output)],
+                input="\n".join(inputs.requirements) + "\n",
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise StepFailed(f"resolving the lock took more than {timeout:.0f} s") from None
+        if done.returncode != 0:
+            raise StepFailed(_failure(done.stderr, done.returncode))
+        return output.read_text()
 
 
 _FETCH = re.compile(r"Failed to fetch: (\S+)")
@@ -363,8 +374,11 @@ def lock_recipe(
         f"resolving {len(inputs.requirements)} requirements with uv for python "
         f"{inputs.python_version} on {inputs.platform}"
     )
+    prefer = "" if upgrade else old_text or (inherited_lock(ref, arch) or "")
+    if prefer and not old_text:
+        step("starting from the pins of the lock of the recipe it extends (--upgrade: newest)")
     try:
-        text = top + resolve(inputs, uv)
+        text = top + resolve(inputs, uv, prefer=prefer)
     except StepFailed as exc:
         raise StepFailed(f"{exc}{_index_hint(recipe, str(exc))}") from None
     packages = parse_lock(text)

@@ -132,6 +132,35 @@ def without(text: str, name: str) -> tuple[str, str]:
     return "".join(kept), "".join(taken)
 
 
+def entries(text: str) -> dict[str, str]:
+    """name -> that entry's lines (NAME==VERSION and its hashes), without the comments."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        entry = ENTRY.match(line)
+        if entry:
+            current = found.setdefault(str(canonicalize_name(entry[1])), [])
+        elif not (_HASH.match(line) and current is not None):
+            current = None  # a comment or a blank line ends the entry's hashes
+            continue
+        current.append(line + "\n")
+    return {name: "".join(lines) for name, lines in found.items()}
+
+
+def closure(text: str, roots: list[str]) -> str:
+    """The entries of `roots` and of everything they pull in (uv's `# via` notes, followed
+    down), in the lock's order, with their hashes and without comments: the same text for two
+    locks that pin the same closure, whatever else either holds or its header says."""
+    packages = parse_lock(text)
+    wanted = {str(canonicalize_name(r)) for r in roots} & packages.keys()
+    grew = True
+    while grew:
+        more = {name for name, pkg in packages.items() if wanted.intersection(pkg.via)} - wanted
+        wanted |= more
+        grew = bool(more)
+    return "".join(lines for name, lines in entries(text).items() if name in wanted)
+
+
 def inputs_digest(requirements: list[str], python_version: str, platform: str) -> str:
     """What was asked for, for which target: the indexes (this machine's pip configuration)
     say only where the files come from, and the lock holds every file's hash."""

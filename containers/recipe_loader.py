@@ -14,7 +14,7 @@ from typing import get_args
 
 from hvd_container.containers.blocks import pip_requirements
 from hvd_container.containers.compat import check_compatibility
-from hvd_container.containers.lockfile import inputs_digest, read_lock
+from hvd_container.containers.lockfile import MAX_LOCK_BYTES, inputs_digest, read_lock
 from hvd_container.containers.recipe import (
     PATTERN_WORDS,
     Arch,
@@ -28,6 +28,7 @@ from hvd_container.containers.recipe import (
 from hvd_container import recipes
 from hvd_container.core import yamlconf
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import read_limited_text
 from hvd_container.core.text import did_you_mean
 
 
@@ -145,6 +146,17 @@ def recipe_lock_file(ref: str | Path, arch: str | None = None) -> tuple[Recipe, 
     """The recipe (of arch's image) and the lock file its build installs."""
     recipe, _layered, path, split = _read(ref, arch)
     return recipe, lock_file(path, recipe, split)
+
+
+def inherited_lock(ref: str | Path, arch: str | None = None) -> str | None:
+    """The lock beside the nearest recipe that ref extends (that lock's own image), or None:
+    the pins a first lock of a derived recipe starts from."""
+    recipe, layered, _path, split = _read(ref, arch)
+    for doc in layered.docs[1:]:
+        parent = lock_file(Path(doc.source), recipe, split)
+        if parent.is_file():
+            return read_limited_text(parent, "a lock file", MAX_LOCK_BYTES, "a lock file")
+    return None
 
 
 def load_recipe(ref: str | Path, arch: str | None = None) -> LockedRecipe:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hvd_container.containers.blocks import render_blocks
+from hvd_container.containers.blocks import render_blocks, render_stages
 from hvd_container.containers.blocks.base import debootstrap_image, debootstrap_script_args
 from hvd_container.containers.instructions import Block, Copy
 from hvd_container.containers.printers import dockerfile, singularity
@@ -32,8 +32,9 @@ def _blocks(recipe: LockedRecipe) -> list[Block]:
 
 
 def render_dockerfile(recipe: LockedRecipe) -> str:
-    """The Dockerfile of the recipe: one stage, blocks in layer order."""
-    return dockerfile.dockerfile(_header(recipe), _blocks(recipe)).text
+    """The Dockerfile of the recipe: its stages (Horovod's wheel first, where it has one), each
+    block in layer order."""
+    return dockerfile.dockerfile(_header(recipe), render_stages(recipe)).text
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,10 @@ class DockerBuild:
 
 
 def docker_build(recipe: LockedRecipe) -> DockerBuild:
-    blocks = _blocks(recipe)
-    printed = dockerfile.dockerfile(_header(recipe), blocks)
+    stages = render_stages(recipe)
+    printed = dockerfile.dockerfile(_header(recipe), stages)
     context = {"Dockerfile": printed.text.encode()}
-    for block in blocks:
+    for block in (block for stage in stages for block in stage.blocks):
         context.update({i.source: i.data for i in block.items if isinstance(i, Copy)})
     return DockerBuild(context, printed.base, printed.phases)
 

@@ -10,6 +10,7 @@ editing a late part of a recipe rebuilds only late layers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import (
@@ -20,6 +21,7 @@ from hvd_container.containers.blocks import (
     extras,
     gpu_wheels,
     horovod,
+    horovod_wheel,
     lightning,
     locked,
     mpi,
@@ -32,7 +34,7 @@ from hvd_container.containers.blocks import (
 )
 from hvd_container.containers.blocks._text import PHASES
 from hvd_container.containers.blocks.pip_setup import hvd_pip_script
-from hvd_container.containers.instructions import Block
+from hvd_container.containers.instructions import Block, From, Stage
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import LockedRecipe, Recipe
@@ -58,7 +60,10 @@ BLOCKS: list[tuple[str, BlockFunction]] = [
     ("checks", checks.render),
 ]
 
-__all__ = ["BLOCKS", "PHASES", "hvd_pip_script", "render_blocks"]
+# the blocks a stage that compiles Horovod shares with the image: everything before the lock
+EARLY = ("base", "python", "mpi", "cuda", "nccl", "pip_setup")
+
+__all__ = ["BLOCKS", "PHASES", "hvd_pip_script", "render_blocks", "render_stages"]
 
 
 def render_blocks(recipe: LockedRecipe) -> list[tuple[str, Block]]:
@@ -69,6 +74,25 @@ def render_blocks(recipe: LockedRecipe) -> list[tuple[str, Block]]:
         if found is not None:
             out.append((name, found))
     return out
+
+
+def render_stages(recipe: LockedRecipe) -> list[Stage]:
+    """The build's stages, the image last: one stage, or first Horovod's wheel stage
+    (containers/blocks/horovod_wheel.py) and an image that installs the wheel."""
+    blocks = render_blocks(recipe)
+    if not horovod_wheel.applies(recipe):
+        return [Stage(None, tuple(block for _, block in blocks))]
+    early = [block for name, block in blocks if name in EARLY]
+    first, *rest = early
+    named = tuple(
+        replace(item, stage=horovod_wheel.STAGE) if isinstance(item, From) else item
+        for item in first.items
+    )
+    wheel_stage = horovod_wheel.stage_blocks(recipe, [replace(first, items=named), *rest])
+    image = [
+        horovod_wheel.install(recipe) if name == "horovod" else block for name, block in blocks
+    ]
+    return [Stage(horovod_wheel.STAGE, tuple(wheel_stage)), Stage(None, tuple(image))]
 
 
 def pip_requirements(recipe: Recipe) -> list[str]:

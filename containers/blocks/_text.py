@@ -34,6 +34,11 @@ def pip_install(*args: str) -> str:
     return "hvd-pip install --no-cache-dir " + " ".join(args)
 
 
+def pip_wheel(*args: str) -> str:
+    """pip building wheels inside a RUN, through hvd-pip, never caching them."""
+    return "hvd-pip wheel --no-cache-dir " + " ".join(args)
+
+
 def env(key: str, value: str, quote: bool = True) -> Env:
     return Env(key, value, quoted=quote)
 

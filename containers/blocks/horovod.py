@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from hvd_container.containers.blocks import gpu_wheels, horovod_patches
 from hvd_container.containers.blocks import locked as locked_block
-from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
+from hvd_container.containers.blocks._text import apt_install, block, pip_install, pip_wheel, run
 from hvd_container.containers.instructions import Copy
 
 if TYPE_CHECKING:
@@ -65,12 +65,12 @@ def build_packages(recipe: Recipe) -> list[str]:
     return packages
 
 
-def render(recipe: LockedRecipe) -> Block | None:
+def compile_commands(recipe: LockedRecipe, *, wheel_dir: str | None = None) -> list[str]:
+    """The commands that compile Horovod: installed into the venv, or with wheel_dir built into a
+    wheel there (the wheel stage, containers/blocks/horovod_wheel.py) and not installed."""
     hvd = recipe.horovod
-    if hvd is None:
-        return None
+    assert hvd is not None
     flags = " ".join(f"{k}={v}" for k, v in build_env(recipe).items())
-    commands: list[str] = []
     locked = recipe.lock is not None
     # with a lock: the sdist checked against its hash, the dependencies already installed
     source = (
@@ -79,6 +79,13 @@ def render(recipe: LockedRecipe) -> Block | None:
         else [f"horovod=={hvd.version}"]
     )
     no_deps = ["--no-deps"] if locked else []
+
+    def pip(*args: str) -> str:
+        if wheel_dir is None:
+            return pip_install("--no-build-isolation", *no_deps, *args)
+        return pip_wheel("--no-build-isolation", "--no-deps", "-w", wheel_dir, *args)
+
+    commands: list[str] = []
     if recipe.cuda is not None and recipe.cuda.source == "image":
         # No GPU (and so no libcuda.so.1) on the builder: link against the toolkit's stubs
         # (Horovod dlopens libcuda, so the wheels' toolkit, which has no stubs, needs none).
@@ -93,17 +100,23 @@ def render(recipe: LockedRecipe) -> Block | None:
         ]
         for name in applied:
             commands += horovod_patches.commands(name)
-        commands += [
-            f"{flags} {pip_install('--no-build-isolation', *no_deps, '.')}",
-            "cd /",
-            'rm -rf "$hvd_src"',
-        ]
+        commands += [f"{flags} {pip('.')}", "cd /", 'rm -rf "$hvd_src"']
     else:
-        commands.append(f"{flags} {pip_install('--no-build-isolation', *no_deps, *source)}")
-    if recipe.gpu:
-        commands.append("ldconfig")
-    commands.append("horovodrun --check-build")
-    if locked:
+        commands.append(f"{flags} {pip(*source)}")
+    return commands
+
+
+def checked(recipe: LockedRecipe) -> list[str]:
+    """What follows Horovod's install: the linker cache (GPU libraries), then its own check."""
+    return [*(["ldconfig"] if recipe.gpu else []), "horovodrun --check-build"]
+
+
+def render(recipe: LockedRecipe) -> Block | None:
+    hvd = recipe.horovod
+    if hvd is None:
+        return None
+    commands = [*compile_commands(recipe), *checked(recipe)]
+    if recipe.lock is not None:
         _packages, entry = locked_block.parts(recipe)
         return block(
             "horovod",

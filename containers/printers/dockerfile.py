@@ -1,8 +1,9 @@
 """Instruction records -> Dockerfile text.
 
 Forms: shell-form RUN (one command per continuation line), one `ENV K=v` and one `LABEL k="v"`
-per instruction, absolute COPY destinations. Help and Test records have no Dockerfile form
-(the checks block also yields a RUN for each Test).
+per instruction, absolute COPY destinations, `FROM image AS name` and `COPY --from=name` between
+the stages of a multi-stage build. Help and Test records have no Dockerfile form (the checks
+block also yields a RUN for each Test).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from hvd_container.containers.instructions import (
     Arg,
     Block,
     Copy,
+    CopyFrom,
     Env,
     From,
     Help,
     Instruction,
     Label,
     Run,
+    Stage,
     Test,
 )
 from hvd_container.containers.printers import one_line, shell_command
@@ -38,7 +41,8 @@ def instruction(item: Instruction) -> str | None:
     """The Dockerfile text of one record (None: no Dockerfile form)."""
     if isinstance(item, From):
         platform = f"--platform={item.platform} " if item.platform else ""
-        return f"FROM {platform}{one_line(item.image, 'base image')}"
+        named = f" AS {item.stage}" if item.stage else ""
+        return f"FROM {platform}{one_line(item.image, 'base image')}{named}"
     if isinstance(item, Arg):
         return f"ARG {item.name}={one_line(item.default, item.name)}"
     if isinstance(item, Run):
@@ -50,6 +54,8 @@ def instruction(item: Instruction) -> str | None:
         return f"LABEL {one_line(item.key, 'labels')}={quote(item.value, item.key)}"
     if isinstance(item, Copy):
         return f"COPY {item.source} {item.dest}"
+    if isinstance(item, CopyFrom):
+        return f"COPY --from={item.stage} {item.source} {item.dest}"
     if isinstance(item, (Help, Test)):
         return None
     raise TypeError(f"not an instruction: {item!r}")
@@ -64,22 +70,27 @@ def block_text(block: Block) -> str:
 
 @dataclass(frozen=True)
 class Dockerfile:
-    """The Dockerfile text, with what the printer knew writing it: the image FROM names and
-    each instruction's phase (index = the classic builder's step - 1)."""
+    """The Dockerfile text, with what the printer knew writing it: the image's FROM name and
+    each instruction's phase, all stages in order (index = the classic builder's step - 1)."""
 
     text: str
     base: str
     phases: tuple[str, ...]
 
 
-def dockerfile(header: Iterable[str], blocks: Iterable[Block]) -> Dockerfile:
-    """The Dockerfile: comment lines, then the blocks, a blank line between blocks."""
+def dockerfile(header: Iterable[str], stages: Iterable[Stage]) -> Dockerfile:
+    """The Dockerfile: comment lines, then each stage's blocks, a blank line between blocks;
+    each stage starts from one FROM, and a stage is named when a later one copies from it."""
     top = "".join(f"# {line}\n" for line in header)
-    blocks = list(blocks)
-    froms = [item.image for block in blocks for item in block.items if isinstance(item, From)]
-    if len(froms) != 1:
-        raise ValueError(f"a Dockerfile of one stage has one FROM, not {len(froms)}")
+    stages = list(stages)
+    bases = []
+    for stage in stages:
+        froms = [i for block in stage.blocks for i in block.items if isinstance(i, From)]
+        if len(froms) != 1 or froms[0].stage != stage.name:
+            raise ValueError(f"stage {stage.name or 'of the image'} needs one FROM of its name")
+        bases.append(froms[0].image)
+    blocks = [block for stage in stages for block in stage.blocks]
     phases = tuple(
         block.phase for block in blocks for item in block.items if instruction(item) is not None
     )
-    return Dockerfile(top + "\n".join(block_text(b) for b in blocks), froms[0], phases)
+    return Dockerfile(top + "\n".join(block_text(b) for b in blocks), bases[-1], phases)

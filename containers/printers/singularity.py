@@ -16,6 +16,7 @@ from hvd_container.containers.instructions import (
     Arg,
     Block,
     Copy,
+    CopyFrom,
     Env,
     From,
     Help,
@@ -94,6 +95,9 @@ def definition(
     bases = [item for item in items if isinstance(item, From)]
     if len(bases) != 1:
         raise ValueError(f"a definition needs exactly one base, got {len(bases)}")
+    if bases[0].stage or any(isinstance(item, CopyFrom) for item in items):
+        # the blocks of a definition file are one stage (containers/blocks/horovod_wheel.py)
+        raise ValueError("a definition file is written from one stage's blocks")
     sections: list[tuple[str, list[str]]] = []
     helps = [one_line(i.text, "description") for i in items if isinstance(i, Help)]
     if helps:

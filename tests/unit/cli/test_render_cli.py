@@ -71,13 +71,13 @@ def test_render_docker_file_mentions_the_context(
     assert target.read_text() == render_dockerfile(load_recipe("cpu-bookworm"))
     # every file the Dockerfile copies is named, and the base it expects to find locally
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "note: `docker build` also needs horovod.lock, hvd-pip and requirements.lock beside it, "
+        "note: `docker build` also needs horovod-build.lock, horovod.lock, hvd-pip and requirements.lock beside it, "
         "and the local base image hvd-base/debian:bookworm (testbed/base-image.sh bookworm "
         "makes it): `render --context DIR` writes the whole build context"
     )
     copied = {line.split()[1] for line in target.read_text().splitlines()
-              if line.startswith("COPY ")}  # fmt: skip
-    assert copied == {"horovod.lock", "hvd-pip", "requirements.lock"}
+              if line.startswith("COPY ") and "--from=" not in line}  # fmt: skip
+    assert copied == {"horovod-build.lock", "horovod.lock", "hvd-pip", "requirements.lock"}
 
 
 def test_render_context_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,7 +85,7 @@ def test_render_context_directory(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["render", "cpu-bookworm", "--context", str(target)]) == 0
     recipe = load_recipe("cpu-bookworm")
     # the shipped lock's two parts come along: the locked packages and Horovod's sdist entry
-    names = ["Dockerfile", "horovod.lock", "hvd-pip", "requirements.lock"]
+    names = ["Dockerfile", "horovod-build.lock", "horovod.lock", "hvd-pip", "requirements.lock"]
     assert sorted(p.name for p in target.iterdir()) == names
     assert (target / "Dockerfile").read_text() == render_dockerfile(recipe)
     context = build_context(recipe)

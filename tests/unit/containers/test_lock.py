@@ -23,7 +23,7 @@ from hvd_container.containers.lock import (
     resolved_problems,
     uv_command,
 )
-from hvd_container.containers.lockfile import parse_lock
+from hvd_container.containers.lockfile import entries, parse_lock
 from hvd_container.containers.pipconfig import HostPipConfig
 from hvd_container.containers.recipe_loader import load_recipe, read_recipe
 
@@ -109,11 +109,16 @@ def test_rules_on_the_resolved_set_name_the_chain_and_the_fix(tmp_path: Path) ->
 
 STAND_IN = """\
 import os, sys
-# a stand-in for `uv pip compile` (no network in the fast suite): prints the lock it is given
+# FAKE: a stand-in for `uv pip compile` (no network in the fast suite): writes the lock it is
+# given to --output-file, as uv does, keeping what that file held for the test to read
 sys.stdin.read()
 if os.environ.get("FAKE_UV_FAIL"):
     sys.exit(os.environ["FAKE_UV_FAIL"])
-sys.stdout.write(open(os.environ["FAKE_UV_LOCK"]).read())
+output = sys.argv[sys.argv.index("--output-file") + 1]
+with open(output) as held, open(os.environ["FAKE_UV_LOCK"] + ".preferred", "w") as seen:
+    seen.write(held.read())
+with open(output, "w") as out:
+    out.write(open(os.environ["FAKE_UV_LOCK"]).read())
 """
 
 
@@ -250,13 +255,15 @@ def test_a_locked_recipe_installs_exactly_its_lock(fake_uv: Path, tmp_path: Path
     )
     assert (
         "--require-hashes -r /opt/hvd/horovod.lock" in dockerfile
-        and "--no-build-isolation --no-deps ." in dockerfile
+        and "--no-build-isolation --no-deps -w /opt/hvd/wheels ." in dockerfile
     )
-    # nothing is resolved inside the image: no other pip install names a package
+    # nothing is resolved inside the image: no other pip install names a package; the image
+    # installs the Horovod wheel its own stage compiled
     installs = [line for line in dockerfile.splitlines() if "hvd-pip install" in line]
-    assert all("-r /opt/hvd/" in line or line.rstrip(" \\").endswith(" .") for line in installs), (
-        installs
-    )
+    assert all(
+        "-r /opt/hvd/" in line or "--no-deps /opt/hvd/wheels/horovod-0.28.1-*.whl" in line
+        for line in installs
+    ), installs
     locked, horovod = context["requirements.lock"].decode(), context["horovod.lock"].decode()
     assert "torch==2.13.0+cpu" in locked and "horovod" not in locked.split("# via")[0]
     assert horovod.startswith("horovod==0.28.1 \\") and "--hash=sha256:" in horovod
@@ -498,3 +505,35 @@ def test_every_known_base_names_a_platform_uv_accepts(suite: str) -> None:
     ).stdout
     platform = lockfile.platform_of(suite, "amd64")
     assert re.search(rf"\b{re.escape(platform)}\b", accepted), (suite, platform)
+
+
+def test_a_changed_recipe_is_locked_from_its_old_pins_and_upgrade_from_none(
+    fake_uv: Path, tmp_path: Path
+) -> None:
+    recipe = write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4"]), "mine.yaml")
+    lock_recipe(str(recipe), pip=HostPipConfig())
+    preferred = Path(f"{fake_uv}.preferred")
+    assert preferred.read_text() == ""  # a first lock of a recipe that extends nothing
+    old = (tmp_path / "mine.lock").read_text()
+    write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4", "rich"]), "mine.yaml")
+    lock_recipe(str(recipe), pip=HostPipConfig())
+    # uv is handed the old lock's entries (no header, no notes) to keep where they still fit
+    assert preferred.read_text() == "".join(entries(old).values()) != ""
+    lock_recipe(str(recipe), upgrade=True, pip=HostPipConfig())
+    assert preferred.read_text() == ""
+
+
+def test_a_derived_recipe_is_first_locked_from_its_parents_pins(
+    fake_uv: Path, tmp_path: Path
+) -> None:
+    parent = write(tmp_path, merged(CPU_RECIPE, pip=["numpy==1.26.4"]), "parent.yaml")
+    lock_recipe(str(parent), pip=HostPipConfig())
+    # what a lock from elsewhere may hold beyond entries never reaches uv
+    lock = (tmp_path / "parent.lock").read_text()
+    (tmp_path / "parent.lock").write_text(lock + "# --index-url https://evil.example/simple\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: parent.yaml\nname: child\npip: [numpy==1.26.4, rich]\n")
+    lock_recipe(str(child), pip=HostPipConfig())
+    preferred = Path(f"{fake_uv}.preferred").read_text()
+    assert preferred == "".join(entries(lock).values()) and "torch==2.13.0+cpu" in preferred
+    assert "index-url" not in preferred and "#" not in preferred

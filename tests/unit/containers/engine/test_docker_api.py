@@ -42,7 +42,10 @@ def test_the_printer_hands_back_each_steps_phase_and_the_base(name: str) -> None
     steps = steps_of(build.dockerfile)
     assert len(build.phases) == len(steps)
     assert build.phases[0] == "base" and build.phases[-1] == "checks"
-    assert steps[0].split()[-1] == build.base  # FROM [--platform=...] IMAGE
+    froms = [step.split() for step in steps if step.startswith("FROM ")]
+    # FROM [--platform=...] IMAGE [AS horovod-wheel]: every stage starts from the image's base
+    assert {words[-3] if words[-2] == "AS" else words[-1] for words in froms} == {build.base}
+    assert steps[0].startswith("FROM ") and froms[-1][-1] == build.base
     markers = [
         ln.split(": ", 1)[1] for ln in build.dockerfile.splitlines() if ln.startswith(MARKER_PREFIX)
     ]

@@ -13,6 +13,7 @@ from hvd_container.containers.instructions import (
     Help,
     Label,
     Run,
+    Stage,
 )
 from hvd_container.containers.instructions import Test as CheckRecord  # not a test class
 from hvd_container.containers.printers import LINE_BREAKS
@@ -40,7 +41,7 @@ def test_one_set_of_records_in_both_formats() -> None:
         Label("team", "ml infra"),
         CheckRecord("tool"),
     )
-    assert dockerfile(["made here"], records).text == (
+    assert dockerfile(["made here"], [Stage(None, tuple(records))]).text == (
         "# made here\n"
         "# hvd-container phase: base\nFROM debian:bookworm\nARG DEBIAN_FRONTEND=noninteractive\n"
         "\n# hvd-container phase: extras\nCOPY tool /usr/local/bin/tool\n"
@@ -76,14 +77,15 @@ def test_one_set_of_records_in_both_formats() -> None:
 )
 def test_a_line_break_in_a_one_line_value_is_refused_by_both(brk: str, record: object) -> None:
     item = record(f"a{brk}%setup")  # type: ignore[operator]
-    for printer in (dockerfile, definition):
+    printers = (lambda found: dockerfile([], [Stage(None, tuple(found))]), definition)
+    for printer in printers:
         try:
-            text = printer([], blocks(item))
+            text = printer([], blocks(item)) if printer is definition else printer(blocks(item))
         except UserError as exc:
             assert "line break" in str(exc)
             continue
         # only where the format has no such line (a Help or Test in a Dockerfile)
-        assert printer is dockerfile and isinstance(item, (Help, CheckRecord)), text
+        assert printer is not definition and isinstance(item, (Help, CheckRecord)), text
 
 
 def test_a_copied_file_with_the_heredoc_end_line_is_refused() -> None:

@@ -1,0 +1,99 @@
+"""Horovod compiled once: in a stage of its own whose inputs are what the compile reads, then
+installed into the image as a wheel.
+
+The stage starts like the image (base, Python, MPI, CUDA, NCCL and pip's setup: the same
+instructions, so the engine builds them once for both) and installs from the lock only what
+Horovod builds against: the frameworks it was asked for (torch, TensorFlow), MPI and NCCL from
+PyPI, its build-time imports, and what those pull in (uv's `# via` notes). Then it compiles
+Horovod's sdist, with its patches and flags, into a wheel. A recipe that changes anything else
+(another pip package, an extra, a check) leaves every instruction of this stage as it was, so
+the engine's layer cache hands back the wheel and nothing compiles; a changed torch, MPI or
+flag changes the stage and compiles again.
+
+Docker, rootless Podman and podman-hpc build the stages from the one Dockerfile. A definition
+file keeps Horovod's compile in its %post: Apptainer keeps no cache from one build to the next,
+so a stage there would be built again every time, and the image's own build is the same work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hvd_container.containers.blocks import gpu_wheels, horovod, mpi_wheel, pytorch
+from hvd_container.containers.blocks import locked as locked_block
+from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
+from hvd_container.containers.instructions import Copy, CopyFrom
+from hvd_container.containers.lockfile import closure
+from packaging.requirements import Requirement
+
+if TYPE_CHECKING:
+    from hvd_container.containers.instructions import Block
+    from hvd_container.containers.recipe import LockedRecipe
+
+STAGE = "horovod-wheel"
+WHEEL_DIR = "/opt/hvd/wheels"
+BUILD_LOCK_FILE = f"{locked_block.LOCK_DIR}/horovod-build.lock"
+
+
+def applies(recipe: LockedRecipe) -> bool:
+    """A locked recipe with Horovod: the stage's packages come from the lock, hashes checked."""
+    return recipe.horovod is not None and recipe.lock is not None
+
+
+def build_roots(recipe: LockedRecipe) -> list[str]:
+    """The lock's packages Horovod's compile reads: the frameworks it builds against, MPI and
+    NCCL wheels, its own build-time imports."""
+    hvd = recipe.horovod
+    assert hvd is not None
+    roots = [*horovod.BUILD_PYTHON_DEPS]
+    roots += mpi_wheel.requirements(recipe) + gpu_wheels.requirements(recipe)
+    if "pytorch" in hvd.frameworks and recipe.pytorch is not None:
+        roots.append("torch")
+    if {"tensorflow", "keras"} & set(hvd.frameworks) and recipe.tensorflow is not None:
+        roots.append(recipe.tensorflow.package)
+    return [Requirement(r).name for r in roots]
+
+
+def build_lock(recipe: LockedRecipe) -> str:
+    """The part of the lock the stage installs: the roots and what they pull in, without the
+    lock's header and notes (they change with the rest of the recipe)."""
+    assert recipe.lock is not None
+    return closure(recipe.lock, build_roots(recipe))
+
+
+def stage_blocks(recipe: LockedRecipe, early: list[Block]) -> list[Block]:
+    """The stage: the image's early blocks (`early`: from the base to pip's setup), the build
+    lock, MPI's and the GPU wheels' layout, then Horovod compiled into WHEEL_DIR."""
+    url = pytorch.index_url(recipe)  # where the locked torch files are (hashes still checked)
+    index = [f"--extra-index-url {url}"] if url else []
+    wheels = [b for b in (mpi_wheel.render(recipe), gpu_wheels.render(recipe)) if b is not None]
+    _packages, entry = locked_block.parts(recipe)
+    return [
+        *early,
+        block(
+            "frameworks",
+            Copy("horovod-build.lock", BUILD_LOCK_FILE, build_lock(recipe).encode()),
+            run(pip_install("--require-hashes", "--no-deps", *index, "-r", BUILD_LOCK_FILE)),
+        ),
+        *wheels,
+        block(
+            "horovod",
+            apt_install(horovod.build_packages(recipe)),
+            Copy("horovod.lock", locked_block.HOROVOD_LOCK_FILE, entry.encode()),
+            run(*horovod.compile_commands(recipe, wheel_dir=WHEEL_DIR)),
+        ),
+    ]
+
+
+def install(recipe: LockedRecipe) -> Block:
+    """The image's Horovod: the stage's wheel installed (no compiler in the image), checked."""
+    hvd = recipe.horovod
+    assert hvd is not None
+    return block(
+        "horovod",
+        CopyFrom(STAGE, f"{WHEEL_DIR}/", f"{WHEEL_DIR}/"),
+        run(
+            pip_install("--no-deps", f"{WHEEL_DIR}/horovod-{hvd.version}-*.whl"),
+            *horovod.checked(recipe),
+        ),
+    )

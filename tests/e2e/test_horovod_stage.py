@@ -1,0 +1,94 @@
+"""Horovod compiled once: a recipe that extends cpu-bookworm and adds a pip package, locked and
+built for real, takes the compiled Horovod from the engine's cache (its wheel stage's steps say
+`(cached)`), installs the wheel and verifies; the image has no compiler."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from build_fixtures import CPU_RECIPE, ROOT, hvd
+
+from hvd_container.cli.progress import format_plain
+
+pytestmark = pytest.mark.e2e
+
+NAME = "hvd-test-with-rich"
+WHEELS = "/opt/hvd/wheels/horovod-*.whl"
+
+
+def output_of(api: Any, image: str, command: str) -> str:
+    """What `sh -c command` prints in a throw-away container of image."""
+    cid = api.create_container(image, command=["sh", "-c", command])["Id"]
+    try:
+        api.start(cid)
+        assert api.wait(cid, timeout=120)["StatusCode"] == 0
+        return api.logs(cid).decode().strip()
+    finally:
+        api.remove_container(cid, force=True)
+
+
+STEP = re.compile(r"^\[[\w-]+\] => \[\d+/\d+\] ")
+CACHED = re.compile(r"^\[[\w-]+\]    \(cached\)$")
+
+
+def steps(plain: str) -> list[tuple[str, bool]]:
+    """(each build step's line, whether the engine took it from its cache) of a plain build log
+    (hvd_container/cli/progress.py's plain lines)."""
+    found: list[tuple[str, bool]] = []
+    for line in plain.splitlines():
+        if STEP.match(line):
+            found.append((line, False))
+        elif CACHED.match(line) and found:
+            found[-1] = (found[-1][0], True)
+    return found
+
+
+def test_steps_parse_a_plain_log() -> None:
+    log = "\n".join([
+        format_plain("step", "base", "[1/3] FROM x AS horovod-wheel"),
+        format_plain("cached", "base", "---> Using cache"),
+        format_plain("step", "horovod", "[2/3] RUN make"),
+        format_plain("log", "horovod", "g++ -c a.cc"),
+    ])  # fmt: skip
+    assert steps(log) == [
+        ("[base] => [1/3] FROM x AS horovod-wheel", True),
+        ("[horovod] => [2/3] RUN make", False),
+    ]
+
+
+def test_a_derived_recipe_with_one_more_package_reuses_the_compiled_horovod(
+    api: Any, cpu_image: str, tmp_path: Path
+) -> None:
+    parent = ROOT / "recipes" / f"{CPU_RECIPE}.yaml"
+    recipe = tmp_path / f"{NAME}.yaml"
+    recipe.write_text(f"extends: {parent}\nname: {NAME}\npip:\n  - numpy==2.4.6\n  - rich\n")
+    try:
+        locked = hvd("lock", str(recipe))
+        assert locked.returncode == 0, locked.stderr
+        assert "starting from the pins of the lock of the recipe it extends" in locked.stdout + (
+            locked.stderr
+        )
+        built = hvd("build", str(recipe), "--progress", "plain")
+        assert built.returncode == 0, built.stderr
+        found = steps(built.stdout)
+        compile_step = [s for s in found if "hvd-pip wheel" in s[0]]
+        assert compile_step and all(cached for _, cached in compile_step), found
+        install = [s for s in found if "/opt/hvd/wheels/horovod-" in s[0] and "RUN" in s[0]]
+        assert install and not any(cached for _, cached in install), found  # a new lock below
+        assert output_of(api, f"{NAME}:1", "command -v g++ || true") == ""  # no compiler
+        # the very wheel the parent's build compiled, and the image's facts name it
+        digest = "sha256:" + output_of(api, f"{NAME}:1", f"sha256sum {WHEELS} | cut -d' ' -f1")
+        assert digest == "sha256:" + output_of(
+            api, cpu_image, f"sha256sum {WHEELS} | cut -d' ' -f1"
+        )
+        labels = api.inspect_image(f"{NAME}:1")["Config"]["Labels"]
+        assert labels["org.hvd-container.versions.horovod.wheel"] == digest
+    finally:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.ImageNotFound, docker.errors.APIError):
+            api.remove_image(f"{NAME}:1")
