@@ -34,7 +34,7 @@ from hvd_container.containers.blocks import (
 )
 from hvd_container.containers.blocks._text import PHASES
 from hvd_container.containers.blocks.pip_setup import hvd_pip_script
-from hvd_container.containers.instructions import Block, From, Stage
+from hvd_container.containers.instructions import Arg, Block, From, Stage
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import LockedRecipe, Recipe
@@ -62,6 +62,7 @@ BLOCKS: list[tuple[str, BlockFunction]] = [
 
 # the blocks a stage that compiles Horovod shares with the image: everything before the lock
 EARLY = ("base", "python", "mpi", "cuda", "nccl", "pip_setup")
+IN_DEPS = ("mpi_wheel", "gpu_wheels")  # laid out in that stage, after its packages
 
 __all__ = ["BLOCKS", "PHASES", "hvd_pip_script", "render_blocks", "render_stages"]
 
@@ -77,22 +78,30 @@ def render_blocks(recipe: LockedRecipe) -> list[tuple[str, Block]]:
 
 
 def render_stages(recipe: LockedRecipe) -> list[Stage]:
-    """The build's stages, the image last: one stage, or first Horovod's wheel stage
-    (containers/blocks/horovod_wheel.py) and an image that installs the wheel."""
+    """The build's stages, the image last: one stage, or Horovod's two first
+    (containers/blocks/horovod_wheel.py) and an image that starts from the first and installs
+    the second's wheel."""
     blocks = render_blocks(recipe)
     if not horovod_wheel.applies(recipe):
         return [Stage(None, tuple(block for _, block in blocks))]
     early = [block for name, block in blocks if name in EARLY]
     first, *rest = early
     named = tuple(
-        replace(item, stage=horovod_wheel.STAGE) if isinstance(item, From) else item
+        replace(item, stage=horovod_wheel.DEPS_STAGE) if isinstance(item, From) else item
         for item in first.items
     )
-    wheel_stage = horovod_wheel.stage_blocks(recipe, [replace(first, items=named), *rest])
-    image = [
-        horovod_wheel.install(recipe) if name == "horovod" else block for name, block in blocks
+    deps = horovod_wheel.deps_blocks(recipe, [replace(first, items=named), *rest])
+    args = [item for block in early for item in block.items if isinstance(item, Arg)]
+    image = [horovod_wheel.image_start(args)] + [
+        horovod_wheel.install(recipe) if name == "horovod" else block
+        for name, block in blocks
+        if name not in EARLY and name not in IN_DEPS
     ]
-    return [Stage(horovod_wheel.STAGE, tuple(wheel_stage)), Stage(None, tuple(image))]
+    return [
+        Stage(horovod_wheel.DEPS_STAGE, tuple(deps)),
+        Stage(horovod_wheel.STAGE, tuple(horovod_wheel.wheel_blocks(recipe, args))),
+        Stage(None, tuple(image)),
+    ]
 
 
 def pip_requirements(recipe: Recipe) -> list[str]:

@@ -1,14 +1,15 @@
 """Horovod compiled once: in a stage of its own whose inputs are what the compile reads, then
 installed into the image as a wheel.
 
-The stage starts like the image (base, Python, MPI, CUDA, NCCL and pip's setup: the same
-instructions, so the engine builds them once for both) and installs from the lock only what
-Horovod builds against: the frameworks it was asked for (torch, TensorFlow), MPI and NCCL from
-PyPI, its build-time imports, and what those pull in (uv's `# via` notes). Then it compiles
-Horovod's sdist, with its patches and flags, into a wheel. A recipe that changes anything else
-(another pip package, an extra, a check) leaves every instruction of this stage as it was, so
-the engine's layer cache hands back the wheel and nothing compiles; a changed torch, MPI or
-flag changes the stage and compiles again.
+Three stages. `horovod-deps`: the image's early blocks (base, Python, MPI, CUDA, NCCL, pip's
+setup) and, from the lock, only what Horovod builds against: the frameworks it was asked for
+(torch, TensorFlow), MPI and NCCL from PyPI, its build-time imports, and what those pull in
+(uv's `# via` notes). `horovod-wheel`, from it: the compiler, and Horovod's sdist with its
+patches and flags compiled into a wheel. The image, from `horovod-deps` too (torch installed
+once): the rest of the lock, the wheel, the recipe's late blocks; no compiler. A recipe that
+changes anything else (another pip package, an extra, a check) leaves every instruction of the
+first two stages as it was, so the engine's layer cache hands back the wheel and nothing
+compiles; a changed torch, MPI or flag changes them and compiles again.
 
 Docker, rootless Podman and podman-hpc build the stages from the one Dockerfile. A definition
 file keeps Horovod's compile in its %post: Apptainer keeps no cache from one build to the next,
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks import gpu_wheels, horovod, mpi_wheel, pytorch
 from hvd_container.containers.blocks import locked as locked_block
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
-from hvd_container.containers.instructions import Copy, CopyFrom
+from hvd_container.containers.instructions import Arg, Copy, CopyFrom, From
 from hvd_container.containers.lockfile import closure
 from packaging.requirements import Requirement
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from hvd_container.containers.instructions import Block
     from hvd_container.containers.recipe import LockedRecipe
 
+DEPS_STAGE = "horovod-deps"  # what the compile reads, installed: the image starts from it too
 STAGE = "horovod-wheel"
 WHEEL_DIR = "/opt/hvd/wheels"
 BUILD_LOCK_FILE = f"{locked_block.LOCK_DIR}/horovod-build.lock"
@@ -61,13 +63,12 @@ def build_lock(recipe: LockedRecipe) -> str:
     return closure(recipe.lock, build_roots(recipe))
 
 
-def stage_blocks(recipe: LockedRecipe, early: list[Block]) -> list[Block]:
-    """The stage: the image's early blocks (`early`: from the base to pip's setup), the build
-    lock, MPI's and the GPU wheels' layout, then Horovod compiled into WHEEL_DIR."""
+def deps_blocks(recipe: LockedRecipe, early: list[Block]) -> list[Block]:
+    """The stage both others start from: the image's early blocks (`early`: from the base to
+    pip's setup), the build lock, MPI's and the GPU wheels' layout."""
     url = pytorch.index_url(recipe)  # where the locked torch files are (hashes still checked)
     index = [f"--extra-index-url {url}"] if url else []
     wheels = [b for b in (mpi_wheel.render(recipe), gpu_wheels.render(recipe)) if b is not None]
-    _packages, entry = locked_block.parts(recipe)
     return [
         *early,
         block(
@@ -76,13 +77,29 @@ def stage_blocks(recipe: LockedRecipe, early: list[Block]) -> list[Block]:
             run(pip_install("--require-hashes", "--no-deps", *index, "-r", BUILD_LOCK_FILE)),
         ),
         *wheels,
+    ]
+
+
+def wheel_blocks(recipe: LockedRecipe, args: list[Arg]) -> list[Block]:
+    """The stage that compiles: from DEPS_STAGE, the compiler, Horovod built into WHEEL_DIR.
+    args: the build's ARGs, declared again (an ARG holds in its own stage only)."""
+    _packages, entry = locked_block.parts(recipe)
+    return [
         block(
             "horovod",
+            From(DEPS_STAGE, stage=STAGE),
+            *args,
             apt_install(horovod.build_packages(recipe)),
             Copy("horovod.lock", locked_block.HOROVOD_LOCK_FILE, entry.encode()),
             run(*horovod.compile_commands(recipe, wheel_dir=WHEEL_DIR)),
-        ),
+        )
     ]
+
+
+def image_start(args: list[Arg]) -> Block:
+    """Where the image starts: from DEPS_STAGE (its packages installed once for both), with the
+    build's ARGs declared again."""
+    return block("frameworks", From(DEPS_STAGE), *args)
 
 
 def install(recipe: LockedRecipe) -> Block:

@@ -1,7 +1,7 @@
 # Rendered by hvd-container from recipe cpu-bookworm-tf-pt 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
-FROM hvd-base/debian:bookworm AS horovod-wheel
+FROM hvd-base/debian:bookworm AS horovod-deps
 ARG DEBIAN_FRONTEND=noninteractive
 
 # hvd-container phase: base
@@ -29,6 +29,9 @@ COPY horovod-build.lock /opt/hvd/horovod-build.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/horovod-build.lock
 
 # hvd-container phase: horovod
+FROM horovod-deps AS horovod-wheel
+ARG DEBIAN_FRONTEND=noninteractive
+ARG HVD_PIP_CONFIG_URL=
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -53,29 +56,10 @@ RUN hvd_src=$(mktemp -d) \
     && cd / \
     && rm -rf "$hvd_src"
 
-# hvd-container phase: base
-FROM hvd-base/debian:bookworm
-ARG DEBIAN_FRONTEND=noninteractive
-
-# hvd-container phase: base
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-dev python3.11-venv \
-    && rm -rf /var/lib/apt/lists/*
-RUN python3.11 -m venv /opt/venv \
-    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
-ENV VIRTUAL_ENV=/opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-
-# hvd-container phase: mpi
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
-    && rm -rf /var/lib/apt/lists/*
-RUN mpirun --version | grep -F 4.1.4
-
 # hvd-container phase: frameworks
+FROM horovod-deps
+ARG DEBIAN_FRONTEND=noninteractive
 ARG HVD_PIP_CONFIG_URL=
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 COPY requirements.lock /opt/hvd/requirements.lock

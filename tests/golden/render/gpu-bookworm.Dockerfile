@@ -1,7 +1,7 @@
 # Rendered by hvd-container from recipe gpu-bookworm 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
-FROM hvd-base/debian:bookworm AS horovod-wheel
+FROM hvd-base/debian:bookworm AS horovod-deps
 ARG DEBIAN_FRONTEND=noninteractive
 
 # hvd-container phase: base
@@ -41,6 +41,9 @@ ENV CUDA_HOME=/usr/local/cuda
 ENV PATH=/usr/local/cuda/bin:$PATH
 
 # hvd-container phase: horovod
+FROM horovod-deps AS horovod-wheel
+ARG DEBIAN_FRONTEND=noninteractive
+ARG HVD_PIP_CONFIG_URL=
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.11-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -65,45 +68,14 @@ RUN hvd_src=$(mktemp -d) \
     && cd / \
     && rm -rf "$hvd_src"
 
-# hvd-container phase: base
-FROM hvd-base/debian:bookworm
-ARG DEBIAN_FRONTEND=noninteractive
-
-# hvd-container phase: base
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-dev python3.11-venv \
-    && rm -rf /var/lib/apt/lists/*
-RUN python3.11 -m venv /opt/venv \
-    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
-ENV VIRTUAL_ENV=/opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-
-# hvd-container phase: mpi
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev libpmix-dev \
-    && rm -rf /var/lib/apt/lists/*
-RUN mpirun --version | grep -F 4.1.4
-
 # hvd-container phase: frameworks
+FROM horovod-deps
+ARG DEBIAN_FRONTEND=noninteractive
 ARG HVD_PIP_CONFIG_URL=
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 COPY requirements.lock /opt/hvd/requirements.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
-
-# hvd-container phase: frameworks
-RUN test -x /opt/venv/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc || { echo 'no nvcc in /opt/venv/lib/python3.11/site-packages/nvidia/cu13' >&2; exit 1; } \
-    && ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
-    && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
-    && ln -s /opt/venv/lib/python3.11/site-packages/nvidia/cu13 /usr/local/cuda \
-    && test -f /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2 || { echo 'no libnccl.so.2 in /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib' >&2; exit 1; } \
-    && ln -s libnccl.so.2 /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so \
-    && printf '%s\n' /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib /opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib > /etc/ld.so.conf.d/hvd-gpu-wheels.conf \
-    && ldconfig
-ENV CUDA_HOME=/usr/local/cuda
-ENV PATH=/usr/local/cuda/bin:$PATH
 
 # hvd-container phase: frameworks
 RUN python3 -c 'import torch; v = torch.__version__; assert v.startswith("2.14.1"), "torch " + v + " is not 2.14.1"'

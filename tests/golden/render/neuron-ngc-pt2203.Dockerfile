@@ -1,7 +1,7 @@
 # Rendered by hvd-container from recipe neuron-ngc-pt2203 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
-FROM nvcr.io/nvidia/pytorch:22.03-py3 AS horovod-wheel
+FROM nvcr.io/nvidia/pytorch:22.03-py3 AS horovod-deps
 ARG DEBIAN_FRONTEND=noninteractive
 
 # hvd-container phase: base
@@ -24,6 +24,9 @@ COPY horovod-build.lock /opt/hvd/horovod-build.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/horovod-build.lock
 
 # hvd-container phase: horovod
+FROM horovod-deps AS horovod-wheel
+ARG DEBIAN_FRONTEND=noninteractive
+ARG HVD_PIP_CONFIG_URL=
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make \
     && rm -rf /var/lib/apt/lists/*
@@ -47,24 +50,10 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
     && cd / \
     && rm -rf "$hvd_src"
 
-# hvd-container phase: base
-FROM nvcr.io/nvidia/pytorch:22.03-py3
-ARG DEBIAN_FRONTEND=noninteractive
-
-# hvd-container phase: base
-RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 8), sys.version'
-
-# hvd-container phase: mpi
-RUN mpirun --version
-
-# hvd-container phase: mpi
-ENV CUDA_HOME=/usr/local/cuda
-RUN test -d /usr/local/cuda-11.6 || { echo 'base image has no /usr/local/cuda-11.6' >&2; exit 1; }
-
 # hvd-container phase: frameworks
+FROM horovod-deps
+ARG DEBIAN_FRONTEND=noninteractive
 ARG HVD_PIP_CONFIG_URL=
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 COPY requirements.lock /opt/hvd/requirements.lock

@@ -1,7 +1,7 @@
 # Rendered by hvd-container from recipe perlmutter-tf210-pt113 1.
 # Do not edit: change the recipe and render again.
 # hvd-container phase: base
-FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04 AS horovod-wheel
+FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04 AS horovod-deps
 ARG DEBIAN_FRONTEND=noninteractive
 
 # hvd-container phase: base
@@ -39,6 +39,9 @@ RUN test -f /opt/venv/lib/libmpi.so.12 || { echo 'no libmpi.so.12 in /opt/venv/l
     && mpicc -show
 
 # hvd-container phase: horovod
+FROM horovod-deps AS horovod-wheel
+ARG DEBIAN_FRONTEND=noninteractive
+ARG HVD_PIP_CONFIG_URL=
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake g++ make python3.10-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -62,43 +65,14 @@ RUN ldconfig /usr/local/cuda/lib64/stubs \
     && cd / \
     && rm -rf "$hvd_src"
 
-# hvd-container phase: base
-FROM nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04
-ARG DEBIAN_FRONTEND=noninteractive
-
-# hvd-container phase: base
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates python3.10 python3.10-dev python3.10-venv \
-    && rm -rf /var/lib/apt/lists/*
-RUN python3.10 -m venv /opt/venv \
-    && /opt/venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 10), sys.version'
-ENV VIRTUAL_ENV=/opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-
-# hvd-container phase: mpi
-ENV CUDA_HOME=/usr/local/cuda
-RUN test -d /usr/local/cuda-11.8 || { echo 'base image has no /usr/local/cuda-11.8' >&2; exit 1; }
-
-# hvd-container phase: mpi
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends --allow-change-held-packages libnccl2=2.15.5-1+cuda11.8 libnccl-dev=2.15.5-1+cuda11.8 \
-    && rm -rf /var/lib/apt/lists/*
-
 # hvd-container phase: frameworks
+FROM horovod-deps
+ARG DEBIAN_FRONTEND=noninteractive
 ARG HVD_PIP_CONFIG_URL=
-COPY hvd-pip /usr/local/bin/hvd-pip
-RUN chmod 0755 /usr/local/bin/hvd-pip
 
 # hvd-container phase: frameworks
 COPY requirements.lock /opt/hvd/requirements.lock
 RUN hvd-pip install --no-cache-dir --require-hashes --no-deps -r /opt/hvd/requirements.lock
-
-# hvd-container phase: mpi
-RUN test -f /opt/venv/lib/libmpi.so.12 || { echo 'no libmpi.so.12 in /opt/venv/lib' >&2; exit 1; } \
-    && echo /opt/venv/lib > /etc/ld.so.conf.d/hvd-mpi-wheel.conf \
-    && ldconfig \
-    && ldconfig -p | grep -F 'libmpi.so.12 ' \
-    && mpicc -show
 
 # hvd-container phase: frameworks
 RUN python3 -c 'import tensorflow; v = tensorflow.__version__; assert v.startswith("2.10.1"), "tensorflow " + v + " is not 2.10.1"'

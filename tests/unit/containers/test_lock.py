@@ -359,7 +359,7 @@ class RegistryStandIn:
 
 
 def test_lock_pins_the_base_by_digest_and_the_build_uses_it(fake_uv: Path, tmp_path: Path) -> None:
-    from hvd_container.containers.render import build_context, render_definition
+    from hvd_container.containers.render import build_context, docker_build, render_definition
 
     path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
     registry = RegistryStandIn(DIGEST_A)
@@ -367,7 +367,8 @@ def test_lock_pins_the_base_by_digest_and_the_build_uses_it(fake_uv: Path, tmp_p
     assert registry.asked == [BASE] and done.base is not None and done.base.digest == DIGEST_A
     assert f"# base {BASE} {DIGEST_A}\n" in done.path.read_text()
     recipe = load_recipe(path)
-    assert f"FROM {BASE}@{DIGEST_A}\n" in build_context(recipe)["Dockerfile"].decode()
+    assert docker_build(recipe).base == f"{BASE}@{DIGEST_A}"
+    assert f"FROM {BASE}@{DIGEST_A} AS " in build_context(recipe)["Dockerfile"].decode()
     assert f"From: {BASE}@{DIGEST_A}\n" in render_definition(recipe)
     # the tag moved: --check says so, and the image the lock names stays until it is re-locked
     moved = RegistryStandIn(DIGEST_B)
@@ -388,7 +389,7 @@ def test_a_registry_out_of_reach_leaves_the_base_unpinned_or_keeps_the_pin(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hvd_container.containers.render import build_context
+    from hvd_container.containers.render import docker_build
 
     path = write(tmp_path, merged(CPU_RECIPE, base={"image": BASE}), "mine.yaml")
     down = RegistryStandIn(
@@ -398,7 +399,7 @@ def test_a_registry_out_of_reach_leaves_the_base_unpinned_or_keeps_the_pin(
     assert done.base is not None and done.base.digest is None
     line = f"# base {BASE} unpinned: the registry could not be asked: Error while fetching server API version refused\n"
     assert line in done.path.read_text()  # one line, whatever the engine said
-    assert f"FROM {BASE}\n" in build_context(load_recipe(path))["Dockerfile"].decode()
+    assert docker_build(load_recipe(path)).base == BASE
     # once pinned, a later lock without the registry keeps the pin
     lock_recipe(str(path), upgrade=True, pip=HostPipConfig(), engine=RegistryStandIn(DIGEST_A))  # type: ignore[arg-type]
     again = lock_recipe(str(path), upgrade=True, pip=HostPipConfig(), engine=down)  # type: ignore[arg-type]

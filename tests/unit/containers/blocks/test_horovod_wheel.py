@@ -92,10 +92,14 @@ def test_the_closure_follows_via_notes_down_and_keeps_the_locks_order() -> None:
 
 def test_the_image_installs_the_stages_wheel_and_has_no_compiler() -> None:
     recipe = load_recipe("cpu-bookworm")
-    wheel, image = render_stages(recipe)
-    assert (wheel.name, image.name) == (horovod_wheel.STAGE, None)
+    deps, wheel, image = render_stages(recipe)
+    assert (deps.name, wheel.name, image.name) == ("horovod-deps", "horovod-wheel", None)
     text = docker_build(recipe).dockerfile
-    image_part = text[text.index("\nFROM hvd-base/debian:bookworm\n") :]
+    assert "FROM hvd-base/debian:bookworm AS horovod-deps\n" in text
+    assert "FROM horovod-deps AS horovod-wheel\n" in text
+    image_part = text[text.index("\nFROM horovod-deps\n") :]
+    # torch came with the first stage: the image's lock install finds it there
+    assert "/opt/hvd/horovod-build.lock" not in image_part
     assert "COPY --from=horovod-wheel /opt/hvd/wheels/ /opt/hvd/wheels/" in image_part
     assert "/opt/hvd/wheels/horovod-0.28.1-*.whl" in image_part
     assert COMPILE not in image_part and "g++" not in image_part
