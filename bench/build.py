@@ -1,10 +1,16 @@
-"""Build benchmark: cold build time, rebuild after one pip extra changed, final image size.
+"""Build benchmark: cold build time, rebuild after one pip extra changed, final image size;
+with --stage, Horovod's wheel stage against today's one-stage shape.
 
 Runs real builds through the Docker engine (started with testbed/docker.sh):
   1. cold: the CPU recipe with every layer rebuilt (--no-cache);
   2. warm-up: the recipe plus one pip extra (only late layers build);
   3. rebuild: that extra swapped for another one, timed, as a fraction of the cold build;
   4. the verified image's size.
+`python bench/build.py [RECIPE] --stage` builds, on a warm cache, a recipe that extends RECIPE
+and adds one pip package (locked from RECIPE's pins), in both shapes one after the other: the
+parent in that shape first (untimed, a cache hit when built before), then the derived recipe,
+timed; it prints each time and their ratio (goal: the wheel-stage derived build under a minute
+here, no compile).
 `python bench/build.py [RECIPE] [--skip-cold]` (--skip-cold reuses the layer cache for step 1 and
 reports that the cold figure and the ratio are not measured). The benchmark's own images (the
 `<recipe>-bench` tag and its earlier build, an image the cold build untagged) are removed at the
@@ -56,6 +62,35 @@ def timed_build(ref: str, no_cache: bool = False) -> tuple[float, str, str]:
     return seconds, how, result.image_id
 
 
+def stage_compare(api: Any, parent: str) -> int:
+    """The derived recipe built in today's one-stage shape and with Horovod's wheel stage."""
+    from unittest import mock
+
+    from hvd_container.containers.blocks import horovod_wheel
+    from hvd_container.containers.lock import lock_recipe
+    from hvd_container.containers.recipe_loader import load_recipe, recipe_lock_file
+
+    recipe = load_recipe(parent)
+    name = f"{recipe.name}-stage-bench"
+    times: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        parent_file = recipe_lock_file(parent)[1].with_suffix(".yaml")
+        extras = "".join(f"  - {p}\n" for p in [*recipe.pip, EXTRA_A])
+        path.write_text(f"extends: {parent_file}\nname: {name}\npip:\n{extras}")
+        lock_recipe(str(path))
+        for shape, one_stage in (("one stage (before)", True), ("wheel stage", False)):
+            patched = mock.patch.object(horovod_wheel, "applies", lambda _r: False)
+            with patched if one_stage else contextlib.nullcontext():
+                timed_build(parent)
+                times[shape], how, _image = timed_build(str(path))
+            print(f"{'derived, ' + shape:<40} {times[shape]:8.1f} s   ({how})", flush=True)
+    ratio = times["wheel stage"] / times["one stage (before)"]
+    print(f"{'wheel stage / one stage':<40} {ratio:8.2f}")
+    remove_images(api, [f"{name}:{recipe.version}"])
+    return 0 if times["wheel stage"] < 60 else 1
+
+
 def remove_images(api: Any, refs: list[str]) -> None:
     """Remove what the benchmark made: its tag and images no tag refers to any more.
 
@@ -78,6 +113,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipe", nargs="?", default="cpu-bookworm")
     parser.add_argument("--skip-cold", action="store_true")
+    parser.add_argument("--stage", action="store_true")
     args = parser.parse_args()
     for script in ("docker.sh", "base-image.sh"):
         subprocess.run(["sh", str(ROOT / "testbed" / script)], check=True)
@@ -86,6 +122,8 @@ def main() -> int:
     from hvd_container.containers.recipe_loader import load_recipe
 
     api = docker_client()
+    if args.stage:
+        return stage_compare(api, args.recipe)
     recipe = load_recipe(args.recipe)
     made: list[str] = []
     before = _image_id(api, recipe.image_tag)
