@@ -8,22 +8,22 @@ second build, and tag. A failed build or verification leaves no new tag and no c
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from hvd_container.containers import pipconfig
+from hvd_container.containers import pipconfig, wheel_cache
 from hvd_container.containers.base_pin import needs_pin, pin_of
 from hvd_container.containers.blocks.base import debootstrap_script_args
 from hvd_container.containers.engine import EngineError, open_engine
 from hvd_container.containers.pipconfig import PORT_ENV, configured_port, serve_host_pip_config
-from hvd_container.containers.render import DockerBuild, docker_build
+from hvd_container.containers.render import DockerBuild, build_digest, docker_build
 from hvd_container.containers.verify import (
     docker_runner,
     fact_labels,
@@ -35,8 +35,9 @@ from hvd_container import facts
 from hvd_container.core.errors import StepFailed, UserError, source_checkout_hint
 
 if TYPE_CHECKING:
-    from hvd_container.containers.engine import BuildEvent, Engine
+    from hvd_container.containers.engine import Engine
     from hvd_container.containers.recipe import LockedRecipe, Recipe
+    from hvd_container.containers.wheel_cache import Wheel
 
 BUILD_DIGEST_LABEL = facts.BUILD_DIGEST
 VERIFIED_LABEL = facts.VERIFIED
@@ -44,27 +45,14 @@ PIP_URL_ARG = "HVD_PIP_CONFIG_URL"
 DEBOOTSTRAP_PREFIX = "debootstrap:"
 
 
-def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> str:
-    """sha256 over the rendered build context (Dockerfile + every input file), order-free,
-    and the ID of the base image the build starts from (None: not in the engine).
-
-    The base ID is part of it because `FROM name` names a local image that can be remade under
-    the same name (`testbed/base-image.sh --force`, a newer pull): the context is then unchanged
-    but the image built from it is not up to date any more.
-    """
-    h = hashlib.sha256()
-    h.update(f"base\0{base_id or ''}\0".encode())
-    for name in sorted(context):
-        data = context[name]
-        h.update(f"{name}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
-
-
 def engine_build_digest(engine: Engine, build: DockerBuild) -> str:
     """build_digest of the build's context with the ID its base image has in the engine now."""
+    return build_digest(build.context, _base_id(engine, build))
+
+
+def _base_id(engine: Engine, build: DockerBuild) -> str | None:
     found = _image_labels(engine, build.base)
-    return build_digest(build.context, found[0] if found else None)
+    return found[0] if found else None
 
 
 @dataclass
@@ -75,6 +63,7 @@ class BuildResult:
     seconds: float
     labels: dict[str, str] = field(default_factory=dict)
     pushed: str | None = None
+    wheel: Wheel | None = None  # Horovod's wheel image, where a wheel cache was named
 
 
 Reporter = Callable[[str, str, str], None]
@@ -88,11 +77,13 @@ class BuildOptions:
         verify: bool = True,
         use_host_pip: bool = True,
         pip_config_port: int | None = None,
+        wheel_cache: str | None = None,
     ) -> None:
         self.no_cache = no_cache
         self.verify = verify
         self.use_host_pip = use_host_pip
         self.pip_config_port = pip_config_port
+        self.wheel_cache = wheel_cache  # a registry for Horovod's wheel (containers/wheel_cache)
 
 
 def _image_labels(engine: Engine, ref: str) -> tuple[str, dict[str, str]] | None:
@@ -212,7 +203,7 @@ def build_recipe(
         return BuildResult(tag, existing[0], True, time.monotonic() - start, existing[1])
 
     try:
-        image_id = _run_engine(engine, recipe, build, report, opts)
+        image_id, wheel = _run_engine(engine, recipe, build, report, opts)
     except StepFailed as exc:
         if str(getattr(exc, "instruction", "") or "").upper().startswith("FROM "):
             raise missing_base(build.base, exc) from None
@@ -236,9 +227,11 @@ def build_recipe(
     finally:
         _remove_untagged(engine, image_id)
     _make_runnable(engine, tag, report)
+    if wheel is not None:
+        wheel = wheel_cache.share(engine, wheel, lambda text: report("info", "horovod", text))
     seconds = time.monotonic() - start
     report("done", "done", f"built {tag} ({final_id[7:19]}) in {seconds:.0f} s")
-    return BuildResult(tag, final_id, False, seconds, labels)
+    return BuildResult(tag, final_id, False, seconds, labels, wheel=wheel)
 
 
 def _make_runnable(engine: Engine, tag: str, report: Reporter) -> None:
@@ -250,30 +243,50 @@ def _make_runnable(engine: Engine, tag: str, report: Reporter) -> None:
 
 def _run_engine(
     engine: Engine,
-    recipe: Recipe,
+    recipe: LockedRecipe,
     build: DockerBuild,
     report: Reporter,
     opts: BuildOptions,
-) -> str:
-    phases = build.phases
+) -> tuple[str, Wheel | None]:
+    """The untagged image (the tag only moves once verification has passed), and the image of
+    Horovod's wheel where a wheel cache is named (found, pulled or built first)."""
 
-    def phase_of(ev: BuildEvent) -> str:
-        if ev.step is None or not phases:
-            return "base"
-        return phases[min(ev.step, len(phases)) - 1]
-
-    def drive(buildargs: dict[str, str]) -> str:
-        # Built untagged: the tag only moves once verification has passed.
-        for ev in engine.build(build.context, "", buildargs):
+    def drive(source: DockerBuild, tag: str, buildargs: dict[str, str]) -> str:
+        phases = source.phases
+        for ev in engine.build(source.context, tag, buildargs):
             if ev.kind == "done":
                 assert ev.image_id
                 return ev.image_id
             text = f"[{ev.step}/{ev.total}] {ev.text}" if ev.kind == "step" else ev.text
-            report(ev.kind, phase_of(ev), text)
-        raise StepFailed(f"build of {recipe.image_tag} ended without an image")
+            phase = (
+                "base" if ev.step is None or not phases else phases[min(ev.step, len(phases)) - 1]
+            )
+            report(ev.kind, phase, text)
+        raise StepFailed(f"build of {tag or recipe.image_tag} ended without an image")
 
+    with _build_args(engine, report, opts) as buildargs:
+        wheel = None
+        if opts.wheel_cache is not None:
+            wheel = wheel_cache.provide(
+                engine,
+                recipe,
+                opts.wheel_cache,
+                _base_id(engine, build),
+                lambda source, tag: drive(source, tag, buildargs),
+                lambda text: report("info", "horovod", text),
+                fresh=opts.no_cache,
+            )
+        source = docker_build(recipe, wheel.image) if wheel is not None else build
+        return drive(source, "", buildargs), wheel
+
+
+@contextlib.contextmanager
+def _build_args(engine: Engine, report: Reporter, opts: BuildOptions) -> Iterator[dict[str, str]]:
+    """The build's args: the host's proxies, and the URL of its pip configuration, served for
+    as long as the builds run (--no-host-pip: none)."""
     if not opts.use_host_pip:
-        return drive(_with_proxies({}, proxy_build_args(os.environ), report))
+        yield _with_proxies({}, proxy_build_args(os.environ), report)
+        return
     gateway = engine.bridge_gateway()
     host_pip = pipconfig.read_host_pip_config()
     wanted = opts.pip_config_port if opts.pip_config_port is not None else configured_port()
@@ -287,7 +300,7 @@ def _run_engine(
                 f"layers cached with another port are rebuilt (set ${PORT_ENV} to keep it fixed)",
             )
         proxies = proxy_build_args(os.environ, pip_proxy=host_pip.proxy, bypass=[gateway])
-        return drive(_with_proxies({PIP_URL_ARG: url}, proxies, report))
+        yield _with_proxies({PIP_URL_ARG: url}, proxies, report)
 
 
 # Docker's predefined proxy ARGs: a RUN sees them without an ARG line, and the classic builder

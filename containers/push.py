@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,14 @@ class PushResult:
     digest: str | None
 
 
+# A registry and an optional namespace, as the distribution project's reference grammar has
+# them (github.com/distribution/reference, regexp.go): domain components joined by '.', a port,
+# then lower-case path components. Anything else is refused before it names a push or a pull.
+_DOMAIN = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REGISTRY = re.compile(rf"{_DOMAIN}(?:\.{_DOMAIN})*(?::[0-9]+)?(?:/{_PATH})*")
+
+
 def remote_ref(image: str, registry: str, flag: str = "--registry") -> tuple[str, str]:
     """(repository, tag) of image under registry (flag: the option named in the error).
 
@@ -46,8 +55,11 @@ def remote_ref(image: str, registry: str, flag: str = "--registry") -> tuple[str
     for scheme in ("https://", "http://"):
         if registry.startswith(scheme):
             registry = registry[len(scheme) :]
-    if not registry or any(c.isspace() for c in registry) or registry.startswith("/"):
-        raise UserError(f"{flag} {given!r}: expected HOST[:PORT][/NAMESPACE]")
+    if not REGISTRY.fullmatch(registry):
+        raise UserError(
+            f"{flag} {given!r}: expected HOST[:PORT][/NAMESPACE] (a host name or address, and "
+            "lower-case path components of letters and digits joined by '.', '_', '__' or '-')"
+        )
     name, tag = split_tag(image)
     # Re-homing an image that already names a registry: keep only its path.
     first = name.split("/", 1)[0]
@@ -147,19 +159,33 @@ def push_image(
     engine.tag(image, repo, tag)
     ok = False
     try:
-        note(f"pushing {remote}")
-        try:
-            chunks = _progress(engine.push(repo, tag, auth), note, on_transfer)
-            error, digest = stream_errors(chunks)
-        except EngineError as exc:
-            error, digest = _first_line(exc), None
-        if error:
-            raise StepFailed(f"push of {remote} refused: {redact(error, auth)}")
+        result = push_tagged(engine, repo, tag, auth, note, on_transfer)
         ok = True
     finally:
         if not ok and not had_tag:
             with contextlib.suppress(EngineError):
                 engine.remove(remote)
+    return result
+
+
+def push_tagged(
+    engine: Engine,
+    repo: str,
+    tag: str,
+    auth: Mapping[str, str] | None,
+    note: Callable[[str], None],
+    on_transfer: OnTransfer | None = None,
+) -> PushResult:
+    """Push the local repo:tag (already named for its registry), then read its digest back."""
+    remote = f"{repo}:{tag}"
+    note(f"pushing {remote}")
+    try:
+        chunks = _progress(engine.push(repo, tag, auth), note, on_transfer)
+        error, digest = stream_errors(chunks)
+    except EngineError as exc:
+        error, digest = _first_line(exc), None
+    if error:
+        raise StepFailed(f"push of {remote} refused: {redact(error, auth)}")
     served = read_back_digest(engine, remote, auth)
     if digest and served != digest:
         raise StepFailed(f"pushed {remote} as {digest}, but the registry serves {served}")

@@ -6,12 +6,14 @@ yield instruction records; each format has its own printer (containers/printers/
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hvd_container.containers.blocks import render_blocks, render_stages
+from hvd_container.containers.blocks import horovod_wheel, render_blocks, render_stages
 from hvd_container.containers.blocks.base import debootstrap_image, debootstrap_script_args
-from hvd_container.containers.instructions import Block, Copy
+from hvd_container.containers.instructions import Block, Copy, Stage
 from hvd_container.containers.printers import dockerfile, singularity
 
 if TYPE_CHECKING:
@@ -52,13 +54,51 @@ class DockerBuild:
         return self.context["Dockerfile"].decode()
 
 
-def docker_build(recipe: LockedRecipe) -> DockerBuild:
+def docker_build(recipe: LockedRecipe, wheel_image: str | None = None) -> DockerBuild:
+    """The recipe's build. wheel_image: an image that holds Horovod's compiled wheel already
+    (containers/wheel_cache.py): the wheel stage starts from it, and nothing compiles."""
     stages = render_stages(recipe)
-    printed = dockerfile.dockerfile(_header(recipe), stages)
+    if wheel_image is not None:
+        stages = [
+            horovod_wheel.from_image(wheel_image) if stage.name == horovod_wheel.STAGE else stage
+            for stage in stages
+        ]
+    return _docker_build(_header(recipe), stages)
+
+
+def wheel_build(recipe: LockedRecipe) -> DockerBuild | None:
+    """Horovod's stages alone, ending in an image that holds only the wheel; None for a recipe
+    without them. No header: a recipe's name and version are not inputs of the compile, so two
+    recipes that compile the same have the same context (and the same digest)."""
+    stages = render_stages(recipe)
+    if len(stages) == 1:
+        return None
+    return _docker_build([], [*stages[:-1], horovod_wheel.carrier()])
+
+
+def _docker_build(header: list[str], stages: list[Stage]) -> DockerBuild:
+    printed = dockerfile.dockerfile(header, stages)
     context = {"Dockerfile": printed.text.encode()}
     for block in (block for stage in stages for block in stage.blocks):
         context.update({i.source: i.data for i in block.items if isinstance(i, Copy)})
     return DockerBuild(context, printed.base, printed.phases)
+
+
+def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> str:
+    """sha256 over the rendered build context (Dockerfile + every input file), order-free,
+    and the ID of the base image the build starts from (None: not in the engine).
+
+    The base ID is part of it because `FROM name` names a local image that can be remade under
+    the same name (`testbed/base-image.sh --force`, a newer pull): the context is then unchanged
+    but the image built from it is not up to date any more.
+    """
+    h = hashlib.sha256()
+    h.update(f"base\0{base_id or ''}\0".encode())
+    for name in sorted(context):
+        data = context[name]
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 def build_context(recipe: LockedRecipe) -> dict[str, bytes]:

@@ -11,7 +11,9 @@ changes anything else (another pip package, an extra, a check) leaves every inst
 first two stages as it was, so the engine's layer cache hands back the wheel and nothing
 compiles; a changed torch, MPI or flag changes them and compiles again.
 
-Docker, rootless Podman and podman-hpc build the stages from the one Dockerfile. A definition
+Docker, rootless Podman and podman-hpc build the stages from the one Dockerfile. Shared through
+a registry (containers/wheel_cache.py), the wheel travels as an image that holds only it
+(`carrier`), and a build that has it starts its wheel stage from that image (`from_image`). A definition
 file keeps Horovod's compile in its %post: Apptainer keeps no cache from one build to the next,
 so a stage there would be built again every time, and the image's own build is the same work.
 """
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 from hvd_container.containers.blocks import gpu_wheels, horovod, mpi_wheel, pytorch
 from hvd_container.containers.blocks import locked as locked_block
 from hvd_container.containers.blocks._text import apt_install, block, pip_install, run
-from hvd_container.containers.instructions import Arg, Copy, CopyFrom, From
+from hvd_container.containers.instructions import Arg, Copy, CopyFrom, From, Stage
 from hvd_container.containers.lockfile import closure
 from packaging.requirements import Requirement
 
@@ -94,6 +96,20 @@ def wheel_blocks(recipe: LockedRecipe, args: list[Arg]) -> list[Block]:
             run(*horovod.compile_commands(recipe, wheel_dir=WHEEL_DIR)),
         )
     ]
+
+
+def from_image(image: str) -> Stage:
+    """The wheel stage as an image that holds the compiled wheel already (`carrier`'s, pulled
+    or built before): nothing compiles."""
+    return Stage(STAGE, (block("horovod", From(image, stage=STAGE)),))
+
+
+def carrier() -> Stage:
+    """The image that carries the wheel: only WHEEL_DIR, copied from the compile's stage."""
+    return Stage(
+        None,
+        (block("horovod", From("scratch"), CopyFrom(STAGE, f"{WHEEL_DIR}/", f"{WHEEL_DIR}/")),),
+    )
 
 
 def image_start(args: list[Arg]) -> Block:

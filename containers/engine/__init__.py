@@ -127,6 +127,11 @@ class Engine(Protocol):
         """The digest of the manifest the registry serves for remote."""
         ...
 
+    def pull(self, repository: str, tag: str, auth: Mapping[str, str] | None) -> bool:
+        """Pull repository:tag into the engine's store; False where the registry has no such
+        manifest (any other failure: EngineError)."""
+        ...
+
     def run(
         self, image: str, argv: list[str], *, timeout: int, labels: Mapping[str, str]
     ) -> tuple[int, str]:

@@ -261,6 +261,26 @@ class DockerEngine:
         digest = (info.get("Descriptor") or {}).get("digest") if isinstance(info, dict) else None
         return str(digest) if digest else None
 
+    def pull(self, repository: str, tag: str, auth: Mapping[str, str] | None) -> bool:
+        with _neutral():
+            try:
+                stream = self.client.pull(
+                    repository, tag=tag, stream=True, decode=True, auth_config=auth
+                )
+                for chunk in stream:  # a failure after the request began is a record in it
+                    error = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message")
+                    if error:
+                        if _NO_MANIFEST.search(str(error)):
+                            return False
+                        raise EngineError(str(error))
+            except docker.errors.NotFound:
+                return False
+            except docker.errors.APIError as exc:
+                if _NO_MANIFEST.search(_explanation(exc)):
+                    return False
+                raise
+        return True
+
     def run(
         self, image: str, argv: list[str], *, timeout: int, labels: Mapping[str, str]
     ) -> tuple[int, str]:
@@ -346,6 +366,10 @@ def _remove_container(client: Any, cid: str) -> None:
 _NOT_FOUND = re.compile(
     r'(?:exec: "([^"]+)": )?(executable file not found in \$PATH|no such file or directory)', re.I
 )
+
+
+# How registries (distribution's `manifest unknown`) and engines say a tag is not there.
+_NO_MANIFEST = re.compile(r"manifest unknown|not found|no such manifest|does not exist", re.I)
 
 
 def _explanation(exc: BaseException) -> str:

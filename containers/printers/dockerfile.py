@@ -81,20 +81,15 @@ class Dockerfile:
 def dockerfile(header: Iterable[str], stages: Iterable[Stage]) -> Dockerfile:
     """The Dockerfile: comment lines, then each stage's blocks, a blank line between blocks;
     each stage starts from one FROM (an image, or an earlier stage by its name), and a stage is
-    named when a later one starts or copies from it."""
+    named when a later one starts or copies from it. The base is the first stage's image."""
     top = "".join(f"# {line}\n" for line in header)
     stages = list(stages)
-    named: set[str] = set()
     bases = []
     for stage in stages:
         froms = [i for block in stage.blocks for i in block.items if isinstance(i, From)]
         if len(froms) != 1 or froms[0].stage != stage.name:
             raise ValueError(f"stage {stage.name or 'of the image'} needs one FROM of its name")
-        if froms[0].image not in named:
-            bases.append(froms[0].image)
-        named.add(stage.name or "")
-    if len(set(bases)) != 1:
-        raise ValueError(f"the stages start from one base image, not {sorted(set(bases))}")
+        bases.append(froms[0].image)
     blocks = [block for stage in stages for block in stage.blocks]
     phases = tuple(
         block.phase for block in blocks for item in block.items if instruction(item) is not None

@@ -52,9 +52,14 @@ class FakeEngine:
         self.runner = run
         self.fail_at_step = fail_at_step
         self.builds: list[tuple[str, dict[str, str], dict[str, str]]] = []  # tag, args, labels
+        self.contexts: list[tuple[str, str]] = []  # tag, Dockerfile
         self.ran: list[list[str]] = []
         self.removed: list[str] = []
         self.pushed: list[str] = []
+        self.pulled: list[str] = []
+        self.registry: dict[str, dict[str, Any]] = {}  # what a push put there, by remote name
+        self.push_error: str | None = None  # a push refused with this message
+        self.pull_error: Exception | None = None
         self.made_runnable: list[tuple[str, str]] = []  # tag, its image id then
 
     def build(
@@ -65,6 +70,7 @@ class FakeEngine:
         labels: Mapping[str, str] | None = None,
     ) -> Iterator[BuildEvent]:
         self.builds.append((tag, dict(buildargs or {}), dict(labels or {})))
+        self.contexts.append((tag, context["Dockerfile"].decode()))
         steps = [line for line in context["Dockerfile"].decode().splitlines() if line[:1].isalpha()]
         for number, step in enumerate(steps, 1):
             yield BuildEvent("step", step, number, len(steps))
@@ -99,7 +105,21 @@ class FakeEngine:
         self, repository: str, tag: str, auth: Mapping[str, str] | None
     ) -> Iterator[dict[str, Any]]:
         self.pushed.append(f"{repository}:{tag}")
+        if self.push_error:
+            yield {"error": self.push_error}
+            return
+        if f"{repository}:{tag}" in self.images:
+            self.registry[f"{repository}:{tag}"] = self.images[f"{repository}:{tag}"]
         yield {"status": "Pushed"}
+
+    def pull(self, repository: str, tag: str, auth: Mapping[str, str] | None) -> bool:
+        self.pulled.append(f"{repository}:{tag}")
+        if self.pull_error is not None:
+            raise self.pull_error
+        if f"{repository}:{tag}" not in self.registry:
+            return False
+        self.images[f"{repository}:{tag}"] = self.registry[f"{repository}:{tag}"]
+        return True
 
     def registry_digest(self, remote: str, auth: Mapping[str, str] | None) -> str | None:
         return "sha256:" + "0" * 64 if remote in self.pushed else None

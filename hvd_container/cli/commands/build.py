@@ -21,6 +21,7 @@ from hvd_container.containers.push import auth_from_env, remote_ref
 from hvd_container.containers.recipe import LockedRecipe, MultiArch
 from hvd_container.containers.recipe_loader import list_builtin, load_images
 from hvd_container.containers.verify import verify_existing
+from hvd_container.containers.wheel_cache import wheel_repository
 from hvd_container.core.errors import StepFailed, UserError
 
 
@@ -85,6 +86,16 @@ def build_cmd(
             "--no-host-pip", help="Do not serve the host's pip configuration to the build."
         ),
     ] = False,
+    wheel_cache: Annotated[
+        str | None,
+        typer.Option(
+            "--wheel-cache",
+            metavar="REGISTRY",
+            help="Where Horovod's compiled wheel is shared: pulled from "
+            "REGISTRY/horovod-wheel:<digest of its inputs> instead of compiling, pushed there "
+            "after a build that compiled it. Default: the --push registry.",
+        ),
+    ] = None,
     engine_name: EngineOpt = None,
     arch: ArchOpt = None,
 ) -> None:
@@ -103,8 +114,14 @@ def build_cmd(
             # A bad --push or half-set credentials fail now, not after the build.
             remote_ref(_tag_of(loaded), push, "--push")
             auth_from_env()
+        if wheel_cache is not None:
+            wheel_repository(wheel_cache, "--wheel-cache")
+            auth_from_env()
         options = BuildOptions(
-            no_cache=no_cache, verify=not no_verify, use_host_pip=not no_host_pip
+            no_cache=no_cache,
+            verify=not no_verify,
+            use_host_pip=not no_host_pip,
+            wheel_cache=wheel_cache if wheel_cache is not None else push,
         )
         # one engine for the command: the build, its verification and the push
         engine = open_engine(_engine_name(engine_name), nocache=no_cache)
@@ -136,6 +153,12 @@ def build_cmd(
                 summary["arch"] = loaded.images[number - 1].arch
             if pushed[number - 1]:
                 summary["pushed"] = pushed[number - 1]
+            if result.wheel is not None:
+                summary["horovod_wheel"] = {
+                    "image": result.wheel.image,
+                    "source": result.wheel.source,
+                    "pushed": result.wheel.pushed,
+                }
             if index and number == len(results):
                 summary["index"] = index
             typer.echo(json.dumps(summary))

@@ -22,6 +22,11 @@ from hvd_container.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[3]
 
+ALLOWED = (
+    " (a host name or address, and lower-case path components of letters and digits "
+    "joined by '.', '_', '__' or '-')"
+)
+
 
 def unreachable(sock: str) -> str:
     return (
@@ -80,13 +85,19 @@ def test_missing_daemon_in_json_mode_prints_an_error_record(tmp_path: Path) -> N
             ["push", "cpu-bookworm:1", "--registry", " "],
             "push",
             2,
-            "--registry ' ': expected HOST[:PORT][/NAMESPACE]",
+            "--registry ' ': expected HOST[:PORT][/NAMESPACE]" + ALLOWED,
         ),
         (
             ["build", "cpu-bookworm", "--push", "a b"],
             "setup",
             2,
-            "--push 'a b': expected HOST[:PORT][/NAMESPACE]",
+            "--push 'a b': expected HOST[:PORT][/NAMESPACE]" + ALLOWED,
+        ),
+        (
+            ["build", "cpu-bookworm", "--wheel-cache", "r.example/Team"],
+            "setup",
+            2,
+            "--wheel-cache 'r.example/Team': expected HOST[:PORT][/NAMESPACE]" + ALLOWED,
         ),
         (
             ["build", "no-such-recipe"],

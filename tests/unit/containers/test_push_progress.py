@@ -18,6 +18,11 @@ from hvd_container.cli.progress import (
 )
 from hvd_container.core.errors import StepFailed, UserError
 
+ALLOWED = (
+    " (a host name or address, and lower-case path components of letters and digits "
+    "joined by '.', '_', '__' or '-')"
+)
+
 
 def test_error_in_a_200_push_stream_is_found() -> None:
     chunks = [
@@ -162,8 +167,8 @@ def test_bad_registry_flag_fails_before_the_engine_is_contacted(
     assert main(["push", "cpu-bookworm:1", "--registry", " "]) == 2
     assert main(["build", "cpu-bookworm", "--push", "a b"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]",
-        "hvd-container: error: --push 'a b': expected HOST[:PORT][/NAMESPACE]",
+        "hvd-container: error: --registry ' ': expected HOST[:PORT][/NAMESPACE]" + ALLOWED,
+        "hvd-container: error: --push 'a b': expected HOST[:PORT][/NAMESPACE]" + ALLOWED,
     ]
 
 
