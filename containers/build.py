@@ -9,6 +9,7 @@ second build, and tag. A failed build or verification leaves no new tag and no c
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import subprocess
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from hvd_container.containers import pipconfig, wheel_cache
+from hvd_container.containers import bom, pipconfig, wheel_cache
 from hvd_container.containers.base_pin import needs_pin, pin_of
 from hvd_container.containers.blocks.base import debootstrap_script_args
 from hvd_container.containers.engine import EngineError, open_engine
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 BUILD_DIGEST_LABEL = facts.BUILD_DIGEST
 VERIFIED_LABEL = facts.VERIFIED
+BOM_LABEL = facts.BOM
 PIP_URL_ARG = "HVD_PIP_CONFIG_URL"
 DEBOOTSTRAP_PREFIX = "debootstrap:"
 
@@ -211,6 +213,7 @@ def build_recipe(
     try:
         # Again: a base the engine pulled during the build has an ID only now.
         labels = {BUILD_DIGEST_LABEL: engine_build_digest(engine, build)}
+        versions: dict[str, str] = {}
         if opts.verify:
             arch = _image_arch(engine, image_id)
             result = verify_image(
@@ -223,7 +226,11 @@ def build_recipe(
             result.image = tag
             require_ok(result)
             labels.update(fact_labels(result, recipe))
-        final_id = apply_labels(engine, image_id, tag, labels)
+            versions = result.versions
+        report("step", "checks", "bill of materials: the image's Debian packages, the lock")
+        materials = _bill_of_materials(engine, image_id, recipe, build, versions)
+        labels[BOM_LABEL] = "sha256:" + hashlib.sha256(materials).hexdigest()
+        final_id = apply_labels(engine, image_id, tag, labels, {bom.BOM_FILE: materials})
     finally:
         _remove_untagged(engine, image_id)
     _make_runnable(engine, tag, report)
@@ -358,9 +365,41 @@ def _image_arch(engine: Engine, image: str) -> str:
     return str((engine.inspect(image) or {}).get("Architecture") or "unknown")
 
 
-def apply_labels(engine: Engine, image_id: str, tag: str, labels: Mapping[str, str]) -> str:
-    """Tag image_id with labels added: a metadata-only build (`FROM id` + labels), no new layer."""
-    context = {"Dockerfile": f"FROM {image_id}\n".encode()}
+def _bill_of_materials(
+    engine: Engine,
+    image_id: str,
+    recipe: LockedRecipe,
+    build: DockerBuild,
+    versions: Mapping[str, str],
+) -> bytes:
+    """The image's bill of materials, its Debian packages read from its own dpkg database (an
+    image without one lists none)."""
+    run = docker_runner(engine, image_id)
+    status_rc, status = run(["cat", "/var/lib/dpkg/status"])
+    release_rc, release = run(["cat", "/etc/os-release"])
+    debs = bom.installed_debs(status) if status_rc == 0 else []
+    os_info = bom.os_release(release) if release_rc == 0 else {}
+    text = bom.bill_of_materials(
+        recipe, build.base, _base_id(engine, build), debs, os_info, versions
+    )
+    return text.encode()
+
+
+def apply_labels(
+    engine: Engine,
+    image_id: str,
+    tag: str,
+    labels: Mapping[str, str],
+    files: Mapping[str, bytes] | None = None,
+) -> str:
+    """Tag image_id with labels added: a metadata-only build (`FROM id` + labels), and files
+    (path in the image -> content) copied in: one small layer."""
+    copies = {
+        f"file{number}": (path, data) for number, (path, data) in enumerate((files or {}).items())
+    }
+    lines = [f"FROM {image_id}", *(f"COPY {name} {path}" for name, (path, _) in copies.items())]
+    context = {"Dockerfile": ("\n".join(lines) + "\n").encode()}
+    context.update({name: data for name, (_, data) in copies.items()})
     for ev in engine.build(context, tag, labels=labels):
         if ev.kind == "done" and ev.image_id:
             return ev.image_id

@@ -23,6 +23,7 @@ RECIPE_DIGEST = PREFIX + "recipe.digest"
 ARCH = PREFIX + "arch"
 VERIFIED = PREFIX + "verified"
 BUILD_DIGEST = PREFIX + "build.digest"  # the engine's digest of the build context
+BOM = PREFIX + "bom.digest"  # sha256 of the bill of materials in the image (containers/bom.py)
 MPI_PMI = PREFIX + "mpi.pmi"
 MPI_FAMILY = PREFIX + "mpi.family"
 HOROVOD_FRAMEWORKS = PREFIX + "horovod.frameworks"

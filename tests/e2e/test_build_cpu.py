@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import time
@@ -60,6 +61,35 @@ def test_cpu_image_is_verified_and_labelled(api: Any, cpu_image: str) -> None:
     assert labels[BUILD_DIGEST_LABEL] == engine_build_digest(
         DockerEngine(api), docker_build(recipe)
     )
+
+
+def test_the_image_holds_its_bill_of_materials(api: Any, cpu_image: str) -> None:
+    """The CycloneDX document inside the image: valid on CycloneDX's schema, the label's digest
+    its own, and its Debian packages exactly what dpkg-query (not the tool's reader) lists."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+    from hvd_container.containers.bom import BOM_FILE
+    from hvd_container.containers.build import BOM_LABEL
+
+    code, text = run_in(api, cpu_image, ["cat", BOM_FILE])
+    assert code == 0, text
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    labels = api.inspect_image(cpu_image)["Config"]["Labels"]
+    assert labels[BOM_LABEL] == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    parts = json.loads(text)["components"]
+    code, listed = run_in(
+        api, cpu_image, ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Package} ${Version}\n"]
+    )
+    assert code == 0, listed
+    installed = {
+        tuple(line.split()[1:]) for line in listed.splitlines() if line.startswith("installed ")
+    }
+    debs = {(c["name"], c["version"]) for c in parts if c.get("purl", "").startswith("pkg:deb/")}
+    assert debs == installed and len(debs) > 50
+    pip = {c["name"]: c for c in parts if c.get("purl", "").startswith("pkg:pypi/")}
+    assert pip["torch"]["version"] == labels["org.hvd-container.versions.torch"]
+    assert pip["torch"]["hashes"] and pip["horovod"]["pedigree"]["patches"]
+    assert {c["name"] for c in parts if c["type"] == "container"} == {"hvd-base/debian:bookworm"}
 
 
 def test_no_ca_bundle_or_pip_config_left_in_the_image(api: Any, cpu_image: str) -> None:

@@ -53,6 +53,7 @@ class FakeEngine:
         self.fail_at_step = fail_at_step
         self.builds: list[tuple[str, dict[str, str], dict[str, str]]] = []  # tag, args, labels
         self.contexts: list[tuple[str, str]] = []  # tag, Dockerfile
+        self.sent: list[dict[str, bytes]] = []  # each build's whole context
         self.ran: list[list[str]] = []
         self.removed: list[str] = []
         self.pushed: list[str] = []
@@ -71,6 +72,7 @@ class FakeEngine:
     ) -> Iterator[BuildEvent]:
         self.builds.append((tag, dict(buildargs or {}), dict(labels or {})))
         self.contexts.append((tag, context["Dockerfile"].decode()))
+        self.sent.append(dict(context))
         steps = [line for line in context["Dockerfile"].decode().splitlines() if line[:1].isalpha()]
         for number, step in enumerate(steps, 1):
             yield BuildEvent("step", step, number, len(steps))
