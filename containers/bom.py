@@ -36,10 +36,12 @@ from hvd_container.containers.base_pin import pin_of
 from hvd_container.containers.blocks import horovod, horovod_patches
 from packageurl import PackageURL
 
+from hvd_container import facts
+
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import LockedRecipe
 
-BOM_FILE = "/opt/hvd/bom.cdx.json"
+BOM_FILE = facts.BOM_FILE
 PROPERTY = "hvd-container:"  # the namespace of this tool's properties (CycloneDX's taxonomy)
 # the facts verification records that the document lists as components of the image
 VERIFIED_PARTS = ("nccl", "cuda", "mpi")

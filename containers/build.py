@@ -9,7 +9,6 @@ second build, and tag. A failed build or verification leaves no new tag and no c
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import subprocess
 import time
@@ -229,7 +228,7 @@ def build_recipe(
             versions = result.versions
         report("step", "checks", "bill of materials: the image's Debian packages, the lock")
         materials = _bill_of_materials(engine, image_id, recipe, build, versions)
-        labels[BOM_LABEL] = "sha256:" + hashlib.sha256(materials).hexdigest()
+        labels[BOM_LABEL] = facts.bom_digest(materials)
         final_id = apply_labels(engine, image_id, tag, labels, {bom.BOM_FILE: materials})
     finally:
         _remove_untagged(engine, image_id)

@@ -10,6 +10,7 @@ build side and the launch side both use this module; it imports neither of them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -24,6 +25,7 @@ ARCH = PREFIX + "arch"
 VERIFIED = PREFIX + "verified"
 BUILD_DIGEST = PREFIX + "build.digest"  # the engine's digest of the build context
 BOM = PREFIX + "bom.digest"  # sha256 of the bill of materials in the image (containers/bom.py)
+BOM_FILE = "/opt/hvd/bom.cdx.json"  # where the image holds it
 MPI_PMI = PREFIX + "mpi.pmi"
 MPI_FAMILY = PREFIX + "mpi.family"
 HOROVOD_FRAMEWORKS = PREFIX + "horovod.frameworks"
@@ -42,6 +44,11 @@ HOROVOD_CUDA_CC = PREFIX + "horovod.cuda_cc"  # the compute capabilities Horovod
 SIF_SOURCE_IMAGE = PREFIX + "sif.source-image"
 SIF_SOURCE_ID = PREFIX + "sif.source-id"
 VERIFY_RUN = PREFIX + "verify"  # marks the throw-away containers verification runs
+
+
+def bom_digest(document: bytes) -> str:
+    """The digest the label BOM records for a bill of materials."""
+    return "sha256:" + hashlib.sha256(document).hexdigest()
 
 
 BUILT_ARCHES = ("amd64", "arm64")  # what `build --arch` makes (arm64 under emulation on amd64)

@@ -7,7 +7,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,6 +122,28 @@ def _guarded(chunks: Iterable[bytes], ref: str) -> Iterator[bytes]:
         raise StepFailed(f"docker export of {ref!r} failed: {exc}") from None
 
 
+def image_bom(engine: Engine, image_id: str, ref: str, labels: Mapping[str, str]) -> bytes | None:
+    """The bill of materials the image holds, checked against the digest its label records;
+    None for an image built without one (no label). One that does not match is refused: the
+    image was changed after its build, and its SIF would carry a false account of it."""
+    recorded = labels.get(facts.BOM)
+    if recorded is None:
+        return None
+    try:
+        document = engine.read_file(image_id, facts.BOM_FILE)
+    except EngineError as exc:
+        reason = " ".join(str(exc).split())
+        raise StepFailed(f"cannot read {facts.BOM_FILE} in {ref!r}: {reason}") from None
+    found = facts.bom_digest(document) if document is not None else "no such file"
+    if found != recorded:
+        raise StepFailed(
+            f"the bill of materials in {ref!r} does not match its label {facts.BOM} "
+            f"({facts.BOM_FILE}: {found}; label: {recorded}): the image was changed after its "
+            "build; build it again"
+        )
+    return document
+
+
 def convert_image_to_sif(
     ref: str,
     target: str | os.PathLike[str],
@@ -157,6 +179,7 @@ def convert_image_to_sif(
         )  # fmt: skip
     config = ImageConfig.from_docker(image.get("Config"))
     labels = sif_labels(ref, image_id, config)
+    bom = image_bom(engine, image_id, ref, config.labels)
     image_uuid = (
         uuid.uuid5(uuid.NAMESPACE_URL, f"hvd-container:{image_id}:{compression}")
         if epoch is not None
@@ -181,6 +204,7 @@ def convert_image_to_sif(
             labels=labels,
             arch=image_arch,
             compression=compression,
+            bom=bom,
             threads=threads,
             epoch=epoch,
             image_uuid=image_uuid,

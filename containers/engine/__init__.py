@@ -142,6 +142,10 @@ class Engine(Protocol):
         """The image's root filesystem as a tar stream (a container made for it, removed on exit)."""
         ...
 
+    def read_file(self, ref: str, path: str) -> bytes | None:
+        """The content of one regular file in the image, None where it has none there."""
+        ...
+
     def bridge_gateway(self) -> str:
         """An address of this host that build containers reach."""
         ...

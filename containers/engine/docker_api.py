@@ -325,6 +325,27 @@ class DockerEngine:
         finally:
             _remove_container(client, cid)
 
+    def read_file(self, ref: str, path: str) -> bytes | None:
+        client = self.client
+        with _neutral():
+            # as export: a container made for the read, never started
+            cid = client.create_container(ref, entrypoint=["/"], command=[], network_disabled=True)[
+                "Id"
+            ]
+        try:
+            with _neutral():
+                try:
+                    stream, _stat = client.get_archive(cid, path)
+                    archive = b"".join(stream)
+                except docker.errors.NotFound:
+                    return None
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()), None)
+                handle = tar.extractfile(member) if member is not None else None
+                return handle.read() if handle is not None else None
+        finally:
+            _remove_container(client, cid)
+
     def bridge_gateway(self) -> str:
         if self.host_network:
             return "127.0.0.1"

@@ -14,6 +14,9 @@ from pathlib import Path
 HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<i?3I7q128s384s")
 PARTITION_EXTRA = struct.Struct("<ii3s")
+# an SBOM object's extra: its format (sylabs/sif's SBOMFormat, an int32; CycloneDX JSON is 1)
+SBOM_EXTRA = struct.Struct("<i")
+SBOM_CYCLONEDX_JSON = 1
 
 LAUNCH_SCRIPT = b"#!/usr/bin/env run-singularity\n"
 MAGIC = b"SIF_MAGIC"

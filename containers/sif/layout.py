@@ -22,6 +22,7 @@ class DataObject:
     data: bytes
     name: str = ""
     group: int = 1
+    extra: bytes = b""  # the descriptor's type-specific field (an SBOM's format)
 
 
 def partition_offset(objects: list[DataObject]) -> int:
@@ -91,6 +92,7 @@ def sif_prefix(
                 padded=len(obj.data),
                 time=created,
                 name=obj.name,
+                extra=obj.extra,
             )
         )
         body += obj.data

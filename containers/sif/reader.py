@@ -39,11 +39,15 @@ class SifDescriptor:
     fstype: str | None = None
     parttype: str | None = None
     arch: str | None = None
+    sbom_format: int | None = None  # an SBOM object's format (fmt.SBOM_CYCLONEDX_JSON)
 
     def describe(self) -> str:
         """The `siftool list` style summary, e.g. `FS (Squashfs/*System/amd64)`."""
         if self.datatype == fmt.DATA_PARTITION:
             return f"{self.datatype_name} ({self.fstype}/{self.parttype}/{self.arch})"
+        if self.datatype == fmt.DATA_SBOM:
+            known = self.sbom_format == fmt.SBOM_CYCLONEDX_JSON
+            return f"{self.datatype_name} ({'CycloneDX JSON' if known else self.sbom_format})"
         return self.datatype_name
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,6 +76,7 @@ class SifInfo:
     definition: str | None = None
     rootfs_offset: int = 0
     rootfs_size: int = 0
+    bom: bytes | None = None  # the first CycloneDX JSON SBOM object, as stored
 
     @property
     def build_facts(self) -> dict[str, str]:
@@ -98,6 +103,7 @@ def _parse_descriptor(raw: bytes) -> SifDescriptor | None:
     if not used:
         return None
     fstype = parttype = arch = None
+    sbom_format = fmt.SBOM_EXTRA.unpack_from(extra)[0] if dtype == fmt.DATA_SBOM else None
     if dtype == fmt.DATA_PARTITION:
         fs, part, arch_code = fmt.PARTITION_EXTRA.unpack_from(extra)
         fstype = fmt.FS_NAMES.get(fs, f"unknown({fs})")
@@ -115,6 +121,7 @@ def _parse_descriptor(raw: bytes) -> SifDescriptor | None:
         fstype=fstype,
         parttype=parttype,
         arch=arch,
+        sbom_format=sbom_format,
     )
 
 
@@ -310,6 +317,14 @@ def _read(fh: Any, path: Path) -> SifInfo:
         descriptors=descriptors,
         labels=_labels_from(fh, descriptors, path),
         definition=definition,
+        bom=next(
+            (
+                _read_object(fh, d, path)
+                for d in descriptors
+                if d.datatype == fmt.DATA_SBOM and d.sbom_format == fmt.SBOM_CYCLONEDX_JSON
+            ),
+            None,
+        ),
         rootfs_offset=primary.offset if primary else 0,
         rootfs_size=primary.size if primary else 0,
     )

@@ -69,9 +69,24 @@ def tar2sqfs_argv(
     ]
 
 
-def sif_objects(ref: str, config: ImageConfig, labels: dict[str, str]) -> list[DataObject]:
-    """The small objects Apptainer also writes: the definition, the OCI config; plus labels."""
+def sif_objects(
+    ref: str, config: ImageConfig, labels: dict[str, str], bom: bytes | None = None
+) -> list[DataObject]:
+    """The small objects Apptainer also writes: the definition, the OCI config; plus labels,
+    and the image's bill of materials as an SBOM object (CycloneDX JSON) where it has one."""
     definition = f"bootstrap: docker-daemon\nfrom: {ref}\n"
+    materials = (
+        [
+            DataObject(
+                fmt.DATA_SBOM,
+                bom,
+                name="bom.cdx.json",
+                extra=fmt.SBOM_EXTRA.pack(fmt.SBOM_CYCLONEDX_JSON),
+            )
+        ]
+        if bom is not None
+        else []
+    )
     return [
         DataObject(fmt.DATA_DEFFILE, definition.encode()),
         DataObject(
@@ -84,6 +99,7 @@ def sif_objects(ref: str, config: ImageConfig, labels: dict[str, str]) -> list[D
             json.dumps(dict(sorted(labels.items())), indent=2).encode(),
             name="labels.json",
         ),
+        *materials,
     ]
 
 
@@ -124,6 +140,7 @@ def write_sif(
     labels: dict[str, str],
     arch: str,
     compression: str,
+    bom: bytes | None = None,
     threads: int,
     epoch: int | None,
     image_uuid: uuid.UUID,
@@ -138,7 +155,7 @@ def write_sif(
     the bytes exported (of about export_size) and the compressed bytes written so far.
     """
     created = epoch if epoch is not None else int(time.time())
-    objects = sif_objects(ref, config, labels)
+    objects = sif_objects(ref, config, labels, bom)
     offset = partition_offset(objects)
     extra = singularity_tar(config, labels, created)
     try:

@@ -81,6 +81,11 @@ class FakeEngine:
         digest = hashlib.sha256(repr((sorted(context.items()), tag, labels)).encode()).hexdigest()
         image_id = f"sha256:{digest}"
         parent = self.images.get(steps[0].split()[-1], {}) if labels else {}
+        copied = {
+            words[2]: context[words[1]]
+            for words in (step.split() for step in steps)
+            if words[0] == "COPY" and words[1] in context
+        }
         self.images[image_id] = {
             "Id": image_id,
             "RepoTags": [tag] if tag else [],
@@ -88,6 +93,7 @@ class FakeEngine:
             "Config": {
                 "Labels": {**(parent.get("Config") or {}).get("Labels", {}), **(labels or {})}
             },
+            "Files": {**(parent.get("Files") or {}), **copied},
         }
         if tag:
             self.images[tag] = self.images[image_id]
@@ -138,6 +144,10 @@ class FakeEngine:
         with tarfile.open(fileobj=buffer, mode="w"):
             pass
         yield iter([buffer.getvalue()])
+
+    def read_file(self, ref: str, path: str) -> bytes | None:
+        files = self.images.get(ref, {}).get("Files") or {}
+        return files.get(path)
 
     def bridge_gateway(self) -> str:
         return "127.0.0.1"

@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("convert", "Turn a built image into what a site runs."),
     "inspect": (
         "inspect",
-        "Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed).",
+        "Show a SIF's facts, or the bill of materials of a SIF or an image and what changed.",
     ),
     "recipes": ("recipes", "Recipes: validated YAML descriptions of a training image."),
     "render": ("render", "Render a recipe as a Dockerfile or a Singularity/Apptainer definition."),

@@ -1,9 +1,11 @@
-"""CLI command: inspect (a SIF's descriptors, arch, labels and build facts)."""
+"""CLI command: inspect (a SIF's descriptors, arch, labels and build facts; the bill of
+materials of a SIF or an image, and what changed between two)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,17 +13,49 @@ from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text
+from hvd_container.containers import materials
+from hvd_container.containers.engine import engine_errors, open_engine
 from hvd_container.containers.sif.reader import read_sif
 from hvd_container.facts import PREFIX
 
+if TYPE_CHECKING:
+    from hvd_container.containers.engine import Engine
+
 
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A .sif file.", autocompletion=complete_image)],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A .sif file; with --sbom or --diff also an image in the engine.",
+            autocompletion=complete_image,
+        ),
+    ],
+    sbom: Annotated[
+        bool,
+        typer.Option("--sbom", help="Print its bill of materials (with --json: the document)."),
+    ] = False,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--diff",
+            metavar="OTHER",
+            help="What changed from TARGET to OTHER (a SIF or an image): packages added, "
+            "removed, at another version.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a SIF's descriptors, arch, labels and build facts (no Apptainer needed)."""
+    """Show a SIF's facts, or the bill of materials of a SIF or an image and what changed.
+
+    Without options: a SIF's descriptors, arch, labels and build facts (no Apptainer needed).
+    --sbom: the bill of materials of a SIF or an image; --diff OTHER: what changed between
+    two."""
+    if sbom or against is not None:
+        with json_errors(as_json), engine_errors():
+            _materials(target, against, as_json)
+        return
     with json_errors(as_json):
-        info = read_sif(file)
+        info = read_sif(Path(target))
     if as_json:  # emit writes ASCII: control characters and surrogates are escaped
         emit(info.as_dict())
         return
@@ -50,6 +84,42 @@ def inspect(
         show("labels:")
         for key, value in sorted(others.items()):
             show(f"  {key}: {value}")
+
+
+def _materials(target: str, against: str | None, as_json: bool) -> None:
+    """--sbom and --diff: the parts of one bill of materials, or the changes between two."""
+    engines: list[Engine] = []
+
+    def engine() -> Engine:  # opened once, and only for an image
+        if not engines:
+            engines.append(open_engine())
+        return engines[0]
+
+    first = materials.read(target, engine)
+    if against is None:
+        if as_json:
+            emit({"source": first.source, "bom": first.document})
+            return
+        typer.echo(safe_text(f"{first.source}: {len(first.parts)} parts"))
+        for part in first.parts:
+            typer.echo(safe_text(f"  {part.kind:<9} {part.name:<40} {part.version}"))
+        return
+    second = materials.read(against, engine)
+    changes = materials.diff(first, second)
+    if as_json:
+        emit({"from": first.source, "to": second.source, "changes": [asdict(c) for c in changes]})
+        return
+    typer.echo(safe_text(f"{first.source} -> {second.source}: {len(changes)} changes"))
+    for c in changes:
+        mark = "+" if c.before is None else "-" if c.after is None else "~"
+        versions = (
+            c.after
+            if c.before is None
+            else c.before
+            if c.after is None
+            else f"{c.before} -> {c.after}"
+        )
+        typer.echo(safe_text(f"  {mark} {c.kind:<9} {c.name:<40} {versions}"))
 
 
 def register(app: typer.Typer) -> None:
