@@ -8,8 +8,8 @@ with its digest, and the build flags), NCCL, CUDA and MPI as verification found 
 recipe (name, version, digest) as the image it describes. The build writes it into the image
 at BOM_FILE and its digest into the label facts.BOM (containers/build.py).
 
-A pure function over plain data: the same inputs give the same document but for its time
-stamp (the serial number is derived from the inputs).
+A pure function over plain data: the same inputs give the same bytes (the serial number is
+derived from them, and there is no time stamp: the image records when it was made).
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def bill_of_materials(
     parts += [_verified(name, versions[name]) for name in VERIFIED_PARTS if versions.get(name)]
     seed = "\0".join([recipe.digest(), base_id or "", *sorted(str(p.bom_ref) for p in parts)])
     bom = Bom(serial_number=uuid.uuid5(_NAMESPACE, seed))
+    bom.metadata.timestamp = None  # the same inputs, the same bytes: the image's layer with it too
     bom.metadata.component = image
     for part in parts:
         bom.components.add(part)

@@ -198,6 +198,7 @@ def build_recipe(
         and existing is not None
         and existing[1].get(BUILD_DIGEST_LABEL) == digest
         and existing[1].get(VERIFIED_LABEL) == "true"
+        and BOM_LABEL in existing[1]  # built before images held one: made again (layers cached)
     ):
         report("cached", "done", f"{tag} is up to date (build digest {digest[:12]}), not rebuilt")
         _make_runnable(engine, tag, report)

@@ -4,6 +4,7 @@ the root filesystem mounted by squashfuse at the partition offset."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,7 +23,7 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     mounted,
     sif_tools,
 )
-from tests.e2e.slurm_fixtures import sif_of
+from tests.e2e.slurm_fixtures import cli, sif_of
 
 pytestmark = pytest.mark.e2e
 
@@ -65,6 +66,30 @@ def test_cpu_sif_layout_and_labels(cpu_tag: str, cpu_native_sif: Path, docker_cl
     ).stdout  # fmt: skip
     assert "squashfs-root/.singularity.d/env/10-docker2singularity.sh" in rootfs
     assert "squashfs-root/opt/venv/bin/python" in rootfs
+
+
+def test_the_sif_carries_the_images_bill_of_materials(
+    cpu_tag: str,
+    cpu_native_sif: Path,
+    docker_client: Any,  # noqa: F811
+) -> None:
+    """The SBOM object is the image's own document, byte for byte; siftool still lists the
+    file; `inspect --diff` between the image and its SIF finds nothing changed."""
+    from hvd_container.containers.sif import format as fmt
+
+    from hvd_container import facts
+
+    info = read_sif(cpu_native_sif)
+    (sbom,) = [d for d in info.descriptors if d.datatype == fmt.DATA_SBOM]
+    in_image = docker_client.containers.run(cpu_tag, ["cat", facts.BOM_FILE], remove=True)
+    assert info.bom == in_image and sbom.name == "bom.cdx.json"
+    assert info.labels[facts.BOM] == facts.bom_digest(in_image)
+    listed = subprocess.run(["siftool", "list", str(cpu_native_sif)], capture_output=True,
+                            text=True)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    compared = cli("inspect", str(cpu_native_sif), "--diff", cpu_tag, "--json")
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["changes"] == []
 
 
 HOROVOD_PKG = "opt/venv/lib/python3.11/site-packages/horovod"

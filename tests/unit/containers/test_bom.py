@@ -142,3 +142,16 @@ def test_the_build_writes_it_into_the_image_with_its_digest_in_a_label() -> None
         engine.images["cpu-bookworm:1"]["Config"]["Labels"][BOM_LABEL] == result.labels[BOM_LABEL]
     )
     assert "openmpi-bin" in by_name(json.loads(written))
+
+
+def test_an_up_to_date_image_without_one_is_made_again() -> None:
+    """An image an earlier release built (the same build digest, verified, no bill of
+    materials) is not a cache hit: the build runs again (its layers come from the cache)."""
+    engine = FakeEngine({BASE: {"Id": "sha256:base"}}, run=good_image)
+    options = BuildOptions(use_host_pip=False)
+    first = build_recipe(load_recipe("cpu-bookworm"), lambda *_: None, options, engine=engine)
+    labels = engine.images["cpu-bookworm:1"]["Config"]["Labels"]
+    assert build_recipe(load_recipe("cpu-bookworm"), lambda *_: None, options, engine=engine).cached
+    labels.pop(BOM_LABEL)  # as an earlier release labelled it
+    again = build_recipe(load_recipe("cpu-bookworm"), lambda *_: None, options, engine=engine)
+    assert not again.cached and again.labels[BOM_LABEL] == first.labels[BOM_LABEL]
