@@ -105,7 +105,8 @@ def bill_of_materials(
     parts += [_verified(name, versions[name]) for name in VERIFIED_PARTS if versions.get(name)]
     seed = "\0".join([recipe.digest(), base_id or "", *sorted(str(p.bom_ref) for p in parts)])
     bom = Bom(serial_number=uuid.uuid5(_NAMESPACE, seed))
-    bom.metadata.timestamp = None  # the same inputs, the same bytes: the image's layer with it too
+    # no time stamp: the same inputs give the same bytes, and the image's layer with them
+    bom.metadata.timestamp = None  # type: ignore[assignment]
     bom.metadata.component = image
     for part in parts:
         bom.components.add(part)
