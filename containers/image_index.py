@@ -103,15 +103,19 @@ class Registry:
         return f"{self._client.prefix}://{self._container.manifest_url(reference)}"
 
     def _request(self, method: str, reference: str, **options: Any) -> Any:
-        try:
-            return self._client.do_request(self._url(reference), method, **options)
-        except Exception as exc:  # requests' and oras' own: the registry is out of reach
-            reason = redact(" ".join(str(exc).split()) or type(exc).__name__, self.auth)
-            raise StepFailed(f"registry {self.repository}: {reason}") from None
+        return self._send(method, self._url(reference), **options)
 
     def manifest(self, reference: str, accept: Sequence[str]) -> tuple[str, bytes]:
         """(media type, bytes) of the manifest the registry serves for reference."""
         response = self._request("GET", reference, headers={"Accept": ", ".join(accept)})
+        return self._served(reference, response)
+
+    def find_manifest(self, reference: str, accept: Sequence[str]) -> tuple[str, bytes] | None:
+        """As manifest, None where the registry has none at reference."""
+        response = self._request("GET", reference, headers={"Accept": ", ".join(accept)})
+        return None if response.status_code == 404 else self._served(reference, response)
+
+    def _served(self, reference: str, response: Any) -> tuple[str, bytes]:
         if response.status_code != 200:
             raise StepFailed(
                 f"registry {self.repository}: {reference}: {response.status_code} "
@@ -124,12 +128,79 @@ class Registry:
         return media_type, body
 
     def put_index(self, tag: str, document: bytes) -> None:
-        response = self._request("PUT", tag, data=document, headers={"Content-Type": INDEX})
+        self.put_manifest(tag, document, INDEX)
+
+    def put_manifest(self, reference: str, document: bytes, media_type: str) -> Mapping[str, str]:
+        """PUT a manifest (or index) at reference; the answer's headers."""
+        response = self._request(
+            "PUT", reference, data=document, headers={"Content-Type": media_type}
+        )
         if response.status_code not in (200, 201):
             raise StepFailed(
-                f"registry {self.repository}: the index {tag} was refused: "
+                f"registry {self.repository}: the manifest {reference} was refused: "
                 f"{response.status_code} {_errors(response)}"
             )
+        return response.headers
+
+    def _send(self, method: str, url: str, **options: Any) -> Any:
+        try:
+            return self._client.do_request(url, method, **options)
+        except Exception as exc:  # requests' and oras' own: the registry is out of reach
+            reason = redact(" ".join(str(exc).split()) or type(exc).__name__, self.auth)
+            raise StepFailed(f"registry {self.repository}: {reason}") from None
+
+    def put_blob(self, data: bytes) -> None:
+        """Upload data as a blob in one PUT (a monolithic upload), unless the registry has it."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        url = f"{self._client.prefix}://{self._container.get_blob_url(digest)}"
+        if self._send("HEAD", url).status_code == 200:
+            return
+        start = self._send("POST", f"{self._client.prefix}://{self._container.upload_blob_url()}")
+        location = str(start.headers.get("Location") or "")
+        if start.status_code != 202 or not location:
+            raise StepFailed(
+                f"registry {self.repository}: a blob upload was refused: "
+                f"{start.status_code} {_errors(start)}"
+            )
+        if location.startswith("/"):
+            location = f"{self._client.prefix}://{self._container.registry}{location}"
+        joined = "&" if "?" in location else "?"
+        done = self._send(
+            "PUT",
+            f"{location}{joined}digest={digest}",
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        if done.status_code != 201:
+            raise StepFailed(
+                f"registry {self.repository}: the blob {digest} was refused: "
+                f"{done.status_code} {_errors(done)}"
+            )
+
+    def blob(self, digest: str) -> bytes:
+        response = self._send(
+            "GET", f"{self._client.prefix}://{self._container.get_blob_url(digest)}"
+        )
+        if response.status_code != 200:
+            raise StepFailed(
+                f"registry {self.repository}: blob {digest}: {response.status_code} "
+                f"{_errors(response)}"
+            )
+        if len(response.content) > MAX_MANIFEST_BYTES * 16:
+            raise StepFailed(f"registry {self.repository}: blob {digest} is over 64 MiB")
+        return bytes(response.content)
+
+    def referrers(self, digest: str) -> list[Any] | None:
+        """The referrers API's list for digest; None where the registry has no such API."""
+        url = self._url(digest).replace("/manifests/", "/referrers/", 1)
+        response = self._send("GET", url, headers={"Accept": INDEX})
+        if response.status_code != 200:
+            return None
+        try:
+            listed = response.json().get("manifests", [])
+        except (ValueError, AttributeError):
+            return None
+        return listed if isinstance(listed, list) else None
 
 
 def _errors(response: Any) -> str:

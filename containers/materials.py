@@ -83,11 +83,18 @@ def from_image(engine: Engine, ref: str) -> Materials:
     return parse(checked(document, labels.get(facts.BOM), f"image {ref}"), f"image {ref}")
 
 
-def read(target: str, engine: Callable[[], Engine]) -> Materials:
-    """A SIF file's bill of materials, or a local image's (engine: opened only for an image)."""
+def read(
+    target: str, engine: Callable[[], Engine], remote: Callable[[str], Materials]
+) -> Materials:
+    """A SIF file's bill of materials, the one beside an image in its registry (remote: a
+    reference that names a registry host, REGISTRY/NAME:TAG or @DIGEST), or a local image's
+    (engine: opened only then)."""
     path = Path(target)
     if path.is_file():
         return from_sif(path)
+    first = target.split("/", 1)[0]
+    if "/" in target and ("." in first or ":" in first or first == "localhost"):
+        return remote(target)
     return from_image(engine(), target)
 
 

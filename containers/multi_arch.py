@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from hvd_container.containers.build import BuildOptions, BuildResult, Reporter, build_recipe
 from hvd_container.containers.engine import Engine
 from hvd_container.containers.image_index import push_index
-from hvd_container.containers.push import PushResult, auth_from_env, push_image, remote_ref
+from hvd_container.containers.push import PushResult, auth_from_env, remote_ref
 from hvd_container.containers.recipe import MultiArch
+from hvd_container.containers.referrers import push_with_materials
 from hvd_container.containers.transfer import OnTransfer
 
 
@@ -44,7 +45,7 @@ def push_each(
     repository, tag = remote_ref(images.index_tag, registry)
     auth = auth_from_env()
     pushed = [
-        (recipe.arch, push_image(engine, recipe.image_tag, registry, note, on_transfer))
+        (recipe.arch, push_with_materials(engine, recipe.image_tag, registry, note, on_transfer))
         for recipe in images.images
     ]
     note(f"putting the image index {repository}:{tag} over {', '.join(images.arches)}")

@@ -163,6 +163,49 @@ def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry
     assert resp.headers["Docker-Content-Digest"] == result["digest"]
 
 
+def test_a_pushed_image_has_its_bill_of_materials_beside_it(
+    api: Any, cpu_image: str, local_registry: str
+) -> None:
+    """Read back with plain HTTP as the OCI distribution spec has it (not the tool's client):
+    the referrers tag of the pushed digest lists a CycloneDX artifact whose subject is the
+    image and whose layer is the image's own document. A referrer someone else put there with
+    another document is refused by `inspect --sbom`."""
+    from hvd_container.containers import referrers
+    from hvd_container.containers.bom import BOM_FILE
+
+    namespace = f"bom{time.time_ns() % 10**9}"
+    proc = hvd("push", cpu_image, "--registry", f"{local_registry}/{namespace}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    pushed = json.loads(proc.stdout.strip().splitlines()[-1])
+    name = f"{namespace}/{cpu_image.split(':')[0]}"
+    base = f"http://{local_registry}/v2/{name}"
+    index = requests.get(
+        f"{base}/manifests/{pushed['digest'].replace(':', '-')}",
+        headers={"Accept": referrers.INDEX},
+        timeout=30,
+    ).json()
+    (entry,) = index["manifests"]
+    assert entry["artifactType"] == "application/vnd.cyclonedx+json"
+    manifest = requests.get(
+        f"{base}/manifests/{entry['digest']}",
+        headers={"Accept": referrers.OCI_MANIFEST},
+        timeout=30,
+    ).json()
+    assert manifest["subject"]["digest"] == pushed["digest"]
+    document = requests.get(f"{base}/blobs/{manifest['layers'][0]['digest']}", timeout=30).content
+    code, in_image = run_in(api, cpu_image, ["cat", BOM_FILE])
+    assert code == 0 and document == in_image.encode()
+    shown = hvd("inspect", f"{local_registry}/{name}@{pushed['digest']}", "--sbom", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["bom"] == json.loads(document)
+    # someone puts another document beside the image: refused, it is not this image's
+    registry = referrers.Registry(f"{local_registry}/{name}", None)
+    subject = referrers.subject_of(registry, pushed["digest"])
+    referrers.attach(registry, subject, document.replace(b"libc6", b"libc7"))
+    refused = hvd("inspect", f"{local_registry}/{name}@{pushed['digest']}", "--sbom")
+    assert refused.returncode != 0 and "does not match its label" in refused.stderr, refused.stderr
+
+
 def test_verify_image_of_a_recipe_file_uses_its_labels(
     api: Any, cpu_image: str, tmp_path: Path
 ) -> None:

@@ -13,7 +13,7 @@ from hvd_container.cli.commands.common import ArchOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.progress import JsonReporter, make_reporter, reported
 from hvd_container.cli.terminal import safe_text
-from hvd_container.containers import push as push_module
+from hvd_container.containers import referrers
 from hvd_container.containers.build import BuildOptions, build_recipe
 from hvd_container.containers.engine import Engine, engine_errors, open_engine
 from hvd_container.containers.multi_arch import build_each, push_each
@@ -186,10 +186,11 @@ def _push_set(images: MultiArch, registry: str, reporter: Any, engine: Engine | 
 def push_with_progress(
     image: str, registry: str, reporter: Any, engine: Engine | None = None
 ) -> Any:
-    """containers.push.push_image with its notes and layer bytes shown by reporter."""
+    """The image pushed with its bill of materials beside it, its notes and layer bytes shown
+    by reporter."""
 
     # push_image checks --registry before it connects to the engine (opened here if None)
-    return push_module.push_image(
+    return referrers.push_with_materials(
         engine,
         image,
         registry,

@@ -13,7 +13,7 @@ from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text
-from hvd_container.containers import materials
+from hvd_container.containers import materials, referrers
 from hvd_container.containers.engine import engine_errors, open_engine
 from hvd_container.containers.sif.reader import read_sif
 from hvd_container.facts import PREFIX
@@ -26,7 +26,8 @@ def inspect(
     target: Annotated[
         str,
         typer.Argument(
-            help="A .sif file; with --sbom or --diff also an image in the engine.",
+            help="A .sif file; with --sbom or --diff also an image in the engine, or one in a "
+            "registry (REGISTRY/NAME:TAG or @DIGEST: the bill of materials beside it).",
             autocompletion=complete_image,
         ),
     ],
@@ -95,7 +96,7 @@ def _materials(target: str, against: str | None, as_json: bool) -> None:
             engines.append(open_engine())
         return engines[0]
 
-    first = materials.read(target, engine)
+    first = materials.read(target, engine, referrers.materials_at)
     if against is None:
         if as_json:
             emit({"source": first.source, "bom": first.document})
@@ -104,7 +105,7 @@ def _materials(target: str, against: str | None, as_json: bool) -> None:
         for part in first.parts:
             typer.echo(safe_text(f"  {part.kind:<9} {part.name:<40} {part.version}"))
         return
-    second = materials.read(against, engine)
+    second = materials.read(against, engine, referrers.materials_at)
     changes = materials.diff(first, second)
     if as_json:
         emit({"from": first.source, "to": second.source, "changes": [asdict(c) for c in changes]})
