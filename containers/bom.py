@@ -20,23 +20,29 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cyclonedx.model import AttachedText, HashAlgorithm, HashType, Property
-from cyclonedx.model.bom import Bom
-from cyclonedx.model.component import (
-    Component,
-    ComponentType,
-    Diff,
-    Patch,
-    PatchClassification,
-    Pedigree,
-)
-from cyclonedx.output.json import JsonV1Dot6
 from hvd_container.containers import lockfile
 from hvd_container.containers.base_pin import pin_of
 from hvd_container.containers.blocks import horovod, horovod_patches
-from packageurl import PackageURL
 
 from hvd_container import facts
+
+try:  # the build extra: a launch-only install builds nothing, so writes no bill of materials
+    from cyclonedx.model import AttachedText, HashAlgorithm, HashType, Property
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import (
+        Component,
+        ComponentType,
+        Diff,
+        Patch,
+        PatchClassification,
+        Pedigree,
+    )
+    from cyclonedx.output.json import JsonV1Dot6
+    from packageurl import PackageURL
+except ModuleNotFoundError:
+    Bom = None  # type: ignore[assignment,misc]
+
+from hvd_container.core.errors import missing_build_extra
 
 if TYPE_CHECKING:
     from hvd_container.containers.recipe import LockedRecipe
@@ -89,6 +95,8 @@ def bill_of_materials(
 ) -> str:
     """The CycloneDX JSON of the image built from recipe (see the module's docstring): base is
     the image FROM names, base_id its ID in the engine."""
+    if Bom is None:
+        raise missing_build_extra("cyclonedx-python-lib, which writes the bill of materials,")
     image = Component(
         type=ComponentType.CONTAINER,
         name=recipe.name,

@@ -155,3 +155,30 @@ def test_an_up_to_date_image_without_one_is_made_again() -> None:
     labels.pop(BOM_LABEL)  # as an earlier release labelled it
     again = build_recipe(load_recipe("cpu-bookworm"), lambda *_: None, options, engine=engine)
     assert not again.cached and again.labels[BOM_LABEL] == first.labels[BOM_LABEL]
+
+
+def test_without_the_build_extra_the_build_side_still_imports_and_says_what_to_install() -> None:
+    """A launch-only install has no cyclonedx: `build` must still import and end in the one
+    line naming the build extra (tests/e2e/test_packaging.py runs the real install)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('cyclonedx', 'packageurl'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import hvd_container.containers.build\n"
+        "from hvd_container.containers.bom import bill_of_materials\n"
+        "from hvd_container.containers.recipe_loader import load_recipe\n"
+        "try:\n"
+        "    bill_of_materials(load_recipe('cpu-bookworm'), 'b', None, [], {}, {})\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("UserError cyclonedx-python-lib, which writes the bill of")
+    assert "pip install 'hvd-container[build]'" in done.stdout
