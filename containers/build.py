@@ -1,9 +1,11 @@
 """Recipe -> verified, labelled Docker image (and optionally pushed).
 
 Steps: render the build context; reuse the tagged image when its build digest matches (cache
-hit); otherwise serve the host's pip configuration, build through the engine interface with live
-progress, verify the result (containers/verify.py), record the facts as labels in a metadata-only
-second build, and tag. A failed build or verification leaves no new tag and no containers.
+hit); otherwise serve the host's pip configuration, take Horovod's wheel from a registry where one
+is named (containers/wheel_cache.py), build through the engine interface with live progress,
+verify the result (containers/verify.py), write the bill of materials (containers/bom.py) and
+record the facts as labels in a second build (one small layer: the document), and tag. A failed
+build or verification leaves no new tag and no containers.
 """
 
 from __future__ import annotations
