@@ -24,7 +24,6 @@ from hvd_container.containers.push import PushResult, redact, split_tag
 
 try:  # the build extra: a launch-only install has no registry to put an index in
     import oras.container
-    import oras.provider
 except ModuleNotFoundError:
     oras = None  # type: ignore[assignment]
 
@@ -89,10 +88,15 @@ class Registry:
     def __init__(self, repository: str, auth: Mapping[str, str] | None) -> None:
         if oras is None:
             raise missing_build_extra("oras, which puts an image index,")
+        # imported here: oras's provider pulls in jsonschema, about 500 ms of start-up (2 s with
+        # the dev install's format checkers: rfc3987-syntax builds a grammar on import) that
+        # inspect and build pay only when they talk to a registry
+        from oras.provider import Registry as OrasRegistry
+
         self.repository = repository
         self.auth = auth
         host = repository.split("/", 1)[0]
-        self._client = oras.provider.Registry(insecure=plain_http(host))
+        self._client = OrasRegistry(insecure=plain_http(host))
         self._container = oras.container.Container(f"{repository}:index")
         if auth:
             self._client.auth.set_basic_auth(auth["username"], auth["password"])
