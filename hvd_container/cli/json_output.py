@@ -355,19 +355,43 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "images": {"type": "array"},  # a SIF an architecture: these fields each
         },
     ),
-    "inspect": _result(
-        {
-            "path": _STR,
-            "uuid": _STR,
-            "arch": _STR,
-            "created": _INT,
-            "modified": _INT,
-            "rootfs": {"type": "object"},
-            "descriptors": {"type": "array"},
-            "labels": _STR_MAP,
-            "build_facts": _STR_MAP,
-        }
-    ),
+    "inspect": {
+        "anyOf": [
+            _result(  # a SIF's facts
+                {
+                    "path": _STR,
+                    "uuid": _STR,
+                    "arch": _STR,
+                    "created": _INT,
+                    "modified": _INT,
+                    "rootfs": {"type": "object"},
+                    "descriptors": {"type": "array"},
+                    "labels": _STR_MAP,
+                    "build_facts": _STR_MAP,
+                }
+            ),
+            _result({"source": _STR, "bom": {"type": "object"}}),  # --sbom: the document
+            _result({"from": _STR, "to": _STR, "changes": {"type": "array"}}),  # --diff
+            _result(  # --signatures
+                {
+                    "path": _STR,
+                    "checked": _BOOL,
+                    "groups": {
+                        "type": "array",
+                        "items": _record(
+                            {
+                                "group": _INT,
+                                "fingerprints": _STRS,
+                                "verified": {"type": ["boolean", "null"]},
+                                "problems": _STRS,
+                            }
+                        ),
+                    },
+                }
+            ),
+        ]
+    },
+    "sign": _result({"path": _STR, "signatures": {"type": "array"}}),
     "verify": _result(
         {"image": _STR, "ok": _BOOL, "against": _STR, "problems": _STRS, "facts": _STR_MAP},
         {"warnings": _STRS},  # known-bad library versions (hvd_container/known_bad.py)

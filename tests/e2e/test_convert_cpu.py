@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     sif_tools,
 )
 from tests.e2e.slurm_fixtures import cli, sif_of
+from tests.unit._gpg_keys import Key, drop_key, new_key
 
 pytestmark = pytest.mark.e2e
 
@@ -139,3 +141,80 @@ def test_two_rank_allreduce_from_the_sif_under_charliecloud(
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in (0, 1):
         assert re.search(rf"rank {rank} of 2: allreduce 3\.0", result.stdout), result.stdout
+
+
+@pytest.fixture(scope="module")
+def gpg_keys() -> Iterator[tuple[Key, Key]]:
+    """A signer's and a stranger's throw-away OpenPGP keys."""
+    made = (new_key("signer"), new_key("stranger"))
+    yield made
+    for key in made:
+        drop_key(key)
+
+
+@pytest.fixture(scope="module")
+def sif_integrity() -> str:
+    """Sylabs' sif library signing and verifying (testbed/sif-integrity.sh): the outside oracle."""
+    subprocess.run(["sh", "testbed/sif-integrity.sh", "up"], check=True)
+    done = subprocess.run(["sh", "testbed/sif-integrity.sh", "status"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_signatures_hold_both_ways_with_sylabs_own_library(
+    cpu_native_sif: Path, sif_integrity: str, gpg_keys: tuple[Key, Key], tmp_path: Path
+) -> None:
+    """`sign` writes what the sif library (Apptainer's `verify`) accepts, `inspect --signatures`
+    accepts what the library signs; both refuse a partition changed after signing and a key
+    that is not trusted."""
+    signer, stranger = gpg_keys
+    secret = tmp_path / "secret.asc"
+    secret.write_bytes(
+        subprocess.run(
+            ["gpg", "--batch", "--armor", "--pinentry-mode", "loopback", "--passphrase", "",
+             "--export-secret-keys"],
+            env={**os.environ, "GNUPGHOME": str(signer.home)}, check=True, capture_output=True,
+        ).stdout
+    )  # fmt: skip
+
+    def oracle(action: str, keys: Path, sif: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sif_integrity, action, str(keys), str(sif)], capture_output=True,
+                              text=True)  # fmt: skip
+
+    def checked(sif: Path, keys: Path) -> subprocess.CompletedProcess[str]:
+        return cli("inspect", str(sif), "--signatures", "--keyring", str(keys))
+
+    ours, theirs = tmp_path / "ours.sif", tmp_path / "theirs.sif"
+    for copy in (ours, theirs):
+        subprocess.run(["cp", "--sparse=always", str(cpu_native_sif), str(copy)], check=True)
+    signed = cli("sign", str(ours), "--key", signer.fingerprint,
+                 env={**os.environ, "GNUPGHOME": str(signer.home)})  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    assert oracle("verify", signer.public, ours).returncode == 0
+    listed = subprocess.run(["siftool", "list", str(ours)], capture_output=True, text=True,
+                            check=True).stdout  # fmt: skip
+    assert "Signature (SHA-256)" in listed
+
+    made = oracle("sign", secret, theirs)
+    assert made.returncode == 0, made.stderr
+    verdict = checked(theirs, signer.public)
+    assert verdict.returncode == 0, verdict.stderr
+    assert f"signed by {signer.fingerprint}: verified" in verdict.stdout
+
+    refused = oracle("verify", stranger.public, ours)
+    assert refused.returncode == 1 and "unknown entity" in refused.stderr
+    refused = checked(theirs, stranger.public)
+    assert refused.returncode == 1 and "not among the trusted keys" in refused.stderr
+
+    info = read_sif(ours)
+    partition = next(d.id for d in info.descriptors if d.datatype == 0x4004)
+    with open(ours, "r+b") as fh:  # one byte of the root filesystem, after signing
+        fh.seek(info.rootfs_offset + info.rootfs_size // 2)
+        byte = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    refused = oracle("verify", signer.public, ours)
+    assert refused.returncode == 1
+    assert f"data object integrity compromised: {partition}" in refused.stderr
+    refused = checked(ours, signer.public)
+    assert refused.returncode == 1 and f"object {partition}'s data changed" in refused.stderr

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from _fake_slurm import FakeSlurm
+from _gpg_keys import keys, signer  # noqa: F401 (fixtures: throw-away OpenPGP keys)
 from hvd_container.launcher import slurm
 
 

@@ -13,9 +13,10 @@ from hvd_container.cli.commands.common import JsonOpt
 from hvd_container.cli.completion import complete_image
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import safe_text
-from hvd_container.containers import materials, referrers
+from hvd_container.containers import materials, referrers, signing
 from hvd_container.containers.engine import engine_errors, open_engine
 from hvd_container.containers.sif.reader import read_sif
+from hvd_container.core.errors import UserError
 from hvd_container.facts import PREFIX
 
 if TYPE_CHECKING:
@@ -44,13 +45,36 @@ def inspect(
             "removed, at another version.",
         ),
     ] = None,
+    signatures: Annotated[
+        bool,
+        typer.Option(
+            "--signatures",
+            help="A SIF's signatures per object group; with --keyring, checked (exit 1 when "
+            "a group is unsigned or a signature does not hold).",
+        ),
+    ] = False,
+    keyring: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--keyring",
+            metavar="FILE",
+            help="With --signatures: the OpenPGP public keys you trust (armored or binary; "
+            "repeat for several). Only these are asked, not your own keyring.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a SIF's facts, or the bill of materials of a SIF or an image and what changed.
 
     Without options: a SIF's descriptors, arch, labels and build facts (no Apptainer needed).
     --sbom: the bill of materials of a SIF or an image; --diff OTHER: what changed between
-    two."""
+    two; --signatures [--keyring FILE]: a SIF's signatures, checked against the keys."""
+    if keyring and not signatures:
+        raise UserError("--keyring goes with --signatures (the keys to check them against)")
+    if signatures:
+        with json_errors(as_json):
+            _signatures(Path(target), keyring or [], as_json)
+        return
     if sbom or against is not None:
         with json_errors(as_json), engine_errors():
             _materials(target, against, as_json)
@@ -121,6 +145,24 @@ def _materials(target: str, against: str | None, as_json: bool) -> None:
             else f"{c.before} -> {c.after}"
         )
         typer.echo(safe_text(f"  {mark} {c.kind:<9} {c.name:<40} {versions}"))
+
+
+def _signatures(path: Path, keyring: list[Path], as_json: bool) -> None:
+    """--signatures: who signed each object group; with keys, whether each holds."""
+    groups = signing.report_sif(path, keyring)
+    refused = [f"{path}: group {g.group}: {p}" for g in groups if g.verified is False
+               for p in g.problems]  # fmt: skip
+    if refused:  # the error record (--json) or the one-line errors say it
+        raise signing.Refused(refused)
+    if as_json:
+        emit({"path": str(path), "checked": bool(keyring), "groups": [asdict(g) for g in groups]})
+        return
+    for g in groups:
+        signers = ", ".join(g.fingerprints) or "nobody"
+        verdict = "verified" if g.verified else "not checked"
+        typer.echo(safe_text(f"{path}: group {g.group}: signed by {signers}: {verdict}"))
+    if not keyring:
+        typer.echo("not checked: give --keyring FILE with the public keys you trust")
 
 
 def register(app: typer.Typer) -> None:

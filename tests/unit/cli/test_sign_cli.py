@@ -1,0 +1,57 @@
+"""`sign` and `inspect --signatures` as a user runs them: lines, --json records, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _fakes import write_sif
+from _gpg_keys import Key
+from _json_records import error, result
+
+from hvd_container.cli.app import main
+
+
+def test_sign_then_inspect_signatures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, signer: Key, keys: tuple[Key, Key]
+) -> None:
+    sif = write_sif(tmp_path / "x.sif")
+    assert main(["inspect", str(sif), "--signatures"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"{sif}: group 1: signed by nobody: not checked\n"
+        "not checked: give --keyring FILE with the public keys you trust\n"
+    )
+
+    assert main(["sign", str(sif), "--json"]) == 0
+    record = result("sign", capsys.readouterr().out)
+    assert record["signatures"] == [{"group": 1, "object_id": 3, "fingerprint": signer.fingerprint}]
+
+    assert main(["inspect", str(sif), "--signatures", "--keyring", str(signer.public)]) == 0
+    assert capsys.readouterr().out == f"{sif}: group 1: signed by {signer.fingerprint}: verified\n"
+    assert (
+        main(["inspect", str(sif), "--signatures", "--keyring", str(signer.public), "--json"]) == 0
+    )
+    record = result("inspect", capsys.readouterr().out)
+    assert record["checked"] and record["groups"] == [
+        {"group": 1, "fingerprints": [signer.fingerprint], "verified": True, "problems": []}
+    ]
+
+    stranger = str(keys[1].public)
+    code = main(["inspect", str(sif), "--signatures", "--keyring", stranger, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1 and error(captured.out)["exit_code"] == 1
+    assert captured.err == (
+        f"hvd-container: error: {sif}: group 1: signature 3: signed by key "
+        f"{signer.fingerprint[-16:]}, which is not among the trusted keys\n"
+    )
+
+
+def test_keyring_without_signatures_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sif = write_sif(tmp_path / "x.sif")
+    assert main(["inspect", str(sif), "--keyring", "k.asc"]) == 2
+    assert capsys.readouterr().err == (
+        "hvd-container: error: --keyring goes with --signatures (the keys to check them against)\n"
+    )
