@@ -339,6 +339,24 @@ def bind_refusal(source: str, dest: str) -> Refusal | None:
     return None
 
 
+# --- trusted signing keys ------------------------------------------------------------------
+
+KEY_SUFFIXES = (".asc", ".gpg", ".pgp", ".pub", ".key")
+_KEY_PATH = re.compile(r"/[A-Za-z0-9_.+@=-]+(/[A-Za-z0-9_.+@=-]+)*")
+
+
+def key_file_refusal(path: str) -> str | None:
+    """Why a profile may not name `path` as a trusted OpenPGP public key file, or None: an
+    absolute path of plain characters, no `..`, ending in a key file's suffix."""
+    allowed = (
+        "allowed: an absolute path of letters, digits and _ . + @ = - ending in "
+        f"{', '.join(KEY_SUFFIXES)}"
+    )
+    if not _KEY_PATH.fullmatch(path) or "/../" in f"{path}/" or not path.endswith(KEY_SUFFIXES):
+        return f"not a key file path ({allowed})"
+    return None
+
+
 # --- a runtime's own flags ------------------------------------------------------------------
 
 

@@ -246,6 +246,33 @@ def image_facts(launch: Launch) -> Verdict | None:
     return passed(f"{launch.facts.source}: {shown}")
 
 
+@check("signature", "the image is signed by a trusted key, as the site or --keyring asks")
+def image_signature(launch: Launch) -> Verdict | None:
+    """A SIF's signatures against the trusted keys (launcher/plan/signature.py resolved them):
+    where the site requires one, an image that is unsigned, signed by another key, changed
+    since, or that could not be checked is refused, with the fix; elsewhere it is said."""
+    found = launch.signature
+    if found is None:
+        return not_applicable(
+            "no key is trusted and none required (images.signatures in the site profile, "
+            "or --keyring FILE)"
+        )
+    fix = (
+        f"sign it with a trusted key (`hvd-container sign {found.path or launch.image}`), or "
+        "trust the signer's public key with --keyring FILE"
+    )
+    if found.unjudged is not None:
+        if found.required:
+            return fail(f"site {launch.site.name} requires a signed image: {found.unjudged}")
+        return skip(found.unjudged)
+    if found.holds:
+        return passed(f"{found.path}: signed by {', '.join(found.signers)}")
+    why = "; ".join(found.problems) or "not signed"
+    if found.required:
+        return fail(f"{found.path}: {why}: site {launch.site.name} requires a signed image; {fix}")
+    return warn(f"{found.path}: {why}")
+
+
 @check("comment", "the site's --comment rule", needs=("allocation",))
 def comment(launch: Launch) -> Verdict | None:
     """Neuron refuses jobs without --comment: one application name before 2026-08-12,

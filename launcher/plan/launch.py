@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from hvd_container.launcher.plan.memory import MemoryChoice
     from hvd_container.launcher.plan.request import LaunchRequest
     from hvd_container.launcher.plan.scheduler_values import SchedulerValues
+    from hvd_container.launcher.plan.signature import ImageSignature
     from hvd_container.launcher.runtimes import Runtime
     from hvd_container.launcher.sites.machine import ThisMachine
     from hvd_container.launcher.sites.model import Site
@@ -37,6 +38,7 @@ class Launch:
     image_origin: str  # where that name came from, for messages
     image_unreadable: str | None  # why the image's file could not be read, if it could not
     facts: ImageFacts | None
+    signature: ImageSignature | None  # its signature as checked; None: nobody asked
     env: dict[str, str]  # what the job's environment gets: the site's, then the request's
     binds: tuple[Bind, ...]  # the site's, then --bind's: parsed once, here
     mpi: str | None  # srun's --mpi plugin

@@ -43,6 +43,7 @@ from hvd_container.launcher.plan.request import (
     run_options,
 )
 from hvd_container.launcher.plan.scheduler_values import requested_values
+from hvd_container.launcher.plan.signature import resolve_signature
 from hvd_container.launcher.run import hang
 from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.script import shell
@@ -52,6 +53,7 @@ from hvd_container.launcher.script.batch import (
     ERROR_PATTERN,
     OUTPUT_PATTERN,
     BatchScript,
+    PinnedImage,
     StagedImage,
     UntilDone,
     script_text,
@@ -201,6 +203,7 @@ def resolve(
         image_origin=origin,
         image_unreadable=unreadable,
         facts=facts,
+        signature=resolve_signature(site, request, image, runtime),
         env=env,
         binds=binds,
         mpi=mpi,
@@ -361,6 +364,7 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
             folders=folders,
             until_done=until,
             staged=staged,
+            pinned=_pinned(launch),
         )
     )
     if salloc:
@@ -372,6 +376,13 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
     else:  # the job's folder is the one it was planned in (relative paths, its output)
         argv, how = slurm.sbatch_argv(runtimes.working_directory()), "sbatch"
     return Plan(argv=argv, allocation=allocation, step=step, script=script, how=how, **done)  # type: ignore[arg-type]
+
+
+def _pinned(launch: Launch) -> PinnedImage | None:
+    found = launch.signature
+    if found is None or found.path is None or found.digest is None:
+        return None
+    return PinnedImage(found.path, found.digest)
 
 
 def job_step(site: Site, request: LaunchRequest, until: UntilDone | None) -> list[str]:

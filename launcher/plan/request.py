@@ -142,6 +142,13 @@ class LaunchRequest:
         CONTAINER,
         factory=list,
     )
+    keyrings: list[str] = param(
+        ("--keyring",),
+        "list",
+        "An OpenPGP public key file you trust (repeatable): the image's signature is checked against it and the site's images.signatures.keys before the launch.",
+        CONTAINER,
+        factory=list,
+    )
     env: dict[str, str] = param(
         ("-e", "--env"),
         "list",
@@ -649,6 +656,9 @@ def check(site: Site, request: LaunchRequest) -> None:
             why = passthrough_refusal(option, flag)
             if why:
                 raise UserError(why)
+    for keyring in request.keyrings:
+        if not Path(keyring).is_file():
+            raise UserError(f"--keyring {keyring}: no such file (expected an OpenPGP public key)")
     if request.cancel_on_hang and request.hang_after is None:
         raise UserError(
             "--cancel-on-hang goes with --hang-after DURATION (how long without output is a hang)"

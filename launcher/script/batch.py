@@ -64,6 +64,7 @@ class BatchScript:
     # why the tool wrote an #SBATCH option of its own choosing: option -> reason, a comment
     option_notes: dict[str, str] = field(default_factory=dict)
     staged: StagedImage | None = None  # --stage: the copy the srun line names
+    pinned: PinnedImage | None = None  # the image file as its signature was checked
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,29 @@ class StagedImage:
     command: list[str]
     image: str
     at: int
+
+
+@dataclass(frozen=True)
+class PinnedImage:
+    """The image file whose signature the launch checked, and its sha256 then: the job stops
+    before its step if the file on the cluster is no longer that one."""
+
+    path: str
+    sha256: str
+
+
+def pin_lines(pinned: PinnedImage) -> list[str]:
+    path = shell.quote(pinned.path, one_line=True)
+    message = shell.quote(
+        f"hvd-container: {pinned.path} changed since its signature was checked: not run",
+        one_line=True,
+    )
+    return [
+        "# the image as its signature was checked: a file changed since stops the job here",
+        f'[ "$(sha256sum < {path} | cut -d" " -f1)" = {pinned.sha256} ] || '
+        f"{{ echo {message} >&2; exit 1; }}",
+        "",
+    ]
 
 
 STAGED = "hvd_staged"  # the variable that holds the staged copy's path
@@ -146,7 +170,7 @@ def script_text(script: BatchScript) -> str:
         ]
     files = [line for path, text in script.files.items() for line in file_lines(path, text)]
     helpers: dict[str, list[str]] = {}
-    job: list[str] = []
+    job: list[str] = pin_lines(script.pinned) if script.pinned else []
     if script.staged is not None:
         found, copy = _words(script.staged.command, one_line=True, staged=None)
         helpers.update(found)

@@ -546,6 +546,21 @@ class Scheduler(Strict):
         return next((t for t in limits if t), None)
 
 
+class ImageSignatures(Strict):
+    """Whose signatures on an image the site trusts, and whether a launch needs one."""
+
+    required: bool = Field(
+        default=False,
+        description="Refuse a launch whose image is not signed by one of `keys` (doctor, run "
+        "and batch check it on the login node; a batch job checks the file's digest again).",
+    )
+    keys: Annotated[list[Line], AfterValidator(_each(guard.key_file_refusal))] = Field(
+        default_factory=list,
+        description="OpenPGP public key files (absolute paths on the cluster) whose signatures "
+        "the site trusts; `run --keyring FILE` adds the user's own.",
+    )
+
+
 class Images(Strict):
     """Where a site keeps images and how their names are made."""
 
@@ -566,6 +581,11 @@ class Images(Strict):
         default_factory=dict,
         description="File systems the compute nodes see but the site asks not to work from "
         "(path: why): an image there is warned of.",
+    )
+    signatures: ImageSignatures = Field(
+        default_factory=ImageSignatures,
+        description="SIF signatures (`hvd-container sign`, `apptainer sign`) checked before a "
+        "launch: the keys trusted, and whether one is required.",
     )
 
 

@@ -59,6 +59,7 @@ LAUNCH_READS = (
     "hvd_container.containers.sif.format",  # is it a SIF?
     "hvd_container.containers.sif.reader",  # a SIF's labels and arch
     "hvd_container.containers.sif.environment",  # a SIF's environment (ch-run)
+    "hvd_container.containers.signing",  # a SIF's signatures checked (check_sif reads only)
     "hvd_container.containers.recipe",  # the recipe model
     "hvd_container.containers.recipe_loader",  # a built-in recipe's facts, --recipe
     "hvd_container.containers.engine",  # a local image's labels (open_engine, inspect only)

@@ -1,0 +1,142 @@
+"""The image's signature checked before a launch (images.signatures in a site profile, or
+--keyring): refused where the site requires one, said where it does not, and the batch script
+pins the file that was checked (its line run here by bash)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _fakes import write_sif
+from _gpg_keys import Key
+from _launch_helpers import isolated, plan_launch  # noqa: F401
+from hvd_container.containers import signing
+from hvd_container.launcher.checks.registry import Result
+from hvd_container.launcher.plan.planner import plan as planned
+from hvd_container.launcher.plan.request import LaunchRequest
+from hvd_container.launcher.sites.loader import load_site, validate_site_file
+from hvd_container.launcher.sites.model import ImageSignatures, Site
+
+from hvd_container.core.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("isolated")
+
+
+def site_with(name: str = "local", **signatures: Any) -> Site:
+    site = load_site(name)
+    images = site.images.model_copy(update={"signatures": ImageSignatures(**signatures)})
+    return site.model_copy(update={"images": images})
+
+
+def signature_result(site: Site, **fields: Any) -> Result:
+    request = LaunchRequest(**{"script": "train.py", "nodes": 1, **fields})
+    done = planned(site, request, dry_run=True, keep_going=True)
+    return next(r for r in done.results if r.check == "signature")
+
+
+def batch_script(site: Site, **fields: Any) -> str:
+    request = LaunchRequest(**{"script": "train.py", "nodes": 1, **fields})
+    script = plan_launch(site, request, "batch").script
+    assert script is not None
+    return script
+
+
+def pin_line(script: str) -> str:
+    (line,) = [line for line in script.splitlines() if "sha256sum" in line]
+    return line.strip()
+
+
+def test_nobody_asked_no_check_and_no_pin(tmp_path: Path) -> None:
+    sif = write_sif(tmp_path / "x.sif")
+    found = signature_result(site_with(), image=str(sif))
+    assert found.status == "n/a"
+    assert "sha256sum" not in batch_script(site_with(), image=str(sif))
+
+
+def test_a_signed_sif_passes_and_the_batch_script_pins_it(tmp_path: Path, signer: Key) -> None:
+    sif = write_sif(tmp_path / "x.sif")
+    signing.sign_sif(sif, signer.fingerprint)
+    site = site_with(required=True, keys=[str(signer.public)])
+    assert signature_result(site, image=str(sif)) == Result(
+        "signature", "pass", f"{sif}: signed by {signer.fingerprint}"
+    )
+    line = pin_line(batch_script(site, image=str(sif)))
+    assert subprocess.run(["bash", "-c", line], capture_output=True).returncode == 0
+    with open(sif, "ab") as fh:  # the file on the cluster changes after the check
+        fh.write(b"\0")
+    after = subprocess.run(["bash", "-c", line], capture_output=True, text=True)
+    assert after.returncode == 1
+    assert after.stderr == (
+        f"hvd-container: {sif} changed since its signature was checked: not run\n"
+    )
+    # --keyring trusts the user's own key the same way, with nothing in the profile
+    sif2 = write_sif(tmp_path / "y.sif")
+    signing.sign_sif(sif2, signer.fingerprint)
+    found = signature_result(site_with(), image=str(sif2), keyrings=[str(signer.public)])
+    assert found.status == "pass"
+
+
+def test_where_the_site_requires_a_signature_an_unsigned_or_strangers_image_is_refused(
+    tmp_path: Path, keys: tuple[Key, Key], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signer, stranger = keys
+    site = site_with(required=True, keys=[str(signer.public)])
+    sif = write_sif(tmp_path / "x.sif")
+    request = LaunchRequest(script="train.py", nodes=1, image=str(sif))
+    with pytest.raises(UserError) as refused:
+        plan_launch(site, request)
+    assert str(refused.value) == (
+        f"{sif}: group 1: not signed: site local requires a signed image; sign it with a "
+        f"trusted key (`hvd-container sign {sif}`), or trust the signer's public key with "
+        "--keyring FILE"
+    )
+    monkeypatch.setenv("GNUPGHOME", str(stranger.home))
+    signing.sign_sif(sif, stranger.fingerprint)
+    found = signature_result(site, image=str(sif))
+    assert found.status == "fail"
+    assert f"group 1: signature 3: signed by key {stranger.fingerprint[-16:]}, which is not " \
+        "among the trusted keys" in found.message  # fmt: skip
+
+
+def test_where_it_is_not_required_an_unsigned_image_is_said_not_refused(
+    tmp_path: Path, signer: Key
+) -> None:
+    sif = write_sif(tmp_path / "x.sif")
+    found = signature_result(site_with(), image=str(sif), keyrings=[str(signer.public)])
+    assert found == Result("signature", "warn", f"{sif}: group 1: not signed")
+    assert "sha256sum" not in batch_script(
+        site_with(), image=str(sif), keyrings=[str(signer.public)]
+    )
+
+
+def test_a_registry_image_cannot_be_judged_and_never_passes(signer: Key) -> None:
+    fields = {"image": "u/i:t", "account": "m1_g"}
+    optional = signature_result(site_with("perlmutter", keys=[str(signer.public)]), **fields)
+    assert optional == Result(
+        "signature", "skip", "u/i:t: a registry image, whose signature is not checked "
+        "(signed SIF files are)",
+    )  # fmt: skip
+    required = signature_result(site_with("perlmutter", required=True), **fields)
+    assert required.status == "fail"
+    assert required.message.startswith("site perlmutter requires a signed image: u/i:t: ")
+
+
+def test_keyring_and_profile_keys_are_checked_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^--keyring nokey\.asc: no such file \(expected an "):
+        plan_launch(load_site("local"), LaunchRequest(script="t.py", keyrings=["nokey.asc"]))
+    profile = tmp_path / "mysite.yaml"
+    profile.write_text(
+        "name: mysite\nruntime:\n  kind: apptainer\n"
+        "images:\n  signatures:\n    required: true\n    keys: [keys/site.asc, /etc/x.txt]\n"
+    )
+    with pytest.raises(UserError) as bad:
+        validate_site_file(profile)
+    assert [p.split(": ", 2)[1:] for p in bad.value.problems] == [
+        ["images.signatures.keys", "'keys/site.asc': not a key file path (allowed: an absolute "
+         "path of letters, digits and _ . + @ = - ending in .asc, .gpg, .pgp, .pub, .key)"],
+    ]  # fmt: skip
+    profile.write_text(profile.read_text().replace("keys/site.asc, ", ""))
+    with pytest.raises(UserError, match=r"'/etc/x\.txt': not a key file path"):
+        validate_site_file(profile)
