@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from tests.e2e.slurm_fixtures import (  # noqa: F401
     shell_sif,
     slurm_cluster,
 )
+from tests.unit._gpg_keys import drop_key, new_key
 
 pytestmark = pytest.mark.e2e
 
@@ -435,3 +437,52 @@ def test_preflight_refuses_an_arch_mismatch(
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert "built for arm64" in result.stderr
+
+
+def test_a_signed_sif_runs_and_one_replaced_while_the_job_waited_stops_before_its_step(
+    cluster: None,
+    shell_sif: Path,  # noqa: F811
+    job_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A site that requires signatures: an unsigned SIF is refused before anything is
+    submitted, the signed one runs, and its batch script, submitted after the file was
+    changed, fails before its step with the line that says why (the real sbatch and bash)."""
+    signer = new_key("signer")
+    try:
+        env = {"GNUPGHOME": str(signer.home), "HVD_CONTAINER_CACHE": str(tmp_path / "cache")}
+        profile = job_dir / "local-signed.yaml"
+        profile.write_text(
+            "extends: local\nname: local-signed\n"
+            f"images:\n  signatures:\n    required: true\n    keys: [{signer.public}]\n"
+        )
+        signed, unsigned = job_dir / "signed.sif", job_dir / "unsigned.sif"
+        for copy in (signed, unsigned):
+            shutil.copyfile(shell_sif, copy)
+        assert cli("sign", str(signed), env=env).returncode == 0
+        launch = ["--site", str(profile), "-N", "1", "sh", "-c", PROBE]
+
+        refused = cli("run", "--image", str(unsigned), *launch, cwd=job_dir, env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert "group 1: not signed: site local-signed requires a signed image" in refused.stderr
+        assert "submitted batch job" not in refused.stderr
+
+        ran = cli("run", "--image", str(signed), *launch, cwd=job_dir, env=env)
+        assert ran.returncode == 0, ran.stderr
+        assert "task 0 on node1 in " + str(job_dir) + ": hello world" in ran.stdout
+
+        script = cli("batch", "--image", str(signed), *launch, cwd=job_dir, env=env)
+        assert script.returncode == 0, script.stderr
+        with open(signed, "ab") as fh:  # replaced while the job waited in the queue
+            fh.write(b"\0")
+        (job_dir / "job.sh").write_text(script.stdout)
+        submitted = subprocess.run(["sbatch", "--parsable", "job.sh"], cwd=job_dir,
+                                   capture_output=True, text=True, check=True)  # fmt: skip
+        job_id = submitted.stdout.strip().split(";")[0]
+        assert _state(job_id) == "FAILED"
+        (error,) = job_dir.glob(f"*_{job_id}.err")
+        assert error.read_text() == (
+            f"hvd-container: {signed} changed since its signature was checked: not run\n"
+        )
+    finally:
+        drop_key(signer)
