@@ -31,6 +31,7 @@ class ImageSignature:
     signers: tuple[str, ...] = ()  # the fingerprints whose signatures held, every group
     problems: tuple[str, ...] = ()  # why the signatures do not hold
     unjudged: str | None = None  # why nothing could be checked
+    absent: bool = False  # the image file is not on this machine (the image check says so)
     digest: str | None = None  # the file's sha256 when its signatures held
 
     @property
@@ -64,6 +65,9 @@ def resolve_signature(
         )
         return ImageSignature(required=wanted.required, keys=keys, unjudged=why)
     file = Path(path)
+    if not file.exists():
+        why = f"{path}: not on this machine, its signature is checked where it is"
+        return ImageSignature(required=wanted.required, keys=keys, unjudged=why, absent=True)
     if not file.is_file() or not has_sif_magic(file):
         why = f"{path}: not a SIF file here (SIF files carry signatures: `hvd-container sign`)"
         return ImageSignature(required=wanted.required, keys=keys, unjudged=why)

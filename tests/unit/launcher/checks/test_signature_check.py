@@ -140,3 +140,26 @@ def test_keyring_and_profile_keys_are_checked_in_one_line(tmp_path: Path) -> Non
     profile.write_text(profile.read_text().replace("keys/site.asc, ", ""))
     with pytest.raises(UserError, match=r"'/etc/x\.txt': not a key file path"):
         validate_site_file(profile)
+
+
+def test_a_file_not_on_this_machine_is_left_to_the_image_check(tmp_path: Path) -> None:
+    """doctor away from the cluster: the image check says the file is not here; the signature
+    check says it could not judge, and neither passes."""
+    site = site_with(required=True, keys=["/etc/site.asc"])
+    results = {
+        r.check: r
+        for r in planned(
+            site,
+            LaunchRequest(script="t.py", nodes=1, image=str(tmp_path / "gone.sif")),
+            dry_run=True,
+            keep_going=True,
+        ).results
+    }
+    assert results["signature"] == Result(
+        "signature", "skip", f"{tmp_path / 'gone.sif'}: not on this machine, its signature is "
+        "checked where it is",
+    )  # fmt: skip
+    assert results["image"].status == "fail"
+    directory = signature_result(site, image=str(tmp_path))
+    assert directory.status == "fail"
+    assert "not a SIF file here" in directory.message
