@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     sif_tools,
 )
 from tests.e2e.slurm_fixtures import cli, sif_of
-from tests.unit._gpg_keys import Key, drop_key, new_key
+from tests.unit._gpg_keys import Key, keys  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -144,15 +143,6 @@ def test_two_rank_allreduce_from_the_sif_under_charliecloud(
 
 
 @pytest.fixture(scope="module")
-def gpg_keys() -> Iterator[tuple[Key, Key]]:
-    """A signer's and a stranger's throw-away OpenPGP keys."""
-    made = (new_key("signer"), new_key("stranger"))
-    yield made
-    for key in made:
-        drop_key(key)
-
-
-@pytest.fixture(scope="module")
 def sif_integrity() -> str:
     """Sylabs' sif library signing and verifying (testbed/sif-integrity.sh): the outside oracle."""
     subprocess.run(["sh", "testbed/sif-integrity.sh", "up"], check=True)
@@ -162,12 +152,15 @@ def sif_integrity() -> str:
 
 
 def test_signatures_hold_both_ways_with_sylabs_own_library(
-    cpu_native_sif: Path, sif_integrity: str, gpg_keys: tuple[Key, Key], tmp_path: Path
+    cpu_native_sif: Path,
+    sif_integrity: str,
+    keys: tuple[Key, Key],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """`sign` writes what the sif library (Apptainer's `verify`) accepts, `inspect --signatures`
     accepts what the library signs; both refuse a partition changed after signing and a key
     that is not trusted."""
-    signer, stranger = gpg_keys
+    signer, stranger = keys
     secret = tmp_path / "secret.asc"
     secret.write_bytes(
         subprocess.run(
@@ -177,12 +170,12 @@ def test_signatures_hold_both_ways_with_sylabs_own_library(
         ).stdout
     )  # fmt: skip
 
-    def oracle(action: str, keys: Path, sif: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sif_integrity, action, str(keys), str(sif)], capture_output=True,
+    def oracle(action: str, keyring: Path, sif: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sif_integrity, action, str(keyring), str(sif)], capture_output=True,
                               text=True)  # fmt: skip
 
-    def checked(sif: Path, keys: Path) -> subprocess.CompletedProcess[str]:
-        return cli("inspect", str(sif), "--signatures", "--keyring", str(keys))
+    def checked(sif: Path, keyring: Path) -> subprocess.CompletedProcess[str]:
+        return cli("inspect", str(sif), "--signatures", "--keyring", str(keyring))
 
     ours, theirs = tmp_path / "ours.sif", tmp_path / "theirs.sif"
     for copy in (ours, theirs):
