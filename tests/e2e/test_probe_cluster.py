@@ -35,6 +35,13 @@ def lmod_env() -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
+@pytest.fixture(scope="session")
+def podman_hpc_runtime() -> None:
+    """podman-hpc, the local profile's other runtime: `--diff` looks for every runtime the
+    profile names (run alone on a fresh machine, nothing else had installed it)."""
+    run_testbed("podman-hpc.sh", "up")
+
+
 def test_a_probed_profile_validates_and_trains_on_two_nodes(
     slurm_cluster: str,  # noqa: F811
     charliecloud_runtime: None,  # noqa: F811
@@ -75,6 +82,7 @@ def test_a_probed_profile_validates_and_trains_on_two_nodes(
 def test_diff_reports_exactly_what_changed_on_the_site(
     slurm_cluster: str,  # noqa: F811
     charliecloud_runtime: None,  # noqa: F811
+    podman_hpc_runtime: None,
     lmod_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
