@@ -103,22 +103,6 @@ def _private_home() -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def fingerprints(keys: Sequence[Path]) -> list[str]:
-    """The primary fingerprints of the public keys in these files (armored or binary)."""
-    with _private_home() as home:
-        _import(home, keys)
-        done = _run([_gpg(), "--homedir", str(home), "--batch", "--with-colons", "--list-keys"])
-    found, primary = [], False
-    for line in done.stdout.decode(errors="replace").splitlines():
-        fields = line.split(":")
-        if fields[0] == "pub":
-            primary = True
-        elif fields[0] == "fpr" and primary:
-            found.append(fields[9].upper())
-            primary = False
-    return found
-
-
 def _import(home: Path, keys: Sequence[Path]) -> None:
     if not keys:
         raise UserError("no trusted keys given: name a public key file (--keyring FILE)")
