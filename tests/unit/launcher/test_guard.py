@@ -83,3 +83,25 @@ def test_every_runtime_flag_is_judged_and_what_no_trust_allows_wins(
 
     refusal = guard.runtime_flags_refusal(flags, ApptainerProfile.known_flags, "apptainer")
     assert refusal is not None and refusal.trustable is trustable and why in refusal.why, refusal
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ("/etc/hvd/site-keys.asc", False),
+        ("/apps/keys/team+ml@site.gpg", False),
+        ("keys/site.asc", True),  # relative: read from wherever the launch starts
+        ("~/site.asc", True),
+        ("$HOME/site.asc", True),
+        ("/etc/../root/key.asc", True),
+        ("/etc/hvd/key.asc\n--import=/x", True),
+        ("/etc/hvd/key .asc", True),
+        ("/etc/hvd/key.asc;rm -rf /", True),
+        ("/etc/passwd", True),  # not a key file's name
+        ("-/x.asc", True),
+    ],
+)
+def test_a_trusted_key_is_an_absolute_key_file_path_of_plain_characters(
+    path: str, refused: bool
+) -> None:
+    assert (guard.key_file_refusal(path) is not None) == refused
