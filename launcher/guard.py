@@ -341,12 +341,13 @@ def bind_refusal(source: str, dest: str) -> Refusal | None:
 
 # --- trusted signing keys ------------------------------------------------------------------
 
-KEY_SUFFIXES = (".asc", ".gpg", ".pgp", ".pub", ".key")
+KEY_SUFFIXES = (".asc", ".gpg", ".pgp", ".pub", ".key", ".pem")
 _KEY_PATH = re.compile(r"/[A-Za-z0-9_.+@=-]+(/[A-Za-z0-9_.+@=-]+)*")
 
 
 def key_file_refusal(path: str) -> str | None:
-    """Why a profile may not name `path` as a trusted OpenPGP public key file, or None: an
+    """Why a profile may not name `path` as a trusted public key file (OpenPGP, or PEM for
+    registry images), or None: an
     absolute path of plain characters, no `..`, ending in a key file's suffix."""
     allowed = (
         "allowed: an absolute path of letters, digits and _ . + @ = - ending in "

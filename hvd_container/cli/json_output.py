@@ -389,9 +389,19 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                     },
                 }
             ),
+            _result(  # --signatures of a pushed image
+                {"image": _STR, "checked": _BOOL, "signatures": _INT, "signers": _STRS}
+            ),
         ]
     },
-    "sign": _result({"path": _STR, "signatures": {"type": "array"}}),
+    "sign": {
+        "anyOf": [
+            _result({"path": _STR, "signatures": {"type": "array"}}),  # a SIF
+            _result(  # a pushed image
+                {"path": _STR, "image": _record({"image": _STR, "tag": _STR, "key": _STR})}
+            ),
+        ]
+    },
     "verify": _result(
         {"image": _STR, "ok": _BOOL, "against": _STR, "problems": _STRS, "facts": _STR_MAP},
         {"warnings": _STRS},  # known-bad library versions (hvd_container/known_bad.py)
@@ -412,7 +422,10 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "push": _result(
         {"remote": _STR, "digest": _STR},
-        {"images": {"type": "array"}},  # under an image index: each image pushed
+        {
+            "images": {"type": "array"},  # under an image index: each image pushed
+            "signature": _STR,  # --sign: the tag of its signatures
+        },
     ),
     "jupyter": _result(
         {"job_id": _STR},

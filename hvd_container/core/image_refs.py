@@ -12,6 +12,13 @@ def strip_docker_scheme(ref: str) -> str:
     return ref
 
 
+def is_registry_ref(target: str) -> bool:
+    """Whether `target` names an image in a registry (HOST/REPOSITORY[:TAG|@DIGEST], the host
+    with a dot, a port or `localhost`), not a file nor a short Docker Hub name."""
+    first, sep, _rest = target.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
+
+
 def shifter_image_ref(image: str) -> str:
     """`docker:repo/name:tag` as shifterimg wants it: no docker.io/ prefix, explicit tag."""
     image = strip_docker_scheme(image)

@@ -248,8 +248,8 @@ def image_facts(launch: Launch) -> Verdict | None:
 
 @check("signature", "the image is signed by a trusted key, as the site or --keyring asks")
 def image_signature(launch: Launch) -> Verdict | None:
-    """A SIF's signatures against the trusted keys (launcher/plan/signature.py resolved them):
-    where the site requires one, an image that is unsigned, signed by another key, changed
+    """A SIF's or a pushed image's signatures against the trusted keys (resolved by
+    launcher/plan/signature.py): where the site requires one, an image that is unsigned, signed by another key, changed
     since, or that could not be checked is refused, with the fix; elsewhere it is said."""
     found = launch.signature
     if found is None:
@@ -266,7 +266,15 @@ def image_signature(launch: Launch) -> Verdict | None:
             return fail(f"site {launch.site.name} requires a signed image: {found.unjudged}")
         return skip(found.unjudged)
     if found.holds:
-        return passed(f"{found.path}: signed by {', '.join(found.signers)}")
+        signed = f"{found.path}: signed by {', '.join(found.signers)}"
+        if found.registry and not (found.path or "").endswith(f"@{found.digest}"):
+            head, _, last = (found.path or "").rpartition("/")  # a tag: the job pulls it again
+            repository = f"{head}/{last.split(':')[0]}"
+            return passed(
+                f"{signed} (the tag names {found.digest} now: --image "
+                f"{repository}@{found.digest} runs exactly the image checked)"
+            )
+        return passed(signed)
     why = "; ".join(found.problems) or "not signed"
     if found.required:
         return fail(f"{found.path}: {why}: site {launch.site.name} requires a signed image; {fix}")

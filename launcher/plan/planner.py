@@ -380,8 +380,8 @@ def compose(launch: Launch, results: list[Result], *, salloc: bool, prepare_only
 
 def _pinned(launch: Launch) -> PinnedImage | None:
     found = launch.signature
-    if found is None or found.path is None or found.digest is None:
-        return None
+    if found is None or found.registry or found.path is None or found.digest is None:
+        return None  # a registry image is pinned by naming its digest (the check says so)
     return PinnedImage(found.path, found.digest)
 
 

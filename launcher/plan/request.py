@@ -145,7 +145,7 @@ class LaunchRequest:
     keyrings: list[str] = param(
         ("--keyring",),
         "list",
-        "An OpenPGP public key file you trust (repeatable): the image's signature is checked against it and the site's images.signatures.keys before the launch.",
+        "A public key file you trust (repeatable; OpenPGP for a SIF, PEM for a registry image): the image's signature is checked against it and the site's images.signatures.keys before the launch.",
         CONTAINER,
         factory=list,
     )

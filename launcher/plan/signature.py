@@ -17,6 +17,7 @@ from hvd_container.launcher.runtimes import Runtime
 from hvd_container.launcher.sites.model import Site
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.image_refs import is_registry_ref, strip_docker_scheme
 
 _CHUNK = 1 << 20
 
@@ -27,12 +28,13 @@ class ImageSignature:
 
     required: bool  # the site's images.signatures.required
     keys: tuple[str, ...]  # the site's trusted key files, then --keyring's
-    path: str | None = None  # the SIF that was checked
+    path: str | None = None  # the SIF that was checked (a registry image: its reference)
     signers: tuple[str, ...] = ()  # the fingerprints whose signatures held, every group
     problems: tuple[str, ...] = ()  # why the signatures do not hold
     unjudged: str | None = None  # why nothing could be checked
     absent: bool = False  # the image file is not on this machine (the image check says so)
-    digest: str | None = None  # the file's sha256 when its signatures held
+    digest: str | None = None  # the file's sha256 (a registry image's digest) when it held
+    registry: bool = False  # a pushed image, checked beside the digest its tag names
 
     @property
     def holds(self) -> bool:
@@ -57,13 +59,11 @@ def resolve_signature(
     if not keys and not wanted.required:
         return None
     path = runtime.image_path(image) if image else None
-    if path is None:
-        why = (
-            f"{image}: a registry image, whose signature is not checked (signed SIF files are)"
-            if image
-            else "no image: the launch runs on the host"
-        )
+    if image is None:
+        why = "no image: the launch runs on the host"
         return ImageSignature(required=wanted.required, keys=keys, unjudged=why)
+    if path is None:
+        return _registry_signature(wanted.required, keys, strip_docker_scheme(image))
     file = Path(path)
     if not file.exists():
         why = f"{path}: not on this machine, its signature is checked where it is"
@@ -90,4 +90,33 @@ def resolve_signature(
         signers=signers,
         problems=problems,
         digest=None if problems else sha256_of(file),
+    )
+
+
+def _registry_signature(required: bool, keys: tuple[str, ...], ref: str) -> ImageSignature:
+    """A pushed image's signatures (cosign's format) beside the digest its tag names now."""
+    if not is_registry_ref(ref):
+        why = (
+            f"{ref}: a short Docker Hub name, whose signature is not checked: name its registry "
+            "(docker.io/NAME:TAG) or run a signed SIF"
+        )
+        return ImageSignature(required=required, keys=keys, unjudged=why)
+    if not keys:
+        why = "no trusted keys named: the site profile's images.signatures.keys, or --keyring FILE"
+        return ImageSignature(required=True, keys=(), path=ref, problems=(why,))
+    # the signing side only when a signature is asked for: about 10 ms of every dry run
+    from hvd_container.containers.signing import check_image
+
+    try:
+        found = check_image(ref, [Path(k) for k in keys])
+    except UserError as exc:  # no PEM key among them, the registry out of reach, no extra
+        return ImageSignature(required=required, keys=keys, path=ref, unjudged=str(exc))
+    return ImageSignature(
+        required=required,
+        keys=keys,
+        path=ref,
+        signers=tuple(found.signers),
+        problems=tuple(found.problems),
+        digest=found.digest if found.ok else None,
+        registry=True,
     )

@@ -556,7 +556,8 @@ class ImageSignatures(Strict):
     )
     keys: Annotated[list[Line], AfterValidator(_each(guard.key_file_refusal))] = Field(
         default_factory=list,
-        description="OpenPGP public key files (absolute paths on the cluster) whose signatures "
+        description="Public key files (absolute paths on the cluster; OpenPGP keys for SIF "
+        "files, PEM keys, cosign.pub's form, for registry images) whose signatures "
         "the site trusts; `run --keyring FILE` adds the user's own.",
     )
 

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -143,10 +144,20 @@ def test_two_rank_allreduce_in_the_image(
     assert results == ["0 of 2: sum 3", "1 of 2: sum 3"], out
 
 
-def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry: str) -> None:
+def test_push_to_local_registry_and_read_manifest(
+    cpu_image: str, local_registry: str, tmp_path: Path
+) -> None:
+    """Pushed, read back over HTTP, and signed by the digest the registry gave back (--sign):
+    the signature holds against the key's public half and no other."""
     from tests._json_records import result as json_result
 
-    proc = hvd("push", CPU_RECIPE, "--registry", local_registry, "--json")
+    key, public, other = tmp_path / "k.pem", tmp_path / "k.pub", tmp_path / "other.pub"
+    for made, name in ((key, public), (tmp_path / "other.pem", other)):
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-out", str(made)], check=True)  # fmt: skip
+        subprocess.run(["openssl", "pkey", "-in", str(made), "-pubout", "-out", str(name)],
+                       check=True)  # fmt: skip
+    proc = hvd("push", CPU_RECIPE, "--registry", local_registry, "--sign", str(key), "--json")
     assert proc.returncode == 0, proc.stderr
     # every line checked against its schema (layer bytes show only for layers not yet there)
     result = json_result("push", proc.stdout)
@@ -161,6 +172,12 @@ def test_push_to_local_registry_and_read_manifest(cpu_image: str, local_registry
     manifest = resp.json()
     assert manifest["mediaType"] == MANIFEST_V2 and len(manifest["layers"]) > 3
     assert resp.headers["Docker-Content-Digest"] == result["digest"]
+    assert result["signature"] == (
+        f"{local_registry}/{name}:{result['digest'].replace(':', '-')}.sig"
+    )
+    pinned = f"{local_registry}/{name}@{result['digest']}"
+    assert hvd("inspect", pinned, "--signatures", "--keyring", str(public)).returncode == 0
+    assert hvd("inspect", pinned, "--signatures", "--keyring", str(other)).returncode == 1
 
 
 def test_a_pushed_image_has_its_bill_of_materials_beside_it(

@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "inspect",
         "Show a SIF's facts, or the bill of materials of a SIF or an image and what changed.",
     ),
-    "sign": ("sign", "Sign a SIF with your OpenPGP key, in the format `apptainer verify` checks."),
+    "sign": ("sign", "Sign a SIF with your OpenPGP key, or a pushed image with your key file."),
     "recipes": ("recipes", "Recipes: validated YAML descriptions of a training image."),
     "render": ("render", "Render a recipe as a Dockerfile or a Singularity/Apptainer definition."),
     "schema": ("schema", "Print the JSON Schema of a recipe, a site profile or `--json` records."),

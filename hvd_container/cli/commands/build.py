@@ -13,11 +13,11 @@ from hvd_container.cli.commands.common import ArchOpt, RecipeArg
 from hvd_container.cli.completion import complete_recipe
 from hvd_container.cli.progress import JsonReporter, make_reporter, reported
 from hvd_container.cli.terminal import safe_text
-from hvd_container.containers import referrers
+from hvd_container.containers import referrers, signing
 from hvd_container.containers.build import BuildOptions, build_recipe
 from hvd_container.containers.engine import Engine, engine_errors, open_engine
 from hvd_container.containers.multi_arch import build_each, push_each
-from hvd_container.containers.push import auth_from_env, remote_ref
+from hvd_container.containers.push import auth_from_env, remote_ref, split_tag
 from hvd_container.containers.recipe import LockedRecipe, MultiArch
 from hvd_container.containers.recipe_loader import list_builtin, load_images
 from hvd_container.containers.verify import verify_existing
@@ -50,6 +50,18 @@ EngineOpt = Annotated[
         "podman-hpc (NERSC's: its store, built images migrated to the squashed store that "
         "`podman-hpc run` reads) or auto (Docker where it answers, else podman). Default: "
         "$HVD_ENGINE, else auto.",
+    ),
+]
+
+
+SignOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sign",
+        metavar="KEY",
+        help="Sign what is pushed by its digest with this ECDSA P-256 private key file (PEM; an "
+        "encrypted one's password in $COSIGN_PASSWORD), stored beside it as cosign stores "
+        "signatures: `sign IMAGE --key KEY` after the push.",
     ),
 ]
 
@@ -96,6 +108,7 @@ def build_cmd(
             "after a build that compiled it. Default: the --push registry.",
         ),
     ] = None,
+    sign: SignOpt = None,
     engine_name: EngineOpt = None,
     arch: ArchOpt = None,
 ) -> None:
@@ -110,10 +123,15 @@ def build_cmd(
     phase: str | None = None  # None: the phase of the last progress event
     with reported(reporter, lambda: phase), engine_errors():
         loaded = load_images(recipe, arch or ())
+        if sign is not None and push is None:
+            raise UserError("--sign signs what is pushed: give --push REGISTRY too")
         if push is not None:
-            # A bad --push or half-set credentials fail now, not after the build.
+            # A bad --push, half-set credentials or a key that cannot sign fail now, not
+            # after the build.
             remote_ref(_tag_of(loaded), push, "--push")
             auth_from_env()
+            if sign is not None:
+                signing.image_key(sign)
         if wheel_cache is not None:
             wheel_repository(wheel_cache, "--wheel-cache")
             auth_from_env()
@@ -139,6 +157,9 @@ def build_cmd(
                 index = _pushed(done.index)
             else:
                 pushed = [_push(results[0].tag, push, reporter, engine)]
+            if sign is not None:
+                phase = "sign"
+                _sign_pushed([*pushed, *([index] if index else [])], sign, reporter)
     if json_output or progress is Progress.json:
         for number, result in enumerate(results, 1):
             summary: dict[str, Any] = {
@@ -170,6 +191,16 @@ def _tag_of(loaded: LockedRecipe | MultiArch) -> str:
 
 def _pushed(result: Any) -> dict[str, Any]:
     return {"remote": result.remote, "digest": result.digest}
+
+
+def _sign_pushed(pushed: list[dict[str, Any] | None], key: Path, reporter: Any) -> None:
+    """--sign: each pushed image (and index) signed by the digest the registry gave back; the
+    tag of its signatures recorded beside it."""
+    for record in (r for r in pushed if r):
+        repository, _tag = split_tag(record["remote"])
+        signed = signing.sign_image(f"{repository}@{record['digest']}", key)
+        record["signature"] = signed.tag
+        reporter("done", "sign", f"signed {signed.image} with key {signed.key} ({signed.tag})")
 
 
 def _push_set(images: MultiArch, registry: str, reporter: Any, engine: Engine | None) -> Any:
@@ -283,6 +314,7 @@ def push_cmd(
         ),
     ] = Progress.auto,
     json_output: JsonOpt = False,
+    sign: SignOpt = None,
     engine_name: EngineOpt = None,
 ) -> None:
     """Push a built image to a registry and read its digest back from the registry.
@@ -295,6 +327,8 @@ def push_cmd(
     reporter = make_reporter(progress.value, json_output, starting="starting push")
     with reported(reporter, "push"), engine_errors():
         image = _image_of(target)
+        if sign is not None:
+            signing.image_key(sign)  # a key that cannot sign fails before the push
         if isinstance(image, MultiArch):
             remote_ref(image.index_tag, registry, "--registry")
             done = _push_set(image, registry, reporter, open_engine(_engine_name(engine_name)))
@@ -305,6 +339,8 @@ def push_cmd(
         else:
             remote_ref(image, registry, "--registry")  # a bad registry before the engine
             result = _push(image, registry, reporter, open_engine(_engine_name(engine_name)))
+        if sign is not None:
+            _sign_pushed([result, *result.get("images", [])], sign, reporter)
     if json_output or progress is Progress.json:
         typer.echo(json.dumps({"event": "result", **result}))
 

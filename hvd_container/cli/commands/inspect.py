@@ -49,8 +49,9 @@ def inspect(
         bool,
         typer.Option(
             "--signatures",
-            help="A SIF's signatures per object group; with --keyring, checked (exit 1 when "
-            "a group is unsigned or a signature does not hold).",
+            help="A SIF's signatures per object group, or those beside a pushed image (cosign's "
+            "format); with --keyring, checked (exit 1 when a group or the image is unsigned or "
+            "a signature does not hold).",
         ),
     ] = False,
     keyring: Annotated[
@@ -58,8 +59,9 @@ def inspect(
         typer.Option(
             "--keyring",
             metavar="FILE",
-            help="With --signatures: the OpenPGP public keys you trust (armored or binary; "
-            "repeat for several). Only these are asked, not your own keyring.",
+            help="With --signatures: the public keys you trust, repeat for several: OpenPGP "
+            "keys (armored or binary) for a SIF, PEM keys (cosign.pub) for an image. Only "
+            "these are asked, not your own keyring.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -68,12 +70,16 @@ def inspect(
 
     Without options: a SIF's descriptors, arch, labels and build facts (no Apptainer needed).
     --sbom: the bill of materials of a SIF or an image; --diff OTHER: what changed between
-    two; --signatures [--keyring FILE]: a SIF's signatures, checked against the keys."""
+    two; --signatures [--keyring FILE]: a SIF's or a pushed image's signatures, checked
+    against the keys."""
     if keyring and not signatures:
         raise UserError("--keyring goes with --signatures (the keys to check them against)")
     if signatures:
         with json_errors(as_json):
-            _signatures(Path(target), keyring or [], as_json)
+            if signing.is_image_target(target):
+                _image_signatures(target, keyring or [], as_json)
+            else:
+                _signatures(Path(target), keyring or [], as_json)
         return
     if sbom or against is not None:
         with json_errors(as_json), engine_errors():
@@ -163,6 +169,28 @@ def _signatures(path: Path, keyring: list[Path], as_json: bool) -> None:
         typer.echo(safe_text(f"{path}: group {g.group}: signed by {signers}: {verdict}"))
     if not keyring:
         typer.echo("not checked: give --keyring FILE with the public keys you trust")
+
+
+def _image_signatures(ref: str, keyring: list[Path], as_json: bool) -> None:
+    """--signatures of a pushed image: how many are stored beside it; with keys, whose held."""
+    found = signing.check_image(ref, keyring)
+    if keyring and not found.ok:
+        raise signing.Refused([f"{found.image}: {p}" for p in found.problems])
+    if as_json:
+        emit(
+            {
+                "image": found.image,
+                "checked": bool(keyring),
+                "signatures": found.found,
+                "signers": found.signers,
+            }
+        )
+        return
+    if keyring:
+        typer.echo(safe_text(f"{found.image}: signed by {', '.join(found.signers)}: verified"))
+        return
+    typer.echo(safe_text(f"{found.image}: {found.found} signature(s) beside it: not checked"))
+    typer.echo("not checked: give --keyring FILE with the public keys you trust")
 
 
 def register(app: typer.Typer) -> None:

@@ -55,3 +55,20 @@ def test_keyring_without_signatures_is_a_one_line_error(
     assert capsys.readouterr().err == (
         "hvd-container: error: --keyring goes with --signatures (the keys to check them against)\n"
     )
+
+
+def test_a_pushed_image_is_signed_with_a_key_file_named_before_anything_is_pushed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    image = "127.0.0.1:9/team/x:1"  # nothing listens there: each line comes before the registry
+    assert main(["sign", image]) == 2
+    assert capsys.readouterr().err == (
+        f"hvd-container: error: {image}: a registry image is signed with a key file: --key "
+        "KEY.pem (an ECDSA P-256 private key)\n"
+    )
+    assert main(["build", "cpu-bookworm", "--sign", str(tmp_path / "k.pem")]) == 2
+    assert "--sign signs what is pushed: give --push REGISTRY too" in capsys.readouterr().err
+    public = tmp_path / "k.pub"
+    public.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+    assert main(["push", "hvd-test/x:1", "-r", "127.0.0.1:9", "--sign", str(public)]) == 2
+    assert f"{public}: not a PEM private key" in capsys.readouterr().err

@@ -111,16 +111,32 @@ def test_where_it_is_not_required_an_unsigned_image_is_said_not_refused(
     )
 
 
-def test_a_registry_image_cannot_be_judged_and_never_passes(signer: Key) -> None:
+def test_a_registry_image_that_cannot_be_judged_never_passes(tmp_path: Path, signer: Key) -> None:
     fields = {"image": "u/i:t", "account": "m1_g"}
     optional = signature_result(site_with("perlmutter", keys=[str(signer.public)]), **fields)
     assert optional == Result(
-        "signature", "skip", "u/i:t: a registry image, whose signature is not checked "
-        "(signed SIF files are)",
+        "signature", "skip", "u/i:t: a short Docker Hub name, whose signature is not checked: "
+        "name its registry (docker.io/NAME:TAG) or run a signed SIF",
     )  # fmt: skip
     required = signature_result(site_with("perlmutter", required=True), **fields)
     assert required.status == "fail"
     assert required.message.startswith("site perlmutter requires a signed image: u/i:t: ")
+    # a registry named, but only OpenPGP keys trusted: nothing can check it
+    named = {**fields, "image": "127.0.0.1:9/u/i:t"}
+    pgp_only = signature_result(site_with("perlmutter", keys=[str(signer.public)]), **named)
+    assert pgp_only.status == "skip"
+    assert "none of the trusted keys is a PEM public key" in pgp_only.message
+    # a PEM key, and a registry out of reach (nothing listens on port 9)
+    pem = tmp_path / "cosign.pub"
+    pem.write_text(
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAELigCnlLNKgOglRTx1D7JhI7eRw99\n"
+        "QolE9Jo4QUxnbMy5nUuBL+UZF9qqfm/Dg1BNeHRThHzWh2ki9vAEgWEDOw==\n-----END PUBLIC KEY-----\n"
+    )  # the public key of the cosign spec's example
+    away = signature_result(site_with("perlmutter", required=True, keys=[str(pem)]), **named)
+    assert away.status == "fail"
+    assert away.message.startswith(
+        "site perlmutter requires a signed image: registry 127.0.0.1:9/u/i: "
+    )
 
 
 def test_keyring_and_profile_keys_are_checked_in_one_line(tmp_path: Path) -> None:
@@ -135,7 +151,8 @@ def test_keyring_and_profile_keys_are_checked_in_one_line(tmp_path: Path) -> Non
         validate_site_file(profile)
     assert [p.split(": ", 2)[1:] for p in bad.value.problems] == [
         ["images.signatures.keys", "'keys/site.asc': not a key file path (allowed: an absolute "
-         "path of letters, digits and _ . + @ = - ending in .asc, .gpg, .pgp, .pub, .key)"],
+         "path of letters, digits and _ . + @ = - ending in .asc, .gpg, .pgp, .pub, .key, "
+         ".pem)"],
     ]  # fmt: skip
     profile.write_text(profile.read_text().replace("keys/site.asc, ", ""))
     with pytest.raises(UserError, match=r"'/etc/x\.txt': not a key file path"):
