@@ -267,14 +267,14 @@ def image_signature(launch: Launch) -> Verdict | None:
         return skip(found.unjudged)
     if found.holds:
         signed = f"{found.path}: signed by {', '.join(found.signers)}"
-        if found.registry and not (found.path or "").endswith(f"@{found.digest}"):
-            head, _, last = (found.path or "").rpartition("/")  # a tag: the job pulls it again
-            repository = f"{head}/{last.split(':')[0]}"
-            return passed(
-                f"{signed} (the tag names {found.digest} now: --image "
-                f"{repository}@{found.digest} runs exactly the image checked)"
-            )
-        return passed(signed)
+        if not found.registry:
+            return passed(signed)
+        if (launch.image or "").endswith(f"@{found.digest}"):
+            return passed(f"{signed}; the job runs {launch.image}, the image checked")
+        return warn(
+            f"{signed}, but runtime {launch.runtime.kind} runs a registry image by its tag: the "
+            f"job runs what the tag names when it starts (it named {found.digest} when checked)"
+        )
     why = "; ".join(found.problems) or "not signed"
     if found.required:
         return fail(f"{found.path}: {why}: site {launch.site.name} requires a signed image; {fix}")

@@ -43,7 +43,7 @@ from hvd_container.launcher.plan.request import (
     run_options,
 )
 from hvd_container.launcher.plan.scheduler_values import requested_values
-from hvd_container.launcher.plan.signature import resolve_signature
+from hvd_container.launcher.plan.signature import pinned_image, resolve_signature
 from hvd_container.launcher.run import hang
 from hvd_container.launcher.runtimes import Invocation
 from hvd_container.launcher.script import shell
@@ -191,6 +191,7 @@ def resolve(
         env.update(hang.watcher_env(hang.watch_folder(), env, os.environ.get("PYTHONPATH")))
     if request.until_done:  # the contract the ranks read: checkpoint on this signal
         env.update({CHECKPOINT_SIGNAL: "USR1", CHECKPOINT_GRACE: str(grace_of(site, request))})
+    signature = resolve_signature(site, request, image, runtime)
     return Launch(
         site=site,
         request=request,
@@ -199,11 +200,11 @@ def resolve(
         controller=controller,
         layout=layout,
         scheduled=scheduled,
-        image=image,
+        image=pinned_image(image, signature, runtime),  # a signed registry image: its digest
         image_origin=origin,
         image_unreadable=unreadable,
         facts=facts,
-        signature=resolve_signature(site, request, image, runtime),
+        signature=signature,
         env=env,
         binds=binds,
         mpi=mpi,

@@ -120,3 +120,17 @@ def _registry_signature(required: bool, keys: tuple[str, ...], ref: str) -> Imag
         digest=found.digest if found.ok else None,
         registry=True,
     )
+
+
+def pinned_image(
+    image: str | None, signature: ImageSignature | None, runtime: Runtime
+) -> str | None:
+    """The image the job runs: a registry image whose signature held, by the digest that was
+    checked, where the runtime runs a digest reference; else the image as named."""
+    if image is None or signature is None or not signature.registry or not signature.holds:
+        return image
+    ref = strip_docker_scheme(image)
+    if "@" in ref or not runtime.runs_digests:
+        return image
+    head, _, last = ref.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}@{signature.digest}"

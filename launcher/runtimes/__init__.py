@@ -138,6 +138,10 @@ class Runtime:
     # a registry image: whether the runtime fetches it itself when the job starts (Shifter
     # runs only what its image gateway has pulled: `pull_hint`)
     pulls_itself: ClassVar[bool] = True
+    # whether it runs a registry image named by digest, REPOSITORY@sha256:... (containers/
+    # image's reference grammar, name[:tag|@digest]): a signed image is then run by the
+    # digest that was checked, not by a tag that may move while the job waits
+    runs_digests: ClassVar[bool] = False
     # the host folders it mounts on its own ("~": the user's home, ".": the working
     # directory), and what else may be mounted that the tool cannot see from here; a runtime
     # that mounts nothing itself binds what the ranks need (`bind_working_directory`)

@@ -62,6 +62,7 @@ class Apptainer(Runtime):
     profile_model = ApptainerProfile
     gpu_flag = "--nv"
     image_files = True
+    runs_digests = True  # docker://NAME@sha256:... (containers/image's grammar)
     # its default bind paths (Apptainer's "Bind Paths and Mounts": $HOME, the working
     # directory, /tmp and /var/tmp besides /dev, /proc, /sys and a few /etc files)
     own_mounts = ("~", ".", "/tmp", "/var/tmp")

@@ -87,6 +87,7 @@ class PodmanHpc(Runtime):
     kinds = ("podman-hpc",)
     programs = {"podman-hpc": "podman-hpc"}
     probe_rank = 4
+    runs_digests = True  # podman's NAME@sha256:... (containers/image's grammar)
 
     @classmethod
     def probe_modules(cls, run: Callable[[list[str]], str | None]) -> list[str] | str | None:

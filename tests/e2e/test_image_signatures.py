@@ -17,7 +17,14 @@ import pytest
 import requests
 
 from tests._json_records import result
-from tests.e2e.sif_fixtures import cli, docker_client, import_image, shell_rootfs  # noqa: F401
+from tests.e2e.podman_hpc_fixtures import podman_hpc_cmd
+from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
+    cli,
+    docker_client,
+    import_image,
+    run_testbed,
+    shell_rootfs,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -152,7 +159,15 @@ def test_signatures_of_a_pushed_image_hold_both_ways_with_openssl_and_a_moved_ta
         f"images:\n  signatures:\n    required: true\n    keys: [{theirs_pub}]\n"
     )
     launch = ["--site", str(profile), "--runtime", "podman-hpc", "-N", "1", "sh", "-c", "true"]
-    assert cli("batch", "--image", IMAGE, *launch).returncode == 0
+    script = cli("batch", "--image", IMAGE, *launch)
+    assert script.returncode == 0, script.stderr
+    # the job runs the digest that was checked, not the tag, which may move while it waits;
+    # the real podman-hpc runs an image so named from its squashed store
+    assert f" {REPOSITORY}@{first} " in script.stdout and f" {IMAGE} " not in script.stdout
+    run_testbed("podman-hpc.sh", "up")
+    assert podman_hpc_cmd("pull", IMAGE).returncode == 0
+    ran = podman_hpc_cmd("run", "--rm", f"{REPOSITORY}@{first}", "sh", "-c", "true")
+    assert ran.returncode == 0 and ran.stdout.startswith("[hello world]"), ran.stdout + ran.stderr
 
     # the tag moved to another image: its signatures are looked for, and there are none
     second = publish(docker_client, "second")

@@ -180,3 +180,72 @@ def test_a_file_not_on_this_machine_is_left_to_the_image_check(tmp_path: Path) -
     directory = signature_result(site, image=str(tmp_path))
     assert directory.status == "fail"
     assert "not a SIF file here" in directory.message
+
+
+def test_a_signed_registry_image_runs_by_the_digest_checked_where_the_runtime_can() -> None:
+    from hvd_container.launcher import runtimes
+    from hvd_container.launcher.plan.signature import ImageSignature, pinned_image
+
+    digest = "sha256:" + "ab" * 32
+    held = ImageSignature(
+        required=True, keys=("/k.pub",), path="r.example:5000/team/x:1", signers=("f",),
+        digest=digest, registry=True,
+    )  # fmt: skip
+    site = load_site("perlmutter")
+
+    def runtime(kind: str) -> runtimes.Runtime:
+        return runtimes.runtime(site.runtime_for(kind))
+
+    for kind in ("apptainer", "podman-hpc"):
+        assert pinned_image("r.example:5000/team/x:1", held, runtime(kind)) == (
+            f"r.example:5000/team/x@{digest}"
+        )
+        assert pinned_image("docker://r.example:5000/team/x", held, runtime(kind)) == (
+            f"r.example:5000/team/x@{digest}"
+        )
+    # shifter's gateway pulls by tag: the image stays as named (the check warns)
+    assert pinned_image("r.example:5000/team/x:1", held, runtime("shifter")) == (
+        "r.example:5000/team/x:1"
+    )
+    unheld = ImageSignature(
+        required=True, keys=("/k.pub",), path="r.example:5000/team/x:1",
+        problems=("not signed",), registry=True,
+    )  # fmt: skip
+    assert pinned_image("r.example:5000/team/x:1", unheld, runtime("apptainer")) == (
+        "r.example:5000/team/x:1"
+    )
+    assert pinned_image("r.example:5000/team/x:1", None, runtime("apptainer")) == (
+        "r.example:5000/team/x:1"
+    )
+
+
+def test_a_held_registry_signature_passes_pinned_and_warns_where_the_tag_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry's answer stands in (the real one is tests/e2e/test_image_signatures.py):
+    the verdict names the digest the job runs, or warns that the runtime runs the tag."""
+    from hvd_container.containers import cosign
+
+    digest = "sha256:" + "ab" * 32
+    asked: list[str] = []
+
+    def held(ref: str, keys: Any) -> cosign.ImageCheck:
+        asked.append(ref)
+        return cosign.ImageCheck(f"r.example/t/x@{digest}", digest, ["f1"], [], 1)
+
+    monkeypatch.setattr(signing, "check_image", held)
+    pem = tmp_path / "k.pub"
+    pem.write_text("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+    fields = {"image": "r.example/t/x:1", "account": "m1_g", "keyrings": [str(pem)]}
+    pinned = signature_result(site_with("perlmutter"), runtime="podman-hpc", **fields)
+    assert pinned == Result(
+        "signature", "pass",
+        f"r.example/t/x:1: signed by f1; the job runs r.example/t/x@{digest}, the image checked",
+    )  # fmt: skip
+    by_tag = signature_result(site_with("perlmutter"), **fields)  # shifter
+    assert by_tag.status == "warn"
+    assert by_tag.message == (
+        "r.example/t/x:1: signed by f1, but runtime shifter runs a registry image by its tag: "
+        f"the job runs what the tag names when it starts (it named {digest} when checked)"
+    )
+    assert asked == ["r.example/t/x:1", "r.example/t/x:1"]
