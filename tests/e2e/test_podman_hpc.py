@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from build_fixtures import TORCH_RECIPE
+from build_fixtures import CPU_RECIPE, TORCH_RECIPE
 
 from tests._json_records import records
 from tests.e2e.podman_hpc_fixtures import cpu_migrated, forget, podman_hpc_cmd  # noqa: F401
@@ -142,3 +142,36 @@ def test_the_podman_hpc_build_trains_ddp_on_two_nodes_from_the_squashed_store(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     check_torch_training(result.stdout, "DDP", checkpoint, epochs=3)
+
+
+DERIVED = "hvd-test-podman-hpc-rich"
+
+
+# heavy (make test-heavy): cpu-bookworm built in podman-hpc's own store compiles Horovod there,
+# about 8 minutes on 2 cores; the same reuse through dockerd is in .ci/run (test_horovod_stage)
+@pytest.mark.heavy
+def test_a_derived_recipe_built_by_podman_hpc_reuses_its_compiled_horovod(
+    podman_hpc: None, base_image: str, tmp_path: Path
+) -> None:
+    """Horovod compiled once in podman-hpc's store: the recipe that extends cpu-bookworm with
+    one more package takes the wheel stage's compile from buildah's cache (`(cached)` on its
+    step), as dockerd does, and is verified."""
+    from test_horovod_stage import derived_recipe, steps
+
+    run_testbed("podman-hpc.sh", "load-base", "bookworm")
+    names = [f"{prefix}/{name}:1" for name in (CPU_RECIPE, DERIVED)
+             for prefix in ("localhost", "docker.io/library")]  # fmt: skip
+    try:
+        parent = cli("build", CPU_RECIPE, "--engine", "podman-hpc", "--progress", "plain",
+                     timeout=3600)  # fmt: skip
+        assert parent.returncode == 0, parent.stdout[-3000:] + parent.stderr
+        recipe, _said = derived_recipe(tmp_path, DERIVED)
+        built = cli("build", str(recipe), "--engine", "podman-hpc", "--progress", "plain",
+                    timeout=1800)  # fmt: skip
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr
+        found = steps(built.stdout)
+        compile_step = [s for s in found if "hvd-pip wheel" in s[0]]
+        assert compile_step and all(cached for _, cached in compile_step), found
+        assert "verified" in built.stdout
+    finally:
+        forget(*names)
