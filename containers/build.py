@@ -266,10 +266,10 @@ def _run_engine(
             if ev.kind == "done":
                 assert ev.image_id
                 return ev.image_id
-            text = f"[{ev.step}/{ev.total}] {ev.text}" if ev.kind == "step" else ev.text
-            phase = (
-                "base" if ev.step is None or not phases else phases[min(ev.step, len(phases)) - 1]
-            )
+            step = None if ev.step is None else source.step_of(ev.stage, ev.step)
+            total = len(phases) if ev.stage is not None and phases else ev.total
+            text = f"[{step}/{total}] {ev.text}" if ev.kind == "step" else ev.text
+            phase = "base" if step is None or not phases else phases[min(step, len(phases)) - 1]
             report(ev.kind, phase, text)
         raise StepFailed(f"build of {tag or recipe.image_tag} ended without an image")
 

@@ -48,6 +48,11 @@ class DockerBuild:
     context: dict[str, bytes]
     base: str
     phases: tuple[str, ...]
+    stage_sizes: tuple[int, ...] = ()  # each stage's steps (buildah numbers them per stage)
+
+    def step_of(self, stage: int | None, step: int) -> int:
+        """The classic builder's step number (all stages counted) of a stage's step."""
+        return step if stage is None else sum(self.stage_sizes[: stage - 1]) + step
 
     @property
     def dockerfile(self) -> str:
@@ -81,7 +86,7 @@ def _docker_build(header: list[str], stages: list[Stage]) -> DockerBuild:
     context = {"Dockerfile": printed.text.encode()}
     for block in (block for stage in stages for block in stage.blocks):
         context.update({i.source: i.data for i in block.items if isinstance(i, Copy)})
-    return DockerBuild(context, printed.base, printed.phases)
+    return DockerBuild(context, printed.base, printed.phases, printed.stage_sizes)
 
 
 def build_digest(context: Mapping[str, bytes], base_id: str | None = None) -> str:

@@ -30,7 +30,9 @@ EventKind = Literal["step", "log", "cached", "done"]
 class BuildEvent:
     """One thing that happened during a build.
 
-    step: 1-based index of the Dockerfile instruction it belongs to (None before the first).
+    step: 1-based index of the Dockerfile instruction it belongs to (None before the first);
+    stage: where the builder numbers steps within each stage (buildah: `[2/3] STEP 6/6:`), the
+    1-based stage, step and total then counting that stage's instructions.
     """
 
     kind: EventKind
@@ -38,6 +40,7 @@ class BuildEvent:
     step: int | None = None
     total: int | None = None
     image_id: str | None = None
+    stage: int | None = None
 
 
 class EngineError(Exception):

@@ -54,8 +54,9 @@ ENGINE_RESTARTED = (
     "finished come from its cache"
 )
 
-# the classic builder says "Step 2/9 : RUN ...", buildah (podman's API) "STEP 2/9: RUN ..."
-_STEP = re.compile(r"^(?:Step|STEP) (\d+)/(\d+) ?: (.*)$")
+# the classic builder says "Step 2/9 : RUN ...", buildah (podman's API) "STEP 2/9: RUN ...",
+# and in a build of several stages "[2/3] STEP 6/6: RUN ..." (steps counted per stage)
+_STEP = re.compile(r"^(?:\[(\d+)/\d+\] )?(?:Step|STEP) (\d+)/(\d+) ?: (.*)$")
 # "---> Using cache" (classic builder), "--> Using cache 3f2a..." (buildah)
 _CACHED = re.compile(r"^-{2,3}> Using cache\b")
 # builder bookkeeping, not output of a step: layer ids, commits, tags, removed containers,
@@ -433,6 +434,7 @@ def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]
     """
     step: int | None = None
     total: int | None = None
+    stage: int | None = None
     instruction = ""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     image_id: str | None = None
@@ -458,18 +460,19 @@ def parse_build_stream(stream: Iterator[dict[str, Any]]) -> Iterator[BuildEvent]
                 line = _ANSI.sub("", raw).rstrip("\r")
                 match = _STEP.match(line)
                 if match:
-                    step, total, instruction = int(match[1]), int(match[2]), match[3]
+                    stage = int(match[1]) if match[1] else None
+                    step, total, instruction = int(match[2]), int(match[3]), match[4]
                     tail.clear()
-                    yield BuildEvent("step", instruction, step, total)
+                    yield BuildEvent("step", instruction, step, total, stage=stage)
                 elif _CACHED.match(line.strip()):
-                    yield BuildEvent("cached", "---> Using cache", step, total)
+                    yield BuildEvent("cached", "---> Using cache", step, total, stage=stage)
                 elif _BOOKKEEPING.match(line):
                     continue
                 else:
                     tail.append(line)
-                    yield BuildEvent("log", line, step, total)
+                    yield BuildEvent("log", line, step, total, stage=stage)
         if pending.strip():
-            yield BuildEvent("log", pending, step, total)
+            yield BuildEvent("log", pending, step, total, stage=stage)
     if image_id is None:
         raise BuildFailed(
             "the build ended without producing an image", step, total, instruction, list(tail)

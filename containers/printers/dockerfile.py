@@ -76,6 +76,7 @@ class Dockerfile:
     text: str
     base: str
     phases: tuple[str, ...]
+    stage_sizes: tuple[int, ...] = ()  # each stage's instructions, in order (buildah's counts)
 
 
 def dockerfile(header: Iterable[str], stages: Iterable[Stage]) -> Dockerfile:
@@ -94,4 +95,8 @@ def dockerfile(header: Iterable[str], stages: Iterable[Stage]) -> Dockerfile:
     phases = tuple(
         block.phase for block in blocks for item in block.items if instruction(item) is not None
     )
-    return Dockerfile(top + "\n".join(block_text(b) for b in blocks), bases[0], phases)
+    sizes = tuple(
+        sum(1 for block in stage.blocks for item in block.items if instruction(item) is not None)
+        for stage in stages
+    )
+    return Dockerfile(top + "\n".join(block_text(b) for b in blocks), bases[0], phases, sizes)

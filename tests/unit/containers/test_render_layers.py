@@ -71,3 +71,19 @@ def test_no_secrets_or_host_paths_in_any_layer(tmp_path: Path) -> None:
     for needle in ("PIP_CERT", "PIP_CONFIG_FILE", "ca-certificates.crt", "/opt/wheels", "file://"):
         assert needle not in text
     assert "ENV HVD_PIP_CONFIG_URL" not in text
+
+
+def test_a_stages_own_step_number_maps_to_the_classic_builders() -> None:
+    """buildah's `[2/3] STEP 6/6` is the classic builder's step 13 + 6 when the first stage has
+    13 instructions: the phase and the step shown are the same under both engines."""
+    from hvd_container.containers.recipe_loader import load_recipe
+    from hvd_container.containers.render import docker_build
+
+    build = docker_build(load_recipe("cpu-bookworm"))
+    assert len(build.stage_sizes) == 3 and sum(build.stage_sizes) == len(build.phases)
+    first, second, _third = build.stage_sizes
+    assert build.step_of(None, 5) == 5
+    assert build.step_of(1, 5) == 5
+    assert build.step_of(2, second) == first + second
+    assert build.phases[build.step_of(2, second) - 1] == "horovod"
+    assert build.step_of(3, 1) == first + second + 1

@@ -209,3 +209,25 @@ def test_buildahs_stream_through_podmans_api_gives_the_same_events() -> None:
         ("log", 21, 21, "2.13.0+cpu"),
         ("done", 21, 21, "sha256:708dbf9585c5"),
     ]
+
+
+def test_buildahs_steps_of_a_build_of_several_stages_say_their_stage() -> None:
+    # buildah numbers the steps of each stage, and may start a later stage first
+    events = list(
+        parse_build_stream(
+            _stream(
+                "[1/3] STEP 1/13: FROM hvd-base/debian:bookworm AS horovod-deps\n",
+                "[3/3] STEP 7/15: COPY --from=horovod-wheel /opt/hvd/wheels/ /opt/hvd/wheels/\n",
+                "[2/3] STEP 6/6: RUN hvd-pip wheel -w /opt/hvd/wheels .\n",
+                "--> Using cache 26353546273f2d8c\n",
+                image="sha256:708dbf9585c5",
+            )
+        )
+    )
+    assert [(e.kind, e.stage, e.step, e.total, e.text) for e in events] == [
+        ("step", 1, 1, 13, "FROM hvd-base/debian:bookworm AS horovod-deps"),
+        ("step", 3, 7, 15, "COPY --from=horovod-wheel /opt/hvd/wheels/ /opt/hvd/wheels/"),
+        ("step", 2, 6, 6, "RUN hvd-pip wheel -w /opt/hvd/wheels ."),
+        ("cached", 2, 6, 6, "---> Using cache"),
+        ("done", None, 6, 6, "sha256:708dbf9585c5"),
+    ]
