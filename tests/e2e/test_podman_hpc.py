@@ -172,6 +172,9 @@ def test_a_derived_recipe_built_by_podman_hpc_reuses_its_compiled_horovod(
         found = steps(built.stdout)
         compile_step = [s for s in found if "hvd-pip wheel" in s[0]]
         assert compile_step and all(cached for _, cached in compile_step), found
-        assert "verified" in built.stdout
+        label = podman_hpc_cmd("image", "inspect", "--format",
+                               '{{ index .Labels "org.hvd-container.verified" }}',
+                               f"localhost/{DERIVED}:1")  # fmt: skip
+        assert label.stdout.strip() == "true", label.stdout + label.stderr
     finally:
         forget(*names)
