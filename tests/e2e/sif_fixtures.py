@@ -118,6 +118,15 @@ def image_mtimes(client: Any, image: str, path: str) -> dict[str, int]:
         return {member.name: int(member.mtime) for member in tar.getmembers()}
 
 
+def file_in_image(image: str, path: str) -> bytes:
+    """The file's bytes as `docker run` attached to the container's stdout prints them. docker-py's
+    containers.run follows the log stream while the container runs instead, and that stream may
+    end before the last chunk: a JSON document's closing brace went missing that way."""
+    done = subprocess.run(["docker", "run", "--rm", "--entrypoint", "cat", image, path],
+                          capture_output=True, timeout=120, check=True)  # fmt: skip
+    return done.stdout
+
+
 def extract_from_sif(sif: Path, offset: int, paths: list[str], where: Path) -> Path:
     """unsquashfs the given paths of the SIF's partition into where (which must not exist);
     unsquashfs restores each file's mtime, so os.stat on the result reads the squashfs inode's."""

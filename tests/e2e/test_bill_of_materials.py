@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests._json_records import result
-from tests.e2e.sif_fixtures import cli, docker_client  # noqa: F401 (fixtures)
+from tests.e2e.sif_fixtures import cli, docker_client, file_in_image  # noqa: F401 (fixtures)
 from tests.e2e.slurm_fixtures import torch_sif  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +31,7 @@ def test_the_torch_image_carries_one_bill_of_materials_to_the_registry_and_its_s
 
     from hvd_container import facts
 
-    in_image = docker_client.containers.run(torch_image, ["cat", facts.BOM_FILE], remove=True)
+    in_image = file_in_image(torch_image, facts.BOM_FILE)
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(in_image.decode()) is None
     labels = docker_client.images.get(torch_image).labels
     assert labels[facts.BOM] == facts.bom_digest(in_image)

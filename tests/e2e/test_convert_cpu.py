@@ -19,6 +19,7 @@ from tests.e2e.sif_fixtures import (  # noqa: F401 (fixtures)
     charliecloud,
     docker_client,
     extract_from_sif,
+    file_in_image,
     image_mtimes,
     mounted,
     sif_tools,
@@ -69,11 +70,7 @@ def test_cpu_sif_layout_and_labels(cpu_tag: str, cpu_native_sif: Path, docker_cl
     assert "squashfs-root/opt/venv/bin/python" in rootfs
 
 
-def test_the_sif_carries_the_images_bill_of_materials(
-    cpu_tag: str,
-    cpu_native_sif: Path,
-    docker_client: Any,  # noqa: F811
-) -> None:
+def test_the_sif_carries_the_images_bill_of_materials(cpu_tag: str, cpu_native_sif: Path) -> None:
     """The SBOM object is the image's own document, byte for byte; siftool still lists the
     file; `inspect --diff` between the image and its SIF finds nothing changed."""
     from hvd_container.containers.sif import format as fmt
@@ -82,7 +79,7 @@ def test_the_sif_carries_the_images_bill_of_materials(
 
     info = read_sif(cpu_native_sif)
     (sbom,) = [d for d in info.descriptors if d.datatype == fmt.DATA_SBOM]
-    in_image = docker_client.containers.run(cpu_tag, ["cat", facts.BOM_FILE], remove=True)
+    in_image = file_in_image(cpu_tag, facts.BOM_FILE)
     assert info.bom == in_image and sbom.name == "bom.cdx.json"
     assert info.labels[facts.BOM] == facts.bom_digest(in_image)
     listed = subprocess.run(["siftool", "list", str(cpu_native_sif)], capture_output=True,
