@@ -99,6 +99,10 @@ def test_every_runtime_flag_is_judged_and_what_no_trust_allows_wins(
         ("/etc/hvd/key.asc;rm -rf /", True),
         ("/etc/passwd", True),  # not a key file's name
         ("-/x.asc", True),
+        ("/etc/hvd/cosign.pem", False),  # a registry image's signer (cosign's PEM key)
+        ("cosign.pem", True),
+        ("/etc/hvd/cosign.pem;id", True),
+        ("/etc/hvd/cosign.pem.sh", True),
     ],
 )
 def test_a_trusted_key_is_an_absolute_key_file_path_of_plain_characters(
