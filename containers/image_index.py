@@ -91,12 +91,21 @@ class Registry:
         # imported here: oras's provider pulls in jsonschema, about 500 ms of start-up (2 s with
         # the dev install's format checkers: rfc3987-syntax builds a grammar on import) that
         # inspect and build pay only when they talk to a registry
+        from hvd_container.containers.registry_http import BoundedAdapter
         from oras.provider import Registry as OrasRegistry
 
         self.repository = repository
         self.auth = auth
         host = repository.split("/", 1)[0]
         self._client = OrasRegistry(insecure=plain_http(host))
+        # oras-py's do_request retries every failure five times, sleeping 3 to 83 s in between
+        # (131 s before a registry out of reach is one line), and its requests have no timeout
+        # (a registry that accepts and never answers hangs): each request goes once through
+        # the unretried function, and the session's adapter bounds and retries it instead
+        self._do_request = getattr(OrasRegistry.do_request, "__wrapped__", OrasRegistry.do_request)
+        bounded = BoundedAdapter()
+        for scheme in ("http://", "https://"):
+            self._client.session.mount(scheme, bounded)
         self._container = oras.container.Container(f"{repository}:index")
         if auth:
             self._client.auth.set_basic_auth(auth["username"], auth["password"])
@@ -148,7 +157,7 @@ class Registry:
 
     def _send(self, method: str, url: str, **options: Any) -> Any:
         try:
-            return self._client.do_request(url, method, **options)
+            return self._do_request(self._client, url, method, **options)
         except Exception as exc:  # requests' and oras' own: the registry is out of reach
             reason = redact(" ".join(str(exc).split()) or type(exc).__name__, self.auth)
             raise StepFailed(f"registry {self.repository}: {reason}") from None
