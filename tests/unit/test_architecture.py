@@ -19,7 +19,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -247,13 +247,17 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def saved_ms(importer: str, deferred: str, tries: int = 3) -> float:
+def saved_ms(
+    importer: str, deferred: str, tries: int = 3, enough: Callable[[float], bool] | None = None
+) -> float:
     """What importing `deferred` costs once `importer` is loaded (its own imports done): the
-    cumulative figure of `python -X importtime`, the least of a few tries; 0 when `importer`
-    loads it anyway."""
+    cumulative figure of `python -X importtime`, the least of a few tries (fewer where a figure
+    is already `enough`); 0 when `importer` loads it anyway."""
     code = f"import sys, {importer}; sys.stderr.write('--\\n'); import {deferred}"
     best = float("inf")
     for _ in range(tries):
+        if enough is not None and enough(best):
+            break
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True
         )
@@ -274,7 +278,9 @@ def test_every_deferred_import_saves_about_what_its_comment_says() -> None:
     wrong = []
     for module, path in MODULES.items():
         for line, name, stated in deferred_with_figures(path.read_text()):
-            saved = saved_ms(module, name)
+            # a first figure well inside the bounds needs no second try (a busy machine only
+            # makes a figure larger: the least of three judges one that looks too large)
+            saved = saved_ms(module, name, enough=lambda ms, s=stated: s / 5 <= ms <= s * 5)
             if saved < 1.0 or not stated / 10 <= saved <= stated * 10:
                 wrong.append(
                     f"{path.relative_to(ROOT)}:{line}: {name} says {stated:g} ms, saves {saved:.1f} ms"
