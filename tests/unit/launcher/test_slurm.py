@@ -350,6 +350,21 @@ def test_jupyter_token_is_random_and_not_on_the_command_line() -> None:
     assert len(ports) > 1 and all(20000 <= p < 32768 for p in ports)  # below the ephemeral ones
 
 
+# The end of a task's program: task 0 ends (and its wrapper removes the address file) only after
+# task 1's program started, so after task 1's wrapper read the file, as Horovod's init holds
+# task 0 until every task joined (without it, task 0 once cleaned up between two of task 1's
+# polls, and task 1 waited for a file that was gone).
+TASK_1_FIRST = """\
+import pathlib, time
+started = pathlib.Path(__file__).with_name("task-1-started")
+if os.environ["HOROVOD_RANK"] == "1":
+    started.touch()
+deadline = time.monotonic() + 15
+while os.environ["HOROVOD_RANK"] == "0" and not started.exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+"""
+
+
 def _gloo_step(
     tmp_path: Path,
     server_code: str,
@@ -398,9 +413,8 @@ def test_gloo_tasks_stop_at_once_when_the_rendezvous_server_dies(tmp_path: Path)
 def test_gloo_tasks_read_the_published_address(tmp_path: Path) -> None:
     script = tmp_path / "t.py"
     script.write_text(
-        "import os, time\nprint(os.environ['HOROVOD_RANK'], os.environ['HOROVOD_GLOO_RENDEZVOUS_ADDR'],"
-        " os.environ['HOROVOD_GLOO_RENDEZVOUS_PORT'])\n"
-        "time.sleep(1 if os.environ['HOROVOD_RANK'] == '0' else 0)  # task 1 reads the file first\n"
+        "import os\nprint(os.environ['HOROVOD_RANK'], os.environ['HOROVOD_GLOO_RENDEZVOUS_ADDR'],"
+        " os.environ['HOROVOD_GLOO_RENDEZVOUS_PORT'])\n" + TASK_1_FIRST
     )
     publish = (
         "import os, time\nt = os.environ['HVD_GLOO_FILE']\n"
@@ -415,7 +429,7 @@ def test_gloo_tasks_read_the_published_address(tmp_path: Path) -> None:
 def test_gloo_server_learns_the_nodes_in_step_order_without_a_hostlist(tmp_path: Path) -> None:
     # names Slurm hostlists write as n[1-2]-ib: the old expander in the image read "-ib" as a node
     script = tmp_path / "t.py"
-    script.write_text("import os\nprint(os.environ['HOROVOD_HOSTNAME'])\n")
+    script.write_text("import os\nprint(os.environ['HOROVOD_HOSTNAME'])\n" + TASK_1_FIRST)
     start = gloo.SERVER_CODE.index("def node_names")
     function = gloo.SERVER_CODE[start : gloo.SERVER_CODE.index("def per_node")]
     server = (
