@@ -88,10 +88,12 @@ class Registry:
     def __init__(self, repository: str, auth: Mapping[str, str] | None) -> None:
         if oras is None:
             raise missing_build_extra("oras, which puts an image index,")
+        # the bounded session of requests and urllib3: about 50 ms, paid where oras's is
+        from hvd_container.containers.registry_http import BoundedAdapter
+
         # imported here: oras's provider pulls in jsonschema, about 500 ms of start-up (2 s with
         # the dev install's format checkers: rfc3987-syntax builds a grammar on import) that
         # inspect and build pay only when they talk to a registry
-        from hvd_container.containers.registry_http import BoundedAdapter
         from oras.provider import Registry as OrasRegistry
 
         self.repository = repository
