@@ -13,6 +13,7 @@ checkpoint before."""
 from __future__ import annotations
 
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -33,6 +34,29 @@ pytestmark = pytest.mark.e2e
 
 EXAMPLE = ROOT / "examples" / "pytorch_synthetic.py"
 LIGHTNING = ROOT / "examples" / "lightning_synthetic.py"
+# The Lightning example with every epoch at least 3 s long, however fast the machine: 20 epochs
+# then outlast a one-minute segment (on a machine that trains an epoch in 1.5 s, the whole
+# training once fitted between Slurm's warning and the end of the grace: one segment)
+PACED_LIGHTNING = """\
+import time
+
+import lightning.pytorch as pl  # the import the tool reads the controller from
+import lightning_synthetic as example
+
+
+class Paced(example.Classifier):
+    def on_train_epoch_start(self) -> None:
+        self.began = time.monotonic()
+
+    def on_train_epoch_end(self) -> None:
+        super().on_train_epoch_end()
+        time.sleep(max(0.0, 3.0 - (time.monotonic() - getattr(self, "began", 0.0))))
+
+
+assert issubclass(Paced, pl.LightningModule)
+example.Classifier = Paced
+example.main()
+"""
 # about a minute and a half of training on two nodes of this machine: more than the limit
 TRAIN = ["--epochs", "12", "--samples", "16384", "--seed", "7"]
 
@@ -89,12 +113,16 @@ def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
     charliecloud_runtime: None,  # noqa: F811
 ) -> None:
     checkpoint = job_dir / "lightning.ckpt"
+    for example in (LIGHTNING, LIGHTNING.with_name("_synthetic.py")):
+        shutil.copy(example, job_dir)
+    paced = job_dir / "paced_lightning.py"
+    paced.write_text(PACED_LIGHTNING)
     result = cli(
         *lightning_run(cpu_sif, lightning_packages, nodes=1),
-        # Slurm warns a segment 10 to 40 s in and it keeps what it had then: epochs of about 3 s
-        # here (2 s on a faster machine) make 20 of them 3 to 8 segments, never one
+        # Slurm warns a segment 10 to 40 s in and it keeps what it had then: 20 epochs of at
+        # least 3 s make 3 to 8 segments, never one
         "--until-done", "--time", "1", "--grace", "20s", "--max-restarts", "12",
-        str(LIGHTNING), "--epochs", "20", "--samples", "131072", "--checkpoint", str(checkpoint),
+        str(paced), "--epochs", "20", "--samples", "65536", "--checkpoint", str(checkpoint),
         cwd=job_dir, timeout=1500,
     )  # fmt: skip
     said = result.stdout + result.stderr
