@@ -20,7 +20,7 @@ so. CMake 4 refuses gloo's cmake_minimum_required(2.8.12) without CMAKE_POLICY_V
 The carry folder (`--carry`, default .whl) holds what cannot be fetched there; make it on a
 machine that reaches PyPI and GitHub with `python bench/gpu_device.py --prepare`:
 horovod's sdist, the wheels of cffi, pycparser, mock, mpich (an MPI with mpicc and singleton
-start) and pydantic's (this project's recipe model), and horovod's test_torch.py and
+start), pydantic's (this project's recipe model) and tomli-w (the site model's EDF runtime), and horovod's test_torch.py and
 test/utils/common.py of the same release. Usage, on the GPU machine:
     python3 bench/gpu_device.py [--carry .whl] [--out DIR] [--budget 470]
 """
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = Path("/tmp/hvd-gpu-proof")
 HOROVOD_TESTS = ("test/parallel/test_torch.py", "test/utils/common.py")
 WHEELS = ("cffi", "pycparser", "mock", "wheel", "mpich", "pydantic", "pydantic-core", "annotated-types",
-          "typing-inspection", "typing-extensions")  # fmt: skip
+          "typing-inspection", "typing-extensions", "tomli-w")  # fmt: skip
 LENGTHS = (1, 2, 3, 7, 1023, 4913, 65537, 1000003)
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -499,8 +499,13 @@ def prepare(carry: Path, version: str) -> int:
 
     for name in HOROVOD_TESTS:
         url = f"https://raw.githubusercontent.com/horovod/horovod/v{version}/{name}"
-        reply = requests.get(url, timeout=60)
-        reply.raise_for_status()
+        try:
+            reply = requests.get(url, timeout=60)
+            reply.raise_for_status()
+        except requests.RequestException as error:
+            print(f"{url}: {error.__class__.__name__}; copy it from a clone of horovod/horovod: "
+                  f"git show v{version}:{name} > {carry / Path(name).name}")  # fmt: skip
+            return 1
         (carry / Path(name).name).write_bytes(reply.content)
     print(f"{carry}: {', '.join(sorted(p.name for p in carry.iterdir()))}")
     return 0
