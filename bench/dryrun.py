@@ -1,10 +1,11 @@
 """How long `hvd-container run --dry-run` takes, end to end, in a new virtualenv.
 
-The budget is a median of at most 150 ms for the dry run and for `hvd-container --help`. The project is installed (`pip install .`, not
-editable: no import hooks of a development install) into a new virtualenv that sees nothing
-else, and the dry run is timed there in new processes (default 21), taking turns with the
-interpreter's own start-up (`python -c pass`), `hvd-container --version` and `hvd-container
---help` in the same virtualenv, so the figures come from the same machine state. Usage:
+The budget is a median of at most 150 ms for the dry run and for `hvd-container --help`.
+The project is installed (`pip install .`, not editable: no import hooks of a development
+install) into a new virtualenv that sees nothing else, and the dry run is timed there in new
+processes (default 21), taking turns with the interpreter's own start-up (`python -c pass`),
+`hvd-container --version` and `hvd-container --help` in the same virtualenv, so the figures
+come from the same machine state. Usage:
     python bench/dryrun.py [--runs N] [--site SITE] [--max-ms 150] [--max-help-ms 150] [--venv DIR]
                            [--imports]
 

@@ -20,8 +20,9 @@ so. CMake 4 refuses gloo's cmake_minimum_required(2.8.12) without CMAKE_POLICY_V
 The carry folder (`--carry`, default .whl) holds what cannot be fetched there; make it on a
 machine that reaches PyPI and GitHub with `python bench/gpu_device.py --prepare`:
 horovod's sdist, the wheels of cffi, pycparser, mock, mpich (an MPI with mpicc and singleton
-start), pydantic's (this project's recipe model) and tomli-w (the site model's EDF runtime), and horovod's test_torch.py and
-test/utils/common.py of the same release. Usage, on the GPU machine:
+start), pydantic's (this project's recipe model) and tomli-w (the site model's EDF runtime),
+and horovod's test_torch.py and test/utils/common.py of the same release. Usage, on the GPU
+machine:
     python3 bench/gpu_device.py [--carry .whl] [--out DIR] [--budget 470]
 """
 
