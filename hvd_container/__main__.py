@@ -1,5 +1,5 @@
 import sys
 
-from hvd_container.cli.app import main
+from hvd_container.cli.entry import main
 
 sys.exit(main())

@@ -14,6 +14,7 @@ from typer._completion_shared import Shells, get_completion_script, install
 from typer.core import TyperGroup
 
 from hvd_container.cli.commands import COMMANDS, load
+from hvd_container.cli.entry import command_loaded
 from hvd_container.cli.json_output import print_error, wants_json
 from hvd_container.cli.terminal import Interrupted, guarded
 from hvd_container.core.errors import UserError
@@ -34,6 +35,7 @@ class _Group(TyperGroup):
 
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.commands[cmd_name] = load(cmd_name)
+            command_loaded()
         return self.commands.get(cmd_name)
 
     def invoke(self, ctx: Any) -> Any:
