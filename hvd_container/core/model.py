@@ -18,7 +18,10 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Strict(BaseModel):
     """Unknown keys are errors; values are not coerced between types; nothing changes it."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # defer_build: a model's validator is built when it first validates, not when its module is
+    # imported: a dry run validates one site profile and built every model it imported (all
+    # the runtimes' profiles on their own, the recipe's), about 10 ms (bench/dryrun.py)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 def one_line(value: str) -> str:
