@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from hvd_container.launcher.plan.planner import Plan, plan
 from hvd_container.launcher.plan.request import (
@@ -17,11 +18,8 @@ from hvd_container.launcher.plan.request import (
     restarting,
 )
 from hvd_container.launcher.report import Reporter
-from hvd_container.launcher.run import doctor as doctor_checks
 from hvd_container.launcher.run import jupyter as jupyter_job
-from hvd_container.launcher.run import screen as screening
 from hvd_container.launcher.run.execute import execute, run_plan
-from hvd_container.launcher.run.step_loop import run_restarting
 from hvd_container.launcher.script.batch import write_batch_script
 from hvd_container.launcher.sites.loader import record_expected_busbw
 from hvd_container.launcher.sites.model import Site
@@ -29,6 +27,9 @@ from hvd_container.launcher.sites.model import Site
 from hvd_container.core.atomic import write_text
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
+
+if TYPE_CHECKING:
+    from hvd_container.launcher.run.doctor import Report
 
 
 def _request(
@@ -83,6 +84,10 @@ def run(
 ) -> int:
     """`run`: the step here inside an allocation, else a batch job followed to its end;
     `--screen` first screens the allocation's nodes and runs on the good ones."""
+    # the node screen and the restart loop only where a step runs: about 5 ms of a dry run
+    from hvd_container.launcher.run import screen as screening
+    from hvd_container.launcher.run.step_loop import run_restarting
+
     site, request = _request(reporter, script, args, options)
     if request.screen and request.inside_allocation:  # outside one, the job screens itself
         request = screening.screened(site, request, reporter)
@@ -134,12 +139,16 @@ def doctor(
     exclude_file: str | None = None,
     script: str | None = None,
     args: list[str] | None = None,
-) -> tuple[Site, doctor_checks.Report]:
+) -> tuple[Site, Report]:
     """`doctor [SCRIPT [ARGS]]`: every check of the launch `run` would make of the script
     (its controller detected as `run` does), then (`smoke`) a short job on the nodes, and
     (`screen`, inside an allocation) the screen of its nodes: the bad ones written to
     `exclude_file` (default hvd-screen-JOBID.exclude here), the figure it found recorded in
     the user's profile (`record`)."""
+    # doctor's checks and the node screen only here: about 4 ms of a dry run
+    from hvd_container.launcher.run import doctor as doctor_checks
+    from hvd_container.launcher.run import screen as screening
+
     if record and not screen:
         raise UserError("--record goes with --screen (it records the bus bandwidth a screen found)")
     site, request = _request(reporter, script or "doctor", args, options)
