@@ -32,6 +32,8 @@ from hvd_container.core.model import (
     ControllerName,
     EnvName,
     Strict,
+    empty_dict,
+    empty_list,
     one_line,
 )
 
@@ -346,12 +348,12 @@ class Horovod(Strict):
     gpu_operations: Literal["nccl", "mpi"] | None = None
     nccl_link: Literal["shared", "static"] | None = None
     cuda_cc: list[ComputeCapability] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="GPU architectures to build for (HOROVOD_BUILD_CUDA_CC_LIST): the site's GPUs, "
         "e.g. [80] for A100, [70, 80] for V100 and A100, [90] for H100/GH200; empty: every one "
         "nvcc knows (slow).",
     )
-    patches: list[HorovodPatch] = Field(default_factory=list)
+    patches: list[HorovodPatch] = Field(default_factory=empty_list)
 
     @field_validator("frameworks", "controllers", "patches")
     @classmethod
@@ -396,14 +398,14 @@ class Recipe(Strict):
         description="How the image's scripts find their peers (mpi, gloo, lightning, torch, "
         "torchrun): `run --recipe` uses it unless --controller names another.",
     )
-    apt: list[AptPackage] = Field(default_factory=list)
-    pip: list[PipRequirement] = Field(default_factory=list)
+    apt: list[AptPackage] = Field(default_factory=empty_list)
+    pip: list[PipRequirement] = Field(default_factory=empty_list)
     env: dict[EnvName, EnvValue] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="$NAME/${NAME} expand at build time (Docker) and at container start (definition).",
     )
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    checks: list[CheckCommand] = Field(default_factory=list)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=empty_dict)
+    checks: list[CheckCommand] = Field(default_factory=empty_list)
 
     @property
     def image_tag(self) -> str:

@@ -28,7 +28,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.files import not_a_file, private_folder, user_path
-from hvd_container.core.model import Line, Strict
+from hvd_container.core.model import Line, Strict, empty_list
 
 if TYPE_CHECKING:
     from hvd_container.launcher.plan.launch import Launch
@@ -46,7 +46,8 @@ class RuntimeProfile(Strict):
     kind: str
     gpu: bool = Field(default=True, description="Give the container the GPUs the job asks for.")
     flags: list[Line] = Field(
-        default_factory=list, description="More words for the runtime's command line, as given."
+        default_factory=empty_list,
+        description="More words for the runtime's command line, as given.",
     )
     python: Line = Field(default="python", description="The image's python, for .py scripts.")
     injects_glibc: Annotated[str, AfterValidator(_glibc)] | None = Field(

@@ -28,7 +28,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from hvd_container.core.errors import UserError
 from hvd_container.core.image_refs import shifter_image_ref
-from hvd_container.core.model import Line
+from hvd_container.core.model import Line, empty_list
 
 
 def _unique(value: list[str]) -> list[str]:
@@ -56,7 +56,7 @@ class ShifterProfile(RuntimeProfile):
     known_flags = {"--volume": Flag("bind", "-V")}
     kind: Literal["shifter"]
     modules: Annotated[list[Line], AfterValidator(_unique)] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Shifter modules, joined into one --module= (a second one would replace the first).",
     )
 

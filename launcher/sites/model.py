@@ -28,7 +28,16 @@ from pydantic import (
     model_validator,
 )
 
-from hvd_container.core.model import NAME_PATTERN, NAME_WORDS, ControllerName, EnvName, Line, Strict
+from hvd_container.core.model import (
+    NAME_PATTERN,
+    NAME_WORDS,
+    ControllerName,
+    EnvName,
+    Line,
+    Strict,
+    empty_dict,
+    empty_list,
+)
 
 Arch = Literal["amd64", "arm64", "ppc64le"]
 MpiPlugin = Literal["pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta", "none"]
@@ -198,7 +207,7 @@ class Source(Strict):
     checked: Annotated[str, Field(pattern=_DATE_PATTERN)]
     confirmed: bool = True
     keys: list[Annotated[str, Field(pattern=_KEY_PATTERN)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="The profile's keys this source backs, dotted (gpu_driver, "
         "runtime.injects_glibc: every runtime entry's, scheduler.partitions.NAME: all of that "
         "partition's). While it is unconfirmed, a check that rests on one warns, never refuses.",
@@ -229,17 +238,17 @@ class Comment(Strict):
     form: Literal["word", "field-appl"] = "word"
     default: Line | None = None
     allowed: list[CommentWord] = Field(
-        default_factory=list, description="The applications (appl=) the site accepts."
+        default_factory=empty_list, description="The applications (appl=) the site accepts."
     )
     fields: list[CommentWord] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="The fields (field=) the site accepts; empty: not known, any word passes.",
     )
     field: CommentWord | None = Field(
         default=None, description="Your field, for the comments hvd-container composes."
     )
     retired: list[CommentWord] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Applications the site no longer accepts (their jobs are refused).",
     )
     reserved: bool = Field(
@@ -362,7 +371,7 @@ class Partition(Strict):
         default=None, ge=1, le=MAX_CPUS_PER_NODE, description=CPUS_PER_GPU_ABOUT
     )
     cpus_by_gpu_count: dict[Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)], int] = Field(
-        default_factory=dict, description=CPUS_BY_GPU_COUNT_ABOUT
+        default_factory=empty_dict, description=CPUS_BY_GPU_COUNT_ABOUT
     )
     gpu: Line | None = Field(default=None, description="The GPU model, e.g. A100, H200.")
     gpu_cc: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{1,2}$")] | None = Field(
@@ -402,7 +411,7 @@ class Scheduler(Strict):
     """The Slurm options a site needs."""
 
     partition: PartitionName | None = None
-    partitions: dict[PartitionName, Partition] = Field(default_factory=dict)
+    partitions: dict[PartitionName, Partition] = Field(default_factory=empty_dict)
     account: Line | None = None
     account_required: bool = Field(
         default=False,
@@ -459,7 +468,7 @@ class Scheduler(Strict):
         default=None, description="The longest interactive job (salloc, jupyter)."
     )
     qos_max_time: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], SlurmTime] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="The longest job of each QOS (--qos, or qos: above), where a site limits "
         "them by QOS (NERSC).",
     )
@@ -482,11 +491,11 @@ class Scheduler(Strict):
         "(--until-done's --grace), where the site limits it.",
     )
     srun_options: Annotated[list[Line], AfterValidator(_options_ok("srun"))] = Field(
-        default_factory=list
+        default_factory=empty_list
     )
     # each is a #SBATCH line of its own, which ends at the first space
     sbatch_options: Annotated[list[Line], AfterValidator(_options_ok("sbatch"))] = Field(
-        default_factory=list
+        default_factory=empty_list
     )
 
     @model_validator(mode="after")
@@ -555,7 +564,7 @@ class ImageSignatures(Strict):
         "and batch check it on the login node; a batch job checks the file's digest again).",
     )
     keys: Annotated[list[Line], AfterValidator(_each(guard.key_file_refusal))] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Public key files (absolute paths on the cluster; OpenPGP keys for SIF "
         "files, PEM keys, cosign.pub's form, for registry images) whose signatures "
         "the site trusts; `run --keyring FILE` adds the user's own.",
@@ -579,7 +588,7 @@ class Images(Strict):
         "path of plain characters, the same on every node (/tmp, /dev/shm, a site's local SSD).",
     )
     not_for_work: dict[Annotated[str, Field(pattern=r"^/\S*$")], Line] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="File systems the compute nodes see but the site asks not to work from "
         "(path: why): an image there is warned of.",
     )
@@ -602,11 +611,11 @@ class Site(Strict):
     name: Name
     runtime: RuntimeEntry
     description: Line = ""
-    other_runtimes: list[RuntimeEntry] = Field(default_factory=list)
+    other_runtimes: list[RuntimeEntry] = Field(default_factory=empty_list)
     arch: Literal["amd64", "arm64", "ppc64le", "host"] = Field(
         default="amd64", description="The nodes' architecture; host: this machine's."
     )
-    cluster_names: list[Line] = Field(default_factory=list)
+    cluster_names: list[Line] = Field(default_factory=empty_list)
     login_host: Line | None = None
     jupyter_interface: Annotated[str, Field(pattern=_INTERFACE_PATTERN)] | None = Field(
         default=None,
@@ -641,12 +650,12 @@ class Site(Strict):
         "that comes from in sources, keys: [nccl_finds_network]).",
     )
     shared_paths: Annotated[list[Line], AfterValidator(_abs_paths_ok)] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Where compute nodes see the login node's files; empty: not known (then "
         "only the usual node-local places, /tmp and the like, are refused for images).",
     )
     modules: Annotated[list[Line], AfterValidator(_each(guard.module_refusal))] = Field(
-        default_factory=list
+        default_factory=empty_list
     )
     site_modules: list[Line] | None = Field(
         default=None,
@@ -654,23 +663,23 @@ class Site(Strict):
         "(runtimes, CUDA, NCCL and its plugins, MPI), as `sites probe` lists them; "
         "`sites probe --diff` watches them. None: not recorded.",
     )
-    env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(default_factory=dict)
+    env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(default_factory=empty_dict)
     multi_node_env: Annotated[dict[EnvName, Line], AfterValidator(_env_ok)] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="Set after env only when a launch spans nodes (-N 2 or more, or nodes "
         "left to Slurm): NCCL_NET, which on one node forces a network transport NCCL does not "
         "need there and fails where the plugin is absent; a fabric's tuning (Slingshot's "
         "FI_CXI_* for GH200).",
     )
-    binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=list)
+    binds: Annotated[list[Line], AfterValidator(_binds_ok)] = Field(default_factory=empty_list)
     images: Images = Field(default_factory=Images)
-    notes: list[Line] = Field(default_factory=list)
+    notes: list[Line] = Field(default_factory=empty_list)
     acknowledge: Annotated[list[str], AfterValidator(_check_names)] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Warnings (by check name, as doctor lists them) this site's users know of "
         "and cannot act on: launches no longer print them, doctor still lists them.",
     )
-    sources: list[Source] = Field(default_factory=list)
+    sources: list[Source] = Field(default_factory=empty_list)
     _source: str = PrivateAttr(default="")
 
     @property
