@@ -50,7 +50,6 @@ from hvd_container.launcher.plan.scheduler_values import scheduler_values
 from hvd_container.launcher.sites.loader import slurm_cluster_name
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
-from hvd_container import known_bad
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
 from hvd_container.facts import BUILT_ARCHES
@@ -996,6 +995,9 @@ def known_bad_versions(launch: Launch) -> Verdict | None:
     assert facts is not None
     if facts.nccl is None:
         return skip(f"{facts.source}'s NCCL version is not recorded (verify records it)")
+    # the table of known-bad versions (and packaging) only for an image with facts: about 2 ms
+    from hvd_container import known_bad
+
     found = known_bad.problems({"nccl": facts.nccl})
     if not found:
         return passed(f"NCCL {facts.nccl or 'none'}: no known-bad version")
