@@ -7,6 +7,7 @@ to the library as keyword arguments.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -84,6 +85,8 @@ _TYPES: dict[str, Any] = {
 EVERY = tuple(OPTIONS)
 
 
+# one per name: run, batch and doctor take the same (typer copies what it changes of one)
+@functools.cache
 def _parameter(name: str) -> inspect.Parameter:
     option = OPTIONS[name]
     extra: dict[str, Any] = {}
