@@ -12,14 +12,20 @@ from typing import TypeVar
 C = TypeVar("C")
 
 
-def classes_in(package: str, path: Iterable[str], base: type[C]) -> list[type[C]]:
+def room_names(path: Iterable[str]) -> list[str]:
+    """The names of the rooms' modules at `path`, sorted; a module whose name starts with _
+    holds what several of them share."""
+    return sorted(i.name for i in pkgutil.iter_modules(path) if not i.name.startswith("_"))
+
+
+def classes_in(
+    package: str, path: Iterable[str], base: type[C], names: Iterable[str] | None = None
+) -> list[type[C]]:
     """The subclasses of `base` defined in the modules of `package` (at `path`), by module
-    name; a module whose name starts with _ holds what several of them share."""
+    name; `names`: only in those of its modules (each one of room_names)."""
     found: list[type[C]] = []
-    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{package}.{info.name}")
+    for name in room_names(path) if names is None else names:
+        module = importlib.import_module(f"{package}.{name}")
         found += [
             value
             for value in vars(module).values()

@@ -4,10 +4,14 @@ they share. core/yamlconf.py validates a file against such a model, one line per
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Annotated, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import core_schema
 
 from hvd_container.core.text import LINE_ENDS_ALLOWED, has_line_ends
 
@@ -22,6 +26,44 @@ class Strict(BaseModel):
     # imported: a dry run validates one site profile and built every model it imported (all
     # the runtimes' profiles on their own, the recipe's), about 10 ms (bench/dryrun.py)
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+@dataclass(frozen=True)
+class ByKind:
+    """`Annotated[Base, ByKind(model_for, models)]`: a mapping validated by the one model its
+    `kind` names, as a discriminated union of `models()` validates it, without building the
+    others' validators or asking `model_for` about them (a site profile names one or two of the
+    eight runtimes, whose modules then stay unloaded: about 7 ms of a dry run, bench/dryrun.py).
+    A `kind` no model takes is judged by the whole union, so its error is the union's (the
+    allowed kinds); the JSON schema is the union's."""
+
+    model_for: Callable[[str], type[BaseModel] | None]  # the model of a kind; None: unknown
+    models: Callable[[], tuple[type[BaseModel], ...]]  # every model, each with its `kind`
+
+    def model_of(self, value: Any) -> type[BaseModel] | None:
+        """The model the value's `kind` names (a mapping's key, a model's field), if any."""
+        kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+        return self.model_for(kind) if isinstance(kind, str) else None
+
+    def _validate(self, value: Any, info: core_schema.ValidationInfo) -> Any:
+        model = self.model_of(value)
+        if model is None:
+            return _union(self).validate_python(value, context=info.context)
+        return model.model_validate(value, context=info.context)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.with_info_plain_validator_function(self._validate)
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> Any:
+        return handler(_union(self).core_schema)
+
+
+@functools.cache
+def _union(by_kind: ByKind) -> TypeAdapter[Any]:
+    """The discriminated union of every model of `by_kind` (for errors and the JSON schema)."""
+    return TypeAdapter(
+        Annotated[Union[by_kind.models()], Field(discriminator="kind")]  # noqa: UP007
+    )
 
 
 def empty_list() -> list[Any]:

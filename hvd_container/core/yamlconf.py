@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from hvd_container.core.errors import UserError, raise_problems, sort_by_line
 from hvd_container.core.files import read_limited_text
+from hvd_container.core.model import ByKind
 from hvd_container.core.text import did_you_mean
 
 try:  # the C loader is several times faster; the launch path reads YAML on every call
@@ -162,9 +163,13 @@ def load(path: str | Path) -> Document:
 
 def _unwrap(annotation: Any, tag: str | None = None) -> Any:
     """The model class inside Optional[...] / list[...] / dict[..., ...] / Annotated[...], if
-    any; in a union of models, the one whose `kind` allows `tag` (a discriminated union)."""
+    any; in a union of models, the one whose `kind` allows `tag` (a discriminated union, or
+    core/model.py's ByKind)."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
+        by_kind = next((m for m in annotation.__metadata__ if isinstance(m, ByKind)), None)
+        if by_kind is not None and tag is not None and by_kind.model_for(tag) is not None:
+            return by_kind.model_for(tag)
         return _unwrap(typing.get_args(annotation)[0], tag)
     if origin in (typing.Union, types.UnionType):
         models = [m for m in (_unwrap(a) for a in typing.get_args(annotation)) if m is not None]

@@ -143,7 +143,7 @@ def plan(
     it can tell (srun's plugins, the GPUs' driver); None asks nothing. Outside an allocation
     the job is submitted with sbatch, or with `salloc` run in an interactive allocation."""
     launch = resolve(site, request, mode, dry_run=dry_run, keep_going=keep_going, machine=machine)
-    results = run_checks(launch)
+    results = run_checks(launch, every=keep_going)  # doctor lists every check
     if not keep_going:
         refuse_on_failure(results)
     elif any(r.status == "fail" for r in results):

@@ -319,10 +319,18 @@ def run_options(request: LaunchRequest, site: str) -> list[str]:
 
 
 def option_help(name: str) -> str:
-    """The help text of a launch parameter (some list what is registered)."""
+    """The help text of a launch parameter; `{runtimes}` in it stands for the runtime kinds,
+    which `help_shown` fills in (listing them loads every runtime's module)."""
     if name == "controller":
         return _controller_help()
-    return OPTIONS[name].help.replace("{runtimes}", ", ".join(runtimes.kinds()))
+    return OPTIONS[name].help
+
+
+def help_shown(text: str) -> str:
+    """A parameter's help as shown, with the registered runtime kinds in it."""
+    if "{runtimes}" not in text:
+        return text
+    return text.replace("{runtimes}", ", ".join(runtimes.kinds()))
 
 
 # far above any machine's ranks or nodes; keeps the layout arithmetic on small integers

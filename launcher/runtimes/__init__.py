@@ -23,7 +23,7 @@ from hvd_container.launcher import guard
 from hvd_container.launcher.checks.verdict import Verdict, fail
 from hvd_container.launcher.guard import Flag
 from hvd_container.launcher.plan.binds import source_of, split_binds
-from hvd_container.launcher.rooms import classes_in
+from hvd_container.launcher.rooms import classes_in, room_names
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hvd_container.core.errors import UserError
@@ -291,6 +291,20 @@ def _classes() -> dict[str, type[Runtime]]:
     return {kind: cls for cls in classes_in(__name__, __path__, Runtime) for kind in cls.kinds}
 
 
+@functools.cache
+def _class_for(kind: str) -> type[Runtime] | None:
+    """The class serving `kind`, loading only its own module where that module is named for
+    it (podman_hpc.py serves podman-hpc): the other runtimes' modules are about 7 ms of a dry
+    run (bench/dryrun.py). A kind served under another name (singularity, by apptainer.py)
+    is looked up in every module."""
+    name = kind.replace("-", "_")
+    if name in room_names(__path__):  # a name this package has, never a path from a profile
+        own = [c for c in classes_in(__name__, __path__, Runtime, [name]) if kind in c.kinds]
+        if own:
+            return own[0]
+    return _classes().get(kind)
+
+
 def kinds() -> list[str]:
     """Every runtime kind a site profile or --runtime may name."""
     return list(_classes())
@@ -311,9 +325,15 @@ def profiles() -> tuple[type[RuntimeProfile], ...]:
     return tuple(dict.fromkeys(cls.profile_model for cls in _classes().values()))
 
 
+def profile_for(kind: str) -> type[RuntimeProfile] | None:
+    """The profile model of a runtime kind; None for a kind no runtime serves."""
+    cls = _class_for(kind)
+    return cls.profile_model if cls is not None else None
+
+
 def default_profile(kind: str, **values: Any) -> RuntimeProfile:
     """The settings of a runtime kind a profile does not configure."""
-    cls = _classes().get(kind)
+    cls = _class_for(kind)
     if cls is None:
         raise UserError(f"--runtime: unknown runtime {kind!r} (allowed: {', '.join(kinds())})")
     return cls.profile_model.model_validate({"kind": kind, **values})
@@ -321,7 +341,9 @@ def default_profile(kind: str, **values: Any) -> RuntimeProfile:
 
 def runtime(profile: RuntimeProfile) -> Runtime:
     """The runtime a profile entry configures."""
-    return _classes()[profile.kind](profile)
+    cls = _class_for(profile.kind)
+    assert cls is not None, profile.kind  # a profile's kind is one its model allows
+    return cls(profile)
 
 
 def working_directory() -> str:

@@ -299,7 +299,7 @@ def test_the_import_rule_sees_a_planted_deferred_import() -> None:
 
 def test_the_measure_sees_a_deferral_that_saves_nothing() -> None:
     # the profile loader reads YAML: deferring yaml there would save nothing
-    assert saved_ms("hvd_container.launcher.sites.model", "yaml", tries=1) == 0.0
+    assert saved_ms("hvd_container.launcher.sites.loader", "yaml", tries=1) == 0.0
     assert saved_ms("hvd_container.core.errors", "yaml", tries=1) > 0.0
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from hvd_container.cli.commands.common import JsonOpt
-from hvd_container.cli.commands.launch_options import launch_parameters
+from hvd_container.cli.commands.launch_options import LaunchCommand, launch_parameters
 from hvd_container.cli.json_output import emit, json_errors
 from hvd_container.cli.terminal import TerminalReporter
 from hvd_container.launcher.plan.request import LaunchOptions
@@ -87,4 +87,4 @@ def jupyter(
 
 def register(app: typer.Typer) -> None:
     """Add `jupyter` to the app."""
-    app.command("jupyter")(jupyter)
+    app.command("jupyter", cls=LaunchCommand)(jupyter)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from hvd_container.cli.completion import (
     complete_controller,
@@ -24,7 +25,7 @@ from hvd_container.cli.completion import (
     complete_site,
 )
 from hvd_container.core.errors import UserError
-from hvd_container.launcher.plan.request import OPTIONS, option_help
+from hvd_container.launcher.plan.request import OPTIONS, help_shown, option_help
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +67,19 @@ def script_arguments(ctx: typer.Context, script: str, args: list[str] | None) ->
                 f"`{script} -- {arg}` to pass it on to the script"
             )
     return given[:cut] + given[cut + 1 :]
+
+
+class LaunchCommand(TyperCommand):
+    """A command with launch parameters: its help lists what is registered when it is shown
+    (--runtime's kinds: listing them loads every runtime's module, about 7 ms that a launch,
+    which loads its own runtime's, does not pay)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:
+            help_text = getattr(param, "help", None)
+            if help_text:
+                param.help = help_shown(help_text)  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)
 
 
 # values only hvd-container knows how to complete

@@ -13,6 +13,7 @@ from hvd_container.cli.commands.launch_options import (
     CONTEXT,
     EVERY,
     ArgsArg,
+    LaunchCommand,
     ScriptArg,
     launch_parameters,
     script_arguments,
@@ -317,6 +318,6 @@ def doctor(
 
 def register(app: typer.Typer) -> None:
     """Add `run`, `batch` and `doctor` to the app."""
-    app.command("run", context_settings=CONTEXT)(run)
-    app.command("batch", context_settings=CONTEXT)(batch)
-    app.command("doctor", context_settings=CONTEXT)(doctor)
+    app.command("run", context_settings=CONTEXT, cls=LaunchCommand)(run)
+    app.command("batch", context_settings=CONTEXT, cls=LaunchCommand)(batch)
+    app.command("doctor", context_settings=CONTEXT, cls=LaunchCommand)(doctor)

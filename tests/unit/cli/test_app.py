@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 __version__ = version("hvd-container")  # the installed metadata, as --version reads it
+from hvd_container.launcher import runtimes
+
 from hvd_container.cli.app import main
 from hvd_container.cli.commands import COMMANDS, load
 
@@ -422,3 +424,13 @@ def test_the_readmes_login_node_install_names_the_python_and_works_in_a_venv() -
     first = block.splitlines()[1]
     assert first.startswith("python3 -m venv ") and "bin/activate" in first
     assert "pip install --user" not in first.split("#")[0]  # only offered outside a venv
+
+
+@pytest.mark.parametrize("command", ["run", "batch", "doctor", "jupyter"])
+def test_a_launch_commands_help_lists_every_runtime(command: str, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--runtime's help names the kinds when it is shown (a launch loads only its own)."""
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main([command, "--help"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "--runtime" in x]
+    assert "{runtimes}" not in line
+    assert "instead of the site's: " + ", ".join(runtimes.kinds()) in line
