@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 
-from hvd_container.containers.engine import open_engine
 from hvd_container.containers.sif.format import has_sif_magic
-from hvd_container.containers.sif.reader import read_sif
 from hvd_container.launcher.plan.request import LaunchRequest
 from hvd_container.launcher.runtimes import Runtime, is_file_ref
 from hvd_container.launcher.sites.model import Site
@@ -74,6 +72,9 @@ def builtin_recipe_facts(name: str) -> ImageFacts | None:
 
 def _docker_labels(ref: str) -> dict[str, str] | None:
     """The labels of a local Docker image, or None (no SDK, no engine, no such image)."""
+    # the engine only for a launch that asks it (never a dry run): about 1 ms to import
+    from hvd_container.containers.engine import open_engine
+
     try:
         info = open_engine(timeout=5).inspect(ref)
     except Exception:  # no SDK, no engine: no facts, no checks
@@ -111,6 +112,9 @@ def read_facts(image: str, *, ask_docker: bool) -> ImageFacts | None:
             raise UserError(f"image {image}: cannot read it ({exc.strerror})") from None
         if not sif:
             return None
+        # the SIF reader only for a SIF: about 2 ms to import
+        from hvd_container.containers.sif.reader import read_sif
+
         info = read_sif(path)
         arch = info.arch if info.arch != "unknown" else None
         found = facts_from_labels(info.labels, source, arch, builtin_recipe_facts)
