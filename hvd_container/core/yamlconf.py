@@ -168,9 +168,8 @@ def _unwrap(annotation: Any, tag: str | None = None) -> Any:
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         by_kind = next((m for m in annotation.__metadata__ if isinstance(m, ByKind)), None)
-        if by_kind is not None and tag is not None and by_kind.model_for(tag) is not None:
-            return by_kind.model_for(tag)
-        return _unwrap(typing.get_args(annotation)[0], tag)
+        named = by_kind.model_for(tag) if by_kind is not None and tag is not None else None
+        return named or _unwrap(typing.get_args(annotation)[0], tag)
     if origin in (typing.Union, types.UnionType):
         models = [m for m in (_unwrap(a) for a in typing.get_args(annotation)) if m is not None]
         for model in models:

@@ -15,6 +15,13 @@ from pydantic import Field, TypeAdapter, ValidationError
 from hvd_container.core.model import ByKind, Strict, empty_list
 
 
+def _printed(code: str) -> str:
+    """What `code` prints in a new interpreter (which models it built is this process's)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_site_model_builds_no_validator_when_imported() -> None:
     """Models build their validators on first use (core/model.py's defer_build): importing the
     site model for a dry run pays for the classes, not for the schema of every runtime."""
@@ -26,9 +33,7 @@ def test_the_site_model_builds_no_validator_when_imported() -> None:
         "Site.model_validate({'name': 'x', 'runtime': {'kind': 'none'}})\n"
         "print(Site.__pydantic_complete__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    built, later = done.stdout.split("\n")[:2]
+    built, later = _printed(code).split("\n")[:2]
     assert built.split()[0] == "0" and int(built.split()[1]) > 2
     assert later == "True"
 
@@ -111,9 +116,7 @@ def test_by_kind_builds_no_validator_of_another_kind() -> None:
         "H.model_validate({'x': {'kind': 'a'}})\n"
         "print(A.__pydantic_complete__, B.__pydantic_complete__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False"]
+    assert _printed(code).split() == ["True", "False"]
 
 
 def test_by_kinds_json_schema_is_the_unions() -> None:
