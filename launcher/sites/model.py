@@ -165,7 +165,7 @@ def _check_names(value: list[str], info: ValidationInfo) -> list[str]:
     # the context holds a function: the checks are listed (every runtime's module loaded,
     # about 7 ms) only for a profile that acknowledges one
     names_of = (info.context or {}).get(CHECK_NAMES)
-    if names_of is None or not value:  # a profile made in code, not read from a file
+    if names_of is None or not value:  # made in code, not read from a file; or nothing to hold
         return value
     names = names_of()
     unknown = [v for v in value if v not in names]

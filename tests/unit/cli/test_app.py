@@ -10,10 +10,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-
-__version__ = version("hvd-container")  # the installed metadata, as --version reads it
 from hvd_container.launcher import runtimes
 
+__version__ = version("hvd-container")  # the installed metadata, as --version reads it
 from hvd_container.cli.app import main
 from hvd_container.cli.commands import COMMANDS, load
 
