@@ -7,22 +7,28 @@ processes (default 21), taking turns with the interpreter's own start-up (`pytho
 `hvd-container --version` and `hvd-container --help` in the same virtualenv, so the figures
 come from the same machine state. Usage:
     python bench/dryrun.py [--runs N] [--site SITE] [--max-ms 150] [--max-help-ms 150] [--venv DIR]
-                           [--imports]
+                           [--imports] [--python PYTHON] [--instructions]
 
 --venv reuses a virtualenv made by an earlier run (pip needs the package index: a fresh one
-needs the network or a wheelhouse in pip's configuration).
+needs the network or a wheelhouse in pip's configuration). --python times the same dry run
+under another interpreter as well, in a virtualenv of its own (or the one it belongs to), taking
+turns with the first: how the interpreter was built moves the figure (bench/README.md).
+--instructions also counts the instructions one dry run executes under each (valgrind's
+callgrind): unlike the time, the count does not follow the machine's load, so two checkouts
+can be told apart by less than the time's spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,15 +38,59 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORTS = ("typer", "typer._adapters", "pydantic.main", "hvd_container.launcher.sites.model")
 
 
-def new_virtualenv(where: Path) -> Path:
-    """A virtualenv at `where` with this checkout installed as a user installs it; its python."""
-    venv.create(where, with_pip=True)
+# callgrind's summary line on stderr: "==PID== Collected : N"
+COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
+
+
+def new_virtualenv(where: Path, interpreter: str = sys.executable) -> Path:
+    """A virtualenv at `where`, made by `interpreter`, with this checkout installed as a user
+    installs it; its python."""
+    subprocess.run([interpreter, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT)],
         check=True,
     )
     return python
+
+
+def virtualenv_of(interpreter: str, where: Path) -> Path:
+    """The python to time the other interpreter's dry run with: `interpreter` itself where it is
+    a virtualenv's with hvd-container installed beside it, else a new virtualenv's made by it."""
+    given = Path(interpreter)
+    if given.with_name("hvd-container").is_file():
+        return given
+    return new_virtualenv(where, interpreter)
+
+
+def counted(collected: str) -> int:
+    """The instructions callgrind's summary (its stderr) reports."""
+    found = COLLECTED.search(collected)
+    if found is None:
+        raise ValueError("no 'Collected : N' line in valgrind's output")
+    return int(found.group(1))
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """Instructions one run of `argv` executes, by valgrind's callgrind (the hash seed fixed:
+    a random one moves the count by a few hundredths of a per cent)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        env={**env, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise ValueError(f"valgrind {argv[0]}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return counted(done.stderr)
+
+
+def python_version(python: Path) -> str:
+    done = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
 
 
 def measure(
@@ -79,24 +129,45 @@ def main() -> int:
     parser.add_argument(
         "--imports", action="store_true", help="also time the imports the dry run is made of"
     )
+    parser.add_argument(
+        "--python",
+        help="another interpreter (or a virtualenv's python with hvd-container installed) to "
+        "time the same dry run under, taking turns",
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions of one dry run under each interpreter (valgrind)",
+    )
     opts = parser.parse_args()
+    if opts.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions: valgrind is not on PATH (Debian: apt-get install valgrind)")
+    if opts.python and shutil.which(opts.python) is None:
+        parser.error(f"--python: {opts.python!r} is not an interpreter found here")
     with tempfile.TemporaryDirectory() as tmp:
         python = opts.venv / "bin" / "python" if opts.venv else new_virtualenv(Path(tmp) / "venv")
-        cli = str(python.with_name("hvd-container"))
+        other = virtualenv_of(opts.python, Path(tmp) / "other") if opts.python else None
         script = Path(tmp, "train.py")
         script.write_text("import horovod.torch as hvd\nhvd.init()\n")
-        argv = [
-            cli, "run", "--site", opts.site, "--image", "user/img:tag",
-            "-n", "8", "--comment", "pytorch", "--account", "m1234_g", "--dry-run", str(script), "--epochs", "3",
-        ]  # fmt: skip
+
+        def dry_run(python: Path) -> list[str]:
+            return [
+                str(python.with_name("hvd-container")), "run", "--site", opts.site, "--image", "user/img:tag",
+                "-n", "8", "--comment", "pytorch", "--account", "m1234_g", "--dry-run", str(script), "--epochs", "3",
+            ]  # fmt: skip
+
+        cli = str(python.with_name("hvd-container"))
         # nothing of this machine's session: no allocation, no user site profile
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "LANG": "C.UTF-8"}
         commands = {
-            "dry run": argv,
+            "dry run": dry_run(python),
             "version": [cli, "--version"],
             "help": [cli, "--help"],
             "python": [str(python), "-c", "pass"],
         }
+        if other is not None:
+            commands["other dry run"] = dry_run(other)
+            commands["other python"] = [str(other), "-c", "pass"]
         if opts.imports:
             commands.update({f"import {m}": [str(python), "-c", f"import {m}"] for m in IMPORTS})
         results = measure(commands, env, opts.runs)
@@ -107,6 +178,16 @@ def main() -> int:
         done, times = results["dry run"]
         version, start_times = results["version"][1], results["python"][1]
         help_median = summary(results["help"][1])[0]
+        pythons = [python] if other is None else [python, other]
+        versions = [python_version(p) for p in pythons]
+        try:
+            counts = [
+                (instructions(dry_run(p), env), instructions([str(p), "-c", "pass"], env))
+                for p in (pythons if opts.instructions else [])
+            ]
+        except ValueError as exc:
+            print(f"--instructions: {exc}", file=sys.stderr)
+            return 1
     median, p90 = summary(times)
     start = summary(start_times)[0]
     print(
@@ -119,6 +200,21 @@ def main() -> int:
     for name, (_, took) in results.items():
         if name.startswith("import "):
             print(f"  `python -c '{name}'`, same runs: median {summary(took)[0]:.1f} ms")
+    if other is not None:
+        other_median, other_p90 = summary(results["other dry run"][1])
+        print(
+            f"  under {opts.python} (Python {versions[1]}; the first: {versions[0]}), same runs: "
+            f"median {other_median:.1f} ms, p90 {other_p90:.1f} ms ({other_median / median:.2f} of the "
+            f"first); its `python -c pass` {summary(results['other python'][1])[0]:.1f} ms"
+        )
+    labels = ["the first", f"under {opts.python}"][: len(pythons)]
+    for which, version_, (dry, bare) in zip(
+        labels, versions, counts, strict=False
+    ):  # counts: [] unasked
+        print(
+            f"  instructions, one run each, {which} (Python {version_}): the dry run "
+            f"{dry / 1e6:,.1f} M, `python -c pass` {bare / 1e6:,.1f} M"
+        )
     print(f"  {done.stdout.strip()}")
     over = [
         f"{what}: median {got:.1f} ms > {most:.0f} ms"

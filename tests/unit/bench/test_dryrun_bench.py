@@ -1,0 +1,76 @@
+"""bench/dryrun.py: the instruction count it reads off valgrind, and which virtualenv another
+interpreter's dry run is timed in. The count is taken for real here (valgrind is on the machine
+CI runs on)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "dryrun.py"
+
+CALLGRIND_STDERR = """\
+==7164== Callgrind, a call-graph generating cache profiler
+==7164== Command: /tmp/venv/bin/python -c pass
+==7164==
+==7164== Events    : Ir
+==7164== Collected : 38037819
+==7164==
+==7164== I   refs:      38,037,819
+"""
+
+
+@pytest.fixture(scope="module")
+def dryrun() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_dryrun", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_count_is_callgrinds_collected_total(dryrun: ModuleType) -> None:
+    assert dryrun.counted(CALLGRIND_STDERR) == 38_037_819
+
+
+def test_output_without_the_total_is_an_error_not_a_zero(dryrun: ModuleType) -> None:
+    with pytest.raises(ValueError, match="Collected"):
+        dryrun.counted(CALLGRIND_STDERR.replace("Collected", "Skipped"))
+
+
+def test_a_virtualenvs_python_with_the_tool_beside_it_is_timed_where_it_is(
+    dryrun: ModuleType, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    python.write_text("")
+    (bin_dir / "hvd-container").write_text("")
+    # no new virtualenv is made (that would need `venv` and pip): the one given is used
+    assert dryrun.virtualenv_of(str(python), tmp_path / "other") == python
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_instructions_of_a_real_run_are_counted_the_same_twice(dryrun: ModuleType) -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed here (it is on the machines CI runs on)")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    first = dryrun.instructions([sys.executable, "-S", "-c", "pass"], env)
+    second = dryrun.instructions([sys.executable, "-S", "-c", "pass"], env)
+    assert first > 1_000_000  # an interpreter's start, not an empty count
+    assert abs(first - second) / first < 0.01
+
+
+def test_a_failing_program_is_an_error(dryrun: ModuleType) -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed here (it is on the machines CI runs on)")
+    with pytest.raises(ValueError, match="exit 3"):
+        dryrun.instructions(
+            [sys.executable, "-S", "-c", "raise SystemExit(3)"], {"PATH": "/usr/bin:/bin"}
+        )
