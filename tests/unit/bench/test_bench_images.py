@@ -3,24 +3,20 @@ converts in out/demo/, `make sif` in out/."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _bench_scripts import load_bench
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
 def cluster() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cluster", ROOT / "bench" / "_cluster.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("_cluster.py")
 
 
 def test_the_first_place_is_where_make_demo_converts(cluster: ModuleType) -> None:

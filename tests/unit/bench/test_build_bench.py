@@ -3,24 +3,19 @@ it prints with --skip-cold and which images it removes at the end."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from _bench_scripts import load_bench
 from _fakes import FakeDockerAPI
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "build.py"
 
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_build", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_bench("build.py")
     monkeypatch.setattr(module.subprocess, "run", lambda *a, **k: None)  # testbed scripts
     return module
 

@@ -4,7 +4,6 @@ CI runs on)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -12,12 +11,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "dryrun.py"
+from _bench_scripts import load_bench
 
 CALLGRIND_STDERR = """\
 ==7164== Callgrind, a call-graph generating cache profiler
-==7164== Command: /tmp/venv/bin/python -c pass
+==7164== Command: venv/bin/python -c pass
 ==7164==
 ==7164== Events    : Ir
 ==7164== Collected : 38037819
@@ -28,11 +26,7 @@ CALLGRIND_STDERR = """\
 
 @pytest.fixture(scope="module")
 def dryrun() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_dryrun", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("dryrun.py")
 
 
 def test_the_count_is_callgrinds_collected_total(dryrun: ModuleType) -> None:

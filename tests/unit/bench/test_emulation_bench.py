@@ -3,23 +3,17 @@ with the twin's own lock and architecture."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _bench_scripts import load_bench
 from hvd_container.containers.recipe_loader import builtin_path, load_recipe
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "emulation.py"
 
 
 @pytest.fixture
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_emulation", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("emulation.py")
 
 
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])

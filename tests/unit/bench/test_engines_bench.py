@@ -3,25 +3,19 @@ must neither replace the image the tests use nor leave a second chain of its fir
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from _bench_scripts import load_bench
 from hvd_container.containers.recipe_loader import builtin_path, load_recipe
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "engines.py"
 
 
 @pytest.fixture
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_engines", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("engines.py")
 
 
 def test_the_bench_recipe_extends_the_one_measured_under_its_own_name(

@@ -3,7 +3,6 @@ the container's rank and the host's differ. The watch itself is run on a real pr
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
@@ -11,8 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "_ranks.py"
+from _bench_scripts import load_bench
 
 MAPS = """\
 7f00-7f01 r-xp 00000000 08:01 11 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_pml_ob1.so
@@ -28,12 +26,7 @@ MAPS = """\
 
 @pytest.fixture(scope="module")
 def ranks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_ranks", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("_ranks.py")
 
 
 def test_the_shared_objects_of_a_maps_text_by_name(ranks: ModuleType) -> None:
