@@ -178,13 +178,14 @@ def main() -> int:
         done, times = results["dry run"]
         version, start_times = results["version"][1], results["python"][1]
         help_median = summary(results["help"][1])[0]
-        pythons = [python] if other is None else [python, other]
-        versions = [python_version(p) for p in pythons]
+        # the interpreters by how the figures name them
+        pythons = {"the first": python} | ({f"under {opts.python}": other} if other else {})
+        versions = {which: python_version(p) for which, p in pythons.items()}
         try:
-            counts = [
-                (instructions(dry_run(p), env), instructions([str(p), "-c", "pass"], env))
-                for p in (pythons if opts.instructions else [])
-            ]
+            counts = {
+                which: (instructions(dry_run(p), env), instructions([str(p), "-c", "pass"], env))
+                for which, p in (pythons.items() if opts.instructions else ())
+            }
         except ValueError as exc:
             print(f"--instructions: {exc}", file=sys.stderr)
             return 1
@@ -203,16 +204,14 @@ def main() -> int:
     if other is not None:
         other_median, other_p90 = summary(results["other dry run"][1])
         print(
-            f"  under {opts.python} (Python {versions[1]}; the first: {versions[0]}), same runs: "
-            f"median {other_median:.1f} ms, p90 {other_p90:.1f} ms ({other_median / median:.2f} of the "
-            f"first); its `python -c pass` {summary(results['other python'][1])[0]:.1f} ms"
+            f"  under {opts.python} (Python {versions[f'under {opts.python}']}; the first: "
+            f"{versions['the first']}), same runs: median {other_median:.1f} ms, p90 "
+            f"{other_p90:.1f} ms ({other_median / median:.2f} of the first); its `python -c pass` "
+            f"{summary(results['other python'][1])[0]:.1f} ms"
         )
-    labels = ["the first", f"under {opts.python}"][: len(pythons)]
-    for which, version_, (dry, bare) in zip(
-        labels, versions, counts, strict=False
-    ):  # counts: [] unasked
+    for which, (dry, bare) in counts.items():
         print(
-            f"  instructions, one run each, {which} (Python {version_}): the dry run "
+            f"  instructions, one run each, {which} (Python {versions[which]}): the dry run "
             f"{dry / 1e6:,.1f} M, `python -c pass` {bare / 1e6:,.1f} M"
         )
     print(f"  {done.stdout.strip()}")
