@@ -51,9 +51,15 @@ def test_a_virtualenvs_python_with_the_tool_beside_it_is_timed_where_it_is(
     assert not (tmp_path / "other").exists()
 
 
-def test_the_instructions_of_a_real_run_are_counted_the_same_twice(dryrun: ModuleType) -> None:
+@pytest.fixture
+def valgrind() -> None:
+    """The counts below are taken for real; only where valgrind is absent are they not."""
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed here (it is on the machines CI runs on)")
+
+
+@pytest.mark.usefixtures("valgrind")
+def test_the_instructions_of_a_real_run_are_counted_the_same_twice(dryrun: ModuleType) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     first = dryrun.instructions([sys.executable, "-S", "-c", "pass"], env)
     second = dryrun.instructions([sys.executable, "-S", "-c", "pass"], env)
@@ -61,9 +67,8 @@ def test_the_instructions_of_a_real_run_are_counted_the_same_twice(dryrun: Modul
     assert abs(first - second) / first < 0.01
 
 
+@pytest.mark.usefixtures("valgrind")
 def test_a_failing_program_is_an_error(dryrun: ModuleType) -> None:
-    if shutil.which("valgrind") is None:
-        pytest.skip("valgrind is not installed here (it is on the machines CI runs on)")
     with pytest.raises(ValueError, match="exit 3"):
         dryrun.instructions(
             [sys.executable, "-S", "-c", "raise SystemExit(3)"], {"PATH": "/usr/bin:/bin"}
