@@ -180,7 +180,9 @@ def main() -> int:
         help_median = summary(results["help"][1])[0]
         # the interpreters by how the figures name them
         pythons = {"the first": python} | ({f"under {opts.python}": other} if other else {})
-        versions = {which: python_version(p) for which, p in pythons.items()}
+        # named only beside another interpreter's figures or the counts
+        named = other is not None or opts.instructions
+        versions = {which: python_version(p) for which, p in pythons.items()} if named else {}
         try:
             counts = {
                 which: (instructions(dry_run(p), env), instructions([str(p), "-c", "pass"], env))
