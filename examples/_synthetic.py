@@ -37,11 +37,20 @@ class CheckpointAsked:
         self.asked = False
         name = os.environ.get(CHECKPOINT_SIGNAL)
         self.watching = bool(name)
-        if name:
-            signal.signal(getattr(signal, f"SIG{name}"), self._ask)
+        self.signum = getattr(signal, f"SIG{name}") if name else None
+        if self.signum is not None:
+            signal.signal(self.signum, self._ask)
 
     def _ask(self, signum: int, frame: object) -> None:
         self.asked = True
+
+    def settled(self) -> None:
+        """The epochs are over (all of them, or those before the asked checkpoint): a warning
+        now asks for nothing. Ignored rather than left to the handler: Python puts the signal's
+        default action back as it exits, and a warning then would end the rank by the signal,
+        so that a finished training would go on in a next segment with nothing left to do."""
+        if self.signum is not None:
+            signal.signal(self.signum, signal.SIG_IGN)
 
     def agreed(self, mean_over_ranks: Callable[[float], float]) -> bool:
         """Did any rank get the signal? (an allreduce, only when watching)"""
@@ -278,6 +287,7 @@ def train_epochs(  # type: ignore[no-untyped-def]
                 print(f"[rank 0] stopping after epoch {epoch}: the time limit is near", flush=True)
             stopped = True
             break
+    ASKED.settled()
     if turns is not None:
         if step_times and rank == 0:
             said_turn(turns.taken, step_times[turn_start:], cpu_turn)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -59,6 +60,15 @@ example.main()
 """
 # about a minute and a half of training on two nodes of this machine: more than the limit
 TRAIN = ["--epochs", "12", "--samples", "16384", "--seed", "7"]
+# One rank trains one epoch; from the moment it says it is done until it has exited, it is sent
+# USR1 (Slurm's warning, as the job passes it on) over and over: then its exit
+WARNED_AS_IT_EXITS = """\
+python /ex/ddp_synthetic.py --epochs 1 --samples 256 --checkpoint /tmp/c.pt > /tmp/said 2>&1 &
+rank=$!
+until grep -q 'done:' /tmp/said; do kill -0 $rank 2>/dev/null || break; sleep 0.05; done
+while kill -USR1 $rank 2>/dev/null; do :; done
+wait $rank; echo "exit $?"; cat /tmp/said
+"""
 
 
 def _tensors(checkpoint: Path) -> dict[str, bytes]:
@@ -103,6 +113,27 @@ def test_a_training_past_its_time_limit_finishes_in_segments_with_the_same_weigh
     mine, theirs = _tensors(segmented), _tensors(reference)
     assert mine.keys() == theirs.keys() and len(mine) > 2
     assert mine == theirs  # bit for bit
+
+
+def test_a_warning_that_comes_as_a_finished_training_exits_is_ignored(
+    torch_image: str,
+) -> None:
+    """The examples' side of the contract: once its epochs are over, a rank ignores the warning,
+    so a training that finishes just as Slurm warns exits 0 and its run ends. A handler alone
+    is not enough: Python puts a signal's default action back as it exits, USR1's ends the
+    process, and the run took that for a segment cut by the time limit and went on in one more
+    job with nothing left to train (the test above once saw three jobs handed on for two stops)."""
+    done = subprocess.run(
+        ["docker", "run", "--rm", "-v", f"{EXAMPLE.parent}:/ex:ro",
+         "-e", "HVD_CHECKPOINT_SIGNAL=USR1", "-e", "RANK=0", "-e", "WORLD_SIZE=1",
+         "-e", "MASTER_ADDR=127.0.0.1", "-e", "MASTER_PORT=29500",
+         "--entrypoint", "sh", torch_image, "-c", WARNED_AS_IT_EXITS],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert re.search(r"^\[rank 0\] done: \d+ steps", said, re.M), said
+    assert re.search(r"^exit 0$", said, re.M), said  # not 138: ended by USR1
 
 
 def test_a_lightning_training_past_its_time_limit_goes_on_once_per_segment(
