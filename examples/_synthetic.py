@@ -36,8 +36,7 @@ class CheckpointAsked:
     def __init__(self) -> None:
         self.asked = False
         name = os.environ.get(CHECKPOINT_SIGNAL)
-        self.watching = bool(name)
-        self.signum = getattr(signal, f"SIG{name}") if name else None
+        self.signum = getattr(signal, f"SIG{name}") if name else None  # None: not watching
         if self.signum is not None:
             signal.signal(self.signum, self._ask)
 
@@ -54,7 +53,7 @@ class CheckpointAsked:
 
     def agreed(self, mean_over_ranks: Callable[[float], float]) -> bool:
         """Did any rank get the signal? (an allreduce, only when watching)"""
-        return self.watching and mean_over_ranks(1.0 if self.asked else 0.0) > 0
+        return self.signum is not None and mean_over_ranks(1.0 if self.asked else 0.0) > 0
 
 
 # watching from the import on: a warning that comes while the framework starts is kept for
