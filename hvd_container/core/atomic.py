@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from hvd_container.core.errors import UserError
+
 
 @contextlib.contextmanager
 def atomic_output(target: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
@@ -36,3 +38,24 @@ def write_text(target: str | os.PathLike[str], text: str, mode: int = 0o644) -> 
     """Atomically write text (UTF-8) to target."""
     with atomic_output(target, mode) as fh:
         fh.write(text.encode())
+
+
+def output_file(target: str | os.PathLike[str], flag: str) -> Path:
+    """The file that `flag` names, refused in one line before any work is done for it: a
+    directory, or a file in a directory that does not exist."""
+    path = Path(target)
+    if path.is_dir():
+        raise UserError(f"{flag} {target}: is a directory, expected a file path")
+    if not path.parent.exists():
+        raise UserError(f"{flag} {target}: directory {path.parent} does not exist")
+    return path
+
+
+def write_output(target: str | os.PathLike[str], flag: str, text: str, mode: int = 0o644) -> None:
+    """write_text to the file that `flag` names (checked as output_file does); a failure is one
+    line naming the flag, and the temporary file is gone already: nothing half-written."""
+    path = output_file(target, flag)
+    try:
+        write_text(path, text, mode)
+    except OSError as exc:
+        raise UserError(f"{flag} {target}: cannot write: {exc.strerror or exc}") from None

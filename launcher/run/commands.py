@@ -23,7 +23,7 @@ from hvd_container.launcher.script.batch import write_batch_script
 from hvd_container.launcher.sites.loader import record_expected_busbw
 from hvd_container.launcher.sites.model import Site
 
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import output_file, write_output
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
 
@@ -151,6 +151,8 @@ def doctor(
 
     if record and not screen:
         raise UserError("--record goes with --screen (it records the bus bandwidth a screen found)")
+    if screen and exclude_file:  # a file it could not write: said before the nodes are screened
+        output_file(exclude_file, "--exclude-file")
     site, request = _request(reporter, script or "doctor", args, options)
     if not script:  # the checks that read the script say it was not given
         request = replace(request, script_given=False)
@@ -166,7 +168,7 @@ def doctor(
         doctor_checks.add_screen(report, found)
         if found.bad:
             path = exclude_file or exclude_file_name(os.environ.get("SLURM_JOB_ID"))
-            write_text(path, "".join(f"{v.node}\n" for v in found.bad))
+            write_output(path, "--exclude-file", "".join(f"{v.node}\n" for v in found.bad))
             report.add("screen", "fail", f"exclude list: {path} (srun --exclude=./{path})")
         if record and found.reference is not None:
             where = record_expected_busbw(

@@ -15,7 +15,7 @@ from typing import Literal
 
 from hvd_container.launcher.script import shell
 
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import write_output
 from hvd_container.core.errors import UserError
 from hvd_container.core.programs import handed_program
 from hvd_container.core.text import has_line_ends, is_utf8
@@ -440,9 +440,4 @@ def write_batch_script(target: str, text: str) -> None:
             f"-o/--output {target}: is a symbolic link (to {os.readlink(path)}); name the file "
             "itself, or remove the link"
         )
-    if path.is_dir():
-        raise UserError(f"-o/--output {target}: is a directory, expected a file path")
-    try:
-        write_text(path, text, mode=SCRIPT_MODE)
-    except OSError as exc:
-        raise UserError(f"-o/--output {target}: cannot write: {exc.strerror or exc}") from None
+    write_output(target, "-o/--output", text, SCRIPT_MODE)

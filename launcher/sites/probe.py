@@ -37,7 +37,7 @@ from hvd_container.launcher.sites.model import (
 )
 from hvd_container.launcher.slurm import slurm_megabytes, slurm_seconds
 
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import output_file, write_output
 from hvd_container.core.errors import UserError
 from hvd_container.core.text import ascii_digits
 
@@ -629,15 +629,20 @@ def checked_profile_text(found: SiteProbe, name: str) -> tuple[str, Site]:
     return text, site
 
 
-def write_profile(found: SiteProbe, target: str) -> Site:
-    """Write the probed profile to `target` (its name is the file's), only once `sites
-    validate` accepts it: a probe of a site that says something odd leaves no file."""
+def profile_target(target: str) -> Path:
+    """-o's file, checked before the probe runs (with --nodes it waits for a job): NAME.yaml,
+    NAME the site's, in a directory that exists."""
     path = Path(target)
-    name = path.stem
-    if not valid_site_name(name) or path.suffix not in (".yaml", ".yml"):
+    if not valid_site_name(path.stem) or path.suffix not in (".yaml", ".yml"):
         raise UserError(
             f"-o {target}: the file's name is the site's name: NAME.yaml with lower-case letters, digits and . _ - (e.g. -o mysite.yaml)"
         )
-    text, site = checked_profile_text(found, name)
-    write_text(path, text)
+    return output_file(path, "-o")
+
+
+def write_profile(found: SiteProbe, target: str) -> Site:
+    """Write the probed profile to `target` (its name is the file's), only once `sites
+    validate` accepts it: a probe of a site that says something odd leaves no file."""
+    text, site = checked_profile_text(found, profile_target(target).stem)
+    write_output(target, "-o", text)
     return site

@@ -14,7 +14,7 @@ from hvd_container.containers.context import write_context
 from hvd_container.containers.convert.from_dockerfile import dockerfile_to_definition
 from hvd_container.containers.recipe_loader import load_recipe
 from hvd_container.containers.render import dockerfile_needs, render
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import write_output
 from hvd_container.core.errors import UserError
 from hvd_container.core.files import read_limited_text
 
@@ -90,14 +90,7 @@ def render_cmd(
     if output is None:
         typer.echo(text, nl=False)
         return
-    if output.is_dir():
-        raise UserError(f"--output {output}: is a directory, expected a file path")
-    if not output.parent.exists():
-        raise UserError(f"--output {output}: directory {output.parent} does not exist")
-    try:
-        write_text(output, text)
-    except OSError as exc:  # the temporary file is gone already: nothing half-written
-        raise UserError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
+    write_output(output, "--output", text)
     typer.echo(f"wrote {output}", err=True)
     if fmt is Format.docker and recipe is not None:
         needs = dockerfile_needs(load_recipe(recipe, arch))

@@ -12,7 +12,7 @@ import typer
 
 from hvd_container.cli.json_output import output_schema
 from hvd_container.containers.recipe_schema import recipe_schema
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import write_output
 from hvd_container.launcher.sites.model import site_schema
 
 
@@ -57,7 +57,7 @@ def schema_cmd(
         typer.echo(text, nl=False)
         return
 
-    write_text(output, text)
+    write_output(output, "--output", text)
     typer.echo(f"wrote {output}", err=True)
 
 

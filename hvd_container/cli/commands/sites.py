@@ -209,6 +209,8 @@ def probe_cmd(
     if output and diff:
         raise UserError("-o and --diff exclude each other: write a new profile, or compare one")
     profile = load_site(diff) if diff else None  # a profile that does not load: said first
+    if output:  # so is a file it could not write
+        probe.profile_target(output)
     found = probe.probe(nodes=nodes, timeout=timeout)
     nothing = probe.nothing_read(found)
     if nothing:  # no site to describe or compare: said once, not as a profile of TODOs

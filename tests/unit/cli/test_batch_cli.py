@@ -82,7 +82,8 @@ def test_batch_unwritable_target(capsys: pytest.CaptureFixture[str], tmp_path: P
     err = capsys.readouterr().err
     assert (
         err.startswith(
-            f"hvd-container: error: -o/--output {tmp_path}/missing/job.sh: cannot write:"
+            f"hvd-container: error: -o/--output {tmp_path}/missing/job.sh: directory "
+            f"{tmp_path}/missing does not exist"
         )
         and err.count("\n") == 1
     )

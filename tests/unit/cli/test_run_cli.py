@@ -370,3 +370,19 @@ def test_a_missing_image_in_the_sites_own_folder_is_checked_there_not_built(
         f"`ls {ngc}` there lists them; a launch on this machine would refuse it"
     )
     assert "hvd-container build" not in err
+
+
+def test_doctor_says_an_exclude_file_it_could_not_write_before_screening(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    isolated: Path,  # noqa: F811
+) -> None:
+    """The screen takes minutes on every node: a file in a missing folder is said first."""
+    target = f"{tmp_path}/missing/bad.exclude"
+    code = main(
+        ["doctor", "--site", "local", "--image", "x.sif", "--screen", "--exclude-file", target]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"hvd-container: error: --exclude-file {target}: directory {tmp_path}/missing does not exist\n"
+    )

@@ -89,3 +89,19 @@ def test_schema_command_prints_and_writes(
     assert main(["schema", "recipe", "-o", str(target)]) == 0
     assert target.read_text() == schema_text("recipe")
     assert main(["schema", "lock"]) == 2
+
+
+def test_schema_to_a_file_it_cannot_write_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both were tracebacks (FileNotFoundError, and OSError renaming onto /)."""
+    assert main(["schema", "site", "-o", f"{tmp_path}/missing/s.json"]) == 2
+    assert capsys.readouterr().err == (
+        f"hvd-container: error: --output {tmp_path}/missing/s.json: directory "
+        f"{tmp_path}/missing does not exist\n"
+    )
+    assert main(["schema", "site", "-o", "/"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "hvd-container: error: --output /: is a directory, expected a file path\n"
+    )

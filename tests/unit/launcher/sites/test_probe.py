@@ -90,6 +90,49 @@ def test_the_output_name_is_the_sites_name(tmp_path: Path, isolated: Path) -> No
         probe.write_profile(_found(**TESTBED), str(tmp_path / "My Site.yaml"))
 
 
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("My Site.yaml", "the file's name is the site's name"),
+        ("folder.yaml", "is a directory, expected a file path"),
+        ("missing/mysite.yaml", "directory missing does not exist"),
+    ],
+)
+def test_an_output_it_could_not_write_is_said_before_the_probe_runs(
+    target: str,
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    isolated: Path,  # noqa: F811
+) -> None:
+    """It probed first (with --nodes: a job in the queue), then refused -o's file."""
+    from hvd_container.cli.app import main
+
+    asked = tmp_path / "asked"
+    for program in ("scontrol", "sinfo", "srun"):  # each notes that the probe ran it
+        write(tmp_path / "bin" / program, f"#!/bin/sh\necho {program} >> {asked}\nexit 1\n").chmod(
+            0o755
+        )
+    (tmp_path / "folder.yaml").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sites", "probe", "--nodes", "-o", target]) == 2
+    assert capsys.readouterr().err == f"hvd-container: error: -o {target}: {problem}" + (
+        ": NAME.yaml with lower-case letters, digits and . _ - (e.g. -o mysite.yaml)\n"
+        if target == "My Site.yaml"
+        else "\n"
+    )
+    assert not asked.exists()
+
+
+def test_a_profile_it_cannot_write_is_one_line(tmp_path: Path, isolated: Path) -> None:  # noqa: F811
+    from hvd_container.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"^-o /proc/mysite\.yaml: cannot write: "):
+        probe.write_profile(_found(**TESTBED), "/proc/mysite.yaml")
+
+
 def test_a_command_that_does_not_answer_is_said_not_guessed(tmp_path: Path) -> None:
     slow = write(tmp_path / "slow", "#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
