@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from hvd_container.containers.convert.output import TEXT_MODE, check_output_path, creation_mode
 from hvd_container.containers.render import render_definition
 
-from hvd_container.core.atomic import write_text
+from hvd_container.core.atomic import write_output
 from hvd_container.core.errors import UserError
 
 BOOTSTRAPS = ("debootstrap", "docker")
@@ -47,12 +46,7 @@ def write_definition(
         Path(target) if target is not None else Path(f"{recipe.name}.def"), ".def"
     )
     text = definition_text(recipe, bootstrap)
-    try:
-        write_text(path, text, mode=creation_mode(TEXT_MODE))
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EISDIR):
-            raise UserError(f"--output {path}: cannot write there: {exc.strerror}") from None
-        raise
+    write_output(path, "--output", text, creation_mode(TEXT_MODE))
     return path
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hvd_container.core.atomic import output_file
 from hvd_container.core.errors import UserError
 
 # sylabs/sif's CreateContainerAtPath creates SIFs 0755 (they start with a launch script);
@@ -14,12 +15,11 @@ TEXT_MODE = 0o644
 
 
 def check_output_path(target: Path, suffix: str) -> Path:
-    """One-line errors for an --output that is a directory or lies in a missing directory."""
+    """One-line errors for an --output that is a directory (with the file name it wants), or
+    that output_file refuses."""
     if target.is_dir():
         raise UserError(f"--output {target}: is a directory; give a file name ending in {suffix}")
-    if not target.parent.is_dir():
-        raise UserError(f"--output {target}: directory {target.parent} does not exist")
-    return target
+    return output_file(target, "--output")
 
 
 def creation_mode(mode: int) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import special_kind
 
 
 @contextlib.contextmanager
@@ -19,6 +20,9 @@ def atomic_output(target: str | os.PathLike[str], mode: int = 0o644) -> Iterator
     On any exception (including KeyboardInterrupt) the temporary file is removed.
     """
     path = Path(target)
+    kind = special_kind(path)
+    if kind is not None:  # a rename onto it would destroy it: as root, /dev/null itself
+        raise UserError(f"{path}: is {kind}; only a regular file is replaced")
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=directory)
     try:
@@ -42,10 +46,18 @@ def write_text(target: str | os.PathLike[str], text: str, mode: int = 0o644) -> 
 
 def output_file(target: str | os.PathLike[str], flag: str) -> Path:
     """The file that `flag` names, refused in one line before any work is done for it: a
-    directory, or a file in a directory that does not exist."""
+    symbolic link (replacing it, or writing through it, would surprise someone), what is not a
+    regular file (a directory; a device, pipe or socket the new file would replace), a file in a
+    directory that does not exist."""
     path = Path(target)
-    if path.is_dir():
-        raise UserError(f"{flag} {target}: is a directory, expected a file path")
+    if path.is_symlink():
+        raise UserError(
+            f"{flag} {target}: is a symbolic link (to {os.readlink(path)}); name the file "
+            "itself, or remove the link"
+        )
+    kind = special_kind(path)
+    if kind is not None:
+        raise UserError(f"{flag} {target}: is {kind}, expected a file path")
     if not path.parent.exists():
         raise UserError(f"{flag} {target}: directory {path.parent} does not exist")
     return path

@@ -61,6 +61,19 @@ def not_a_file(
     return f"is {kind}, expected {expected}"
 
 
+def special_kind(path: str | os.PathLike[str]) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor a symbolic link ("a
+    directory", "a named pipe", "a character device", ...), else None. Asked with lstat: never
+    opened, never followed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def user_path(text: str) -> Path:
     """A path as the user wrote it, `~` and `~user` expanded where they can be (an unknown
     user, or no home directory, leaves it as written: Path.expanduser would raise)."""

@@ -6,7 +6,6 @@ the srun line is the step the plan composed (the one `run` runs inside an alloca
 
 from __future__ import annotations
 
-import os
 import re
 import string
 from dataclasses import dataclass, field
@@ -434,10 +433,4 @@ SCRIPT_MODE = 0o700
 def write_batch_script(target: str, text: str) -> None:
     """Write the script atomically, owner-only, replacing a regular file; a symbolic link is
     refused rather than followed or replaced (either would surprise someone)."""
-    path = Path(target)
-    if path.is_symlink():
-        raise UserError(
-            f"-o/--output {target}: is a symbolic link (to {os.readlink(path)}); name the file "
-            "itself, or remove the link"
-        )
     write_output(target, "-o/--output", text, SCRIPT_MODE)

@@ -96,3 +96,34 @@ def test_doctor_fails_the_image_check(kind, special, capsys, monkeypatch) -> Non
     image = next(line for line in out.splitlines() if line.split()[1:2] == ["image"])
     assert code == 1
     assert image.startswith("FAIL") and KINDS[kind] in image, image
+
+
+# every flag that names a file the tool writes, given the path
+OUTPUTS: dict[str, Callable[[str], list[str]]] = {
+    "render -o": lambda p: ["render", "cpu-bookworm", "-o", p],
+    "schema -o": lambda p: ["schema", "site", "-o", p],
+    "batch -o": lambda p: ["batch", "--site", "perlmutter", "--image", "u/img:1", "--account", "m1", "-o", p, "t.py"],
+    "convert --to def -o": lambda p: ["convert", "cpu-bookworm", "--to", "def", "-o", p],
+    "doctor --exclude-file": lambda p: ["doctor", "--site", "local", "--image", "x.sif", "--screen", "--exclude-file", p],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "link"])
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(
+    command, kind, special, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """Each wrote a new file and renamed it onto the path: a named pipe or a socket was
+    replaced by it, and as root `-o /dev/null` replaced the device itself."""
+    Path("t.py").write_text("import torch\n")
+    Path("file").write_text("kept\n")
+    os.symlink("file", "link")
+    path = {**special, "link": "./link"}[kind]
+    before = os.lstat(path)
+    assert main(OUTPUTS[command](path)) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    said = {**KINDS, "link": "is a symbolic link (to file)"}[kind]
+    assert len(err) == 1 and os.path.normpath(path) in err[0] and said in err[0], err
+    after = os.lstat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert Path("file").read_text() == "kept\n"

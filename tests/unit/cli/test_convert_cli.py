@@ -124,7 +124,7 @@ def test_flags_the_target_would_ignore_are_refused(
     assert os.listdir(tmp_path) == []  # nothing written
 
 
-@pytest.mark.parametrize("bad", ["existing", "missing/x.def"])
+@pytest.mark.parametrize("bad", ["existing", "missing/x.def", "/proc/x.def"])
 def test_def_output_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
     (tmp_path / "existing").mkdir()
     code, err = error_of(capsys, "convert", RECIPE, "--to", "def", "-o", bad)
@@ -132,6 +132,8 @@ def test_def_output_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], b
     expected = {
         "existing": "--output existing: is a directory; give a file name ending in .def",
         "missing/x.def": "--output missing/x.def: directory missing does not exist",
+        # where the check cannot tell (a folder no file can be made in): a line, not a traceback
+        "/proc/x.def": "--output /proc/x.def: cannot write: No such file or directory",
     }
     assert err == expected[bad]
     assert os.listdir(tmp_path) == ["existing"]

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from hvd_container.core.atomic import atomic_output, output_file, write_output, write_text
 from hvd_container.core.errors import UserError
+from hvd_container.core.files import special_kind
 
 
 def test_write_text_replaces_target(tmp_path: Path) -> None:
@@ -55,3 +57,16 @@ def test_a_write_that_fails_is_one_line_naming_the_flag(tmp_path: Path) -> None:
     write_output(tmp_path / "x.txt", "--out", "x\n", 0o600)
     assert (tmp_path / "x.txt").read_text() == "x\n"
     assert (tmp_path / "x.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_that_is_not_regular_is_never_replaced(tmp_path: Path) -> None:
+    """As root a rename onto /dev/null replaces the device: atomic_output refuses it itself,
+    whoever calls it (asked with lstat: /dev/null is neither opened nor touched here)."""
+    assert special_kind("/dev/null") == "a character device"
+    assert special_kind(tmp_path) == "a directory"
+    assert special_kind(tmp_path / "none") is None
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(UserError, match=r"fifo: is a named pipe; only a regular file is replaced$"):
+        write_text(tmp_path / "fifo", "x\n")
+    assert special_kind(tmp_path / "fifo") == "a named pipe"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]  # no temporary file left
