@@ -108,6 +108,17 @@ def _index_lines(
             _index_lines(value, (*path, i), out, source, budget)
 
 
+def _too_deep(source: str, line: int) -> UserError:
+    return UserError(
+        f"{source}:{line}: nested more than {MAX_DEPTH} levels deep: not a recipe or site profile"
+    )
+
+
+# libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses deep flow nesting while it scans ahead, before
+# the parser's events reach MAX_DEPTH: the same refusal, said in the same words
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+
+
 def _check_shape(text: str, source: str) -> None:
     """Refuse deep nesting before PyYAML's (recursive) composer sees it; the event parser is
     not recursive."""
@@ -117,10 +128,7 @@ def _check_shape(text: str, source: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 line = event.start_mark.line + 1 if event.start_mark else 1
-                raise UserError(
-                    f"{source}:{line}: nested more than {MAX_DEPTH} levels deep: "
-                    "not a recipe or site profile"
-                )
+                raise _too_deep(source, line)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         if count > MAX_NODES:
@@ -138,6 +146,8 @@ def parse(text: str, source: str) -> Document:
         data = yaml.load(text, Loader=_Loader) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
+        if exc.problem == LIBYAML_TOO_DEEP:
+            raise _too_deep(source, mark.line + 1 if mark is not None else 1) from None
         line = f":{mark.line + 1}" if mark is not None else ""
         raise UserError(f"{source}{line}: not valid YAML: {exc.problem}") from None
     except yaml.YAMLError as exc:
