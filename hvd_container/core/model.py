@@ -61,9 +61,9 @@ class ByKind:
 @functools.cache
 def _union(by_kind: ByKind) -> TypeAdapter[Any]:
     """The discriminated union of every model of `by_kind` (for errors and the JSON schema)."""
-    return TypeAdapter(
-        Annotated[Union[by_kind.models()], Field(discriminator="kind")]  # noqa: UP007
-    )
+    # a union made at run time: to pydantic >= 2.14's TypeForm-typed constructor, a value of Any
+    union: Any = Annotated[Union[by_kind.models()], Field(discriminator="kind")]  # noqa: UP007
+    return TypeAdapter(union)
 
 
 def empty_list() -> list[Any]:
