@@ -5,7 +5,8 @@ The project is installed (`pip install .`, not editable: no import hooks of a de
 install) into a new virtualenv that sees nothing else, and the dry run is timed there in new
 processes (default 21), taking turns with the interpreter's own start-up (`python -c pass`),
 `hvd-container --version` and `hvd-container --help` in the same virtualenv, so the figures
-come from the same machine state. Usage:
+come from the same machine state, and with the libraries it is built on loaded alone (LIBRARIES:
+what the dry run costs before any code of this package runs). Usage:
     python bench/dryrun.py [--runs N] [--site SITE] [--max-ms 150] [--max-help-ms 150] [--venv DIR]
                            [--imports] [--python PYTHON] [--instructions]
 
@@ -36,6 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # the parser with the pydantic it builds each parameter's check with; pydantic alone; the site
 # model, which imports both and builds its classes)
 IMPORTS = ("typer", "typer._adapters", "pydantic.main", "hvd_container.launcher.sites.model")
+# What every dry run pays before any code of this package runs, in one process: typer's parser
+# with the pydantic it checks each parameter with, pydantic's first validator (its plugin
+# look-up imports importlib.metadata) and PyYAML, which reads the site profile. The dry run less
+# this is the package's own share.
+LIBRARIES = "import typer._adapters, yaml; from pydantic import TypeAdapter; TypeAdapter(int)"
 
 
 # callgrind's summary line on stderr: "==PID== Collected : N"
@@ -164,6 +170,7 @@ def main() -> int:
             "version": [cli, "--version"],
             "help": [cli, "--help"],
             "python": [str(python), "-c", "pass"],
+            "libraries": [str(python), "-c", LIBRARIES],
         }
         if other is not None:
             commands["other dry run"] = dry_run(other)
@@ -198,6 +205,12 @@ def main() -> int:
     )
     print(f"  the interpreter alone (`python -c pass`), same runs: median {start:.1f} ms")
     print(f"  the CLI's share of the dry run: {median - start:.1f} ms")
+    libraries = summary(results["libraries"][1])[0]
+    print(
+        f"  the libraries alone (typer's parameter checks, pydantic's first validator, PyYAML), "
+        f"same runs: median {libraries:.1f} ms ({libraries / median:.2f} of the dry run); "
+        f"this package's own share: {median - libraries:.1f} ms"
+    )
     print(f"  `hvd-container --version`, same runs: median {summary(version)[0]:.1f} ms")
     print(f"  `hvd-container --help`, same runs: median {help_median:.1f} ms")
     for name, (_, took) in results.items():

@@ -1,11 +1,12 @@
-"""bench/dryrun.py: the instruction count it reads off valgrind, and which virtualenv another
-interpreter's dry run is timed in. The count is taken for real here (valgrind is on the machine
+"""bench/dryrun.py: the instruction count it reads off valgrind, which virtualenv another
+interpreter's dry run is timed in, and the libraries' floor it times beside the dry run. The count is taken for real here (valgrind is on the machine
 CI runs on)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -73,3 +74,17 @@ def test_a_failing_program_is_an_error(dryrun: ModuleType) -> None:
         dryrun.instructions(
             [sys.executable, "-S", "-c", "raise SystemExit(3)"], {"PATH": "/usr/bin:/bin"}
         )
+
+
+def test_the_libraries_floor_loads_what_the_dry_run_needs_and_none_of_the_package(
+    dryrun: ModuleType,
+) -> None:
+    """The floor the bench prints beside the dry run: the libraries a dry run must load (with
+    the importlib.metadata pydantic's plugin look-up brings), and no module of this package."""
+    probe = "; import sys; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", dryrun.LIBRARIES + probe], capture_output=True, text=True, check=True
+    )
+    loaded = set(done.stdout.split())
+    assert {"typer._adapters", "yaml", "pydantic.main", "importlib.metadata"} <= loaded
+    assert not {m for m in loaded if m.startswith("hvd_container")}
