@@ -17,7 +17,9 @@ from hvd_container.core.files import special_kind
 def atomic_output(target: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
     """Yield a binary file in the target's directory; rename it onto the target on success.
 
-    On any exception (including KeyboardInterrupt) the temporary file is removed.
+    On any exception (including KeyboardInterrupt) the temporary file is removed. A target that
+    is there and is neither a regular file nor a link (a device, pipe, socket or directory) is
+    refused: the rename would replace it.
     """
     path = Path(target)
     kind = special_kind(path)
