@@ -51,22 +51,18 @@ def not_a_file(
     """What `path` is when it is not a regular file (nor, with `directory`, a directory):
     "is a named pipe, expected ..."; None for one that is, or that does not exist. Asked with
     stat, which never opens it (opening a named pipe blocks until someone writes to it)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
+    kind = special_kind(path, follow_links=True)
+    if kind is None or (directory and kind == _KINDS[stat.S_IFDIR]):
         return None
-    if stat.S_ISREG(mode) or (directory and stat.S_ISDIR(mode)):
-        return None
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     return f"is {kind}, expected {expected}"
 
 
-def special_kind(path: str | os.PathLike[str]) -> str | None:
-    """What `path` is when it exists and is neither a regular file nor a symbolic link ("a
-    directory", "a named pipe", "a character device", ...), else None. Asked with lstat: never
-    opened, never followed."""
+def special_kind(path: str | os.PathLike[str], *, follow_links: bool = False) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor (unless `follow_links`:
+    then what it leads to is asked) a symbolic link ("a directory", "a named pipe", "a character
+    device", ...), else None. Asked with lstat or stat: never opened."""
     try:
-        mode = os.lstat(path).st_mode
+        mode = (os.stat if follow_links else os.lstat)(path).st_mode
     except OSError:
         return None
     if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
